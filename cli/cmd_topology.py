@@ -1,0 +1,97 @@
+"""``flowtracer topology``: generate fabrics and check topology files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from flowtracer.schemas.ecmp_hash import HashAlgorithm
+from flowtracer.schemas.fabric import Fabric, summarize
+from flowtracer.schemas.speeds import parse_speed
+from flowtracer.schemas.topology import TopologyError, load_topology
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+
+EXIT_BAD_INPUT = 2
+
+
+class SpeedType(click.ParamType):
+    name = "SPEED"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            return parse_speed(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+@click.group()
+def topology() -> None:
+    """Generate fabric topologies and validate topology files."""
+
+
+@topology.command("generate")
+@click.option("--hosts", type=int, required=True, help="Number of hosts (GPU servers).")
+@click.option("--nics-per-host", type=int, default=1, show_default=True, help="RDMA NICs per host.")
+@click.option("--leaves", type=int, required=True, help="Number of leaf switches (all rails together).")
+@click.option("--spines", type=int, required=True, help="Number of spine switches.")
+@click.option("--rails", type=int, default=None,
+              help="Rail-optimized: NIC k of every host on rail k, each rail its own leaves. "
+                   "Default: one rail per NIC when --nics-per-host > 1 and it divides --leaves, else 1.")
+@click.option("--parallel-links", type=int, default=1, show_default=True, help="Cables between each leaf and spine.")
+@click.option("--link-speed", type=SpeedType(), default="400G", show_default=True, help="Leaf-spine link speed.")
+@click.option("--host-speed", type=SpeedType(), default=None, help="NIC speed [default: --link-speed].")
+@click.option("--name", default="fabric", show_default=True, help="Fabric name.")
+@click.option("--gnmi-address", default="127.0.0.1", show_default=True, help="gNMI address of every switch.")
+@click.option("--gnmi-base-port", type=int, default=57400, show_default=True,
+              help="gNMI port of the first switch; the others count up.")
+@click.option("--hash-algorithm", type=click.Choice([a.value for a in HashAlgorithm]), default="crc16-ccitt",
+              show_default=True, help="ECMP hash algorithm of every switch.")
+@click.option("--hash-seed", type=int, default=0, show_default=True, help="ECMP hash seed of every switch.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the YAML here instead of stdout.")
+def generate_cmd(hosts: int, nics_per_host: int, leaves: int, spines: int, rails: int | None,
+                 parallel_links: int, link_speed: int, host_speed: int | None, name: str, gnmi_address: str,
+                 gnmi_base_port: int, hash_algorithm: str, hash_seed: int, output: Path | None) -> None:
+    """Build a 2-tier leaf-spine fabric (plain or rail-optimized) and print it as topology YAML."""
+    if rails is None:
+        rails = nics_per_host if nics_per_host > 1 and leaves % nics_per_host == 0 else 1
+    spec = FabricSpec(hosts=hosts, nics_per_host=nics_per_host, leaves=leaves, spines=spines,
+                      parallel_links=parallel_links, rails=rails, link_speed_bps=link_speed,
+                      host_speed_bps=host_speed or link_speed, name=name, gnmi_address=gnmi_address,
+                      gnmi_base_port=gnmi_base_port, hash_algorithm=HashAlgorithm(hash_algorithm),
+                      hash_seed=hash_seed)
+    try:
+        topo = generate(spec)
+    except TopologyError as e:
+        click.echo(f"flowtracer topology generate: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    text = topo.to_yaml()
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}: {len(topo.switches)} switches, {len(topo.hosts)} hosts", err=True)
+
+
+@topology.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def check_cmd(file: Path, as_json: bool) -> None:
+    """Validate a topology file and print a summary; exit 2 with a one-line reason if it is bad."""
+    try:
+        topo = load_topology(file)
+    except TopologyError as e:
+        click.echo(f"invalid topology: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    summary = summarize(Fabric(topo))
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    roles = ", ".join(f"{n} {r}" for r, n in summary["switches"].items())  # type: ignore[attr-defined]
+    lo, hi = summary["paths_between_leaves"]  # type: ignore[misc]
+    click.echo(f"{file}: ok: fabric {summary['name']!r}: {roles}; {summary['hosts']} hosts, "
+               f"{summary['nics']} NICs on {summary['rails']} rail(s); {summary['switch_links']} switch links; "
+               f"{summary['ecmp_groups']} ECMP groups; {lo}-{hi} equal-cost paths between leaves; "
+               f"oversubscription {summary['oversubscription']}:1")

@@ -1,0 +1,58 @@
+"""The ``flowtracer`` command: one subcommand per stage.
+
+Exit codes: 0 success; 1 runtime failure; 2 bad input (usage, config, topology); 3 not built yet.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import __version__
+from .cmd_topology import topology
+from .logs import FORMATS, setup_logging
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOT_BUILT = 3
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="flowtracer")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, envvar="FLOWTRACER_LOG_LEVEL", help="Least severe message logged (stderr).")
+@click.option("--log-format", type=click.Choice(FORMATS), default="text", show_default=True,
+              envvar="FLOWTRACER_LOG_FORMAT", help="text for people, json (one object per line) for log shippers.")
+def cli(log_level: str, log_format: str) -> None:
+    """Live view of how RoCEv2 training traffic spreads over the equal-cost paths of a fabric.
+
+    Switches (gNMI) and hosts (RDMA) -> collect / agent -> Kafka -> process -> InfluxDB / Kafka.
+    """
+    setup_logging(log_level, log_format)
+
+
+cli.add_command(topology)
+
+
+def _not_built(name: str, issue: int, what: str) -> click.Command:
+    @click.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                   help=f"{what} (not built yet: issue #{issue}).")
+    def cmd() -> None:
+        click.echo(f"flowtracer {name}: not built yet (issue #{issue}: {what})", err=True)
+        raise SystemExit(EXIT_NOT_BUILT)
+
+    return cmd
+
+
+for _name, _issue, _what in (
+    ("sim", 3, "run the simulated fabric: gNMI switches, RDMA host views, NCCL-like traffic"),
+    ("collect", 4, "stream switch counters over gNMI into Kafka"),
+    ("agent", 5, "stream RDMA flow records from hosts into Kafka"),
+    ("process", 6, "join flows and counters into link/path loads, collisions and FIM"),
+    ("whatif", 7, "replay recorded traffic under other routing strategies"),
+    ("demo", 8, "run the whole pipeline on the embedded default with a live dashboard"),
+):
+    cli.add_command(_not_built(_name, _issue, _what))
+
+
+def main() -> None:
+    cli(prog_name="flowtracer")

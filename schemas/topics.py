@@ -1,0 +1,67 @@
+"""Kafka topic names, message keys and the partitioning rule: the wire contract besides the .proto.
+
+Co-partitioning: counters are keyed by switch name and flows by the name of the leaf the sending
+NICs attach to, and both topics have the same partition count. Kafka's default partitioner
+(murmur2 of the key, the same in the Java client, kafka-python and aiokafka) therefore puts a
+leaf's counters and the flows that enter the fabric at that leaf in the same partition, so one
+worker owns everything needed for the leaf's uplink ECMP groups. docs/schemas.md gives the reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+"""The ``schema_version`` every v1 message carries."""
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One Kafka topic of the contract: name, protobuf message and what its key is."""
+
+    name: str
+    message: str
+    key: str
+    description: str
+
+
+COUNTERS = Topic(
+    "flowtracer.counters.v1", "CounterBatch", "switch name",
+    "one batch per switch per sample instant, from the gNMI collectors",
+)
+FLOWS = Topic(
+    "flowtracer.flows.v1", "FlowBatch", "leaf the batch's NICs attach to",
+    "one batch per host and leaf per window, from the host agents",
+)
+LINK_LOADS = Topic(
+    "flowtracer.link-loads.v1", "LinkLoad", "directed link id",
+    "per link and window: measured, attributed and unexplained bytes",
+)
+PATH_LOADS = Topic(
+    "flowtracer.path-loads.v1", "PathLoad", "path id",
+    "per equal-cost path and window: bytes and flows the resolver placed on it",
+)
+FIM = Topic(
+    "flowtracer.fim.v1", "FimSample", "ECMP group id, or 'fabric'",
+    "rolling Flow Imbalance Metric per ECMP group and fabric-wide",
+)
+COLLISIONS = Topic(
+    "flowtracer.collisions.v1", "Collision", "ECMP group id",
+    "heavy flows sharing a member while a sibling member idles",
+)
+DEAD_LETTER = Topic(
+    "flowtracer.dead-letter.v1", "DeadLetter", "the original key",
+    "records the processor could not use, with the reason",
+)
+
+INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS)
+OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
+ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS
+
+DEFAULT_PARTITIONS = 8
+"""Partitions of the input topics; counters and flows must have the same count (co-partitioning)."""
+
+
+def key(name: str) -> bytes:
+    """Encode a message key (switch, leaf, link, path or group name) as Kafka key bytes."""
+    return name.encode("utf-8")

@@ -1,0 +1,451 @@
+"""The fabric topology file: its schema, and a loader that explains every mistake in one line.
+
+A topology YAML names the switches (role, gNMI endpoint, TLS and credential references, ECMP
+hash), the switch-to-switch links and the hosts with their RDMA NICs and where each attaches.
+It is the one description of the fabric that simulator, collectors and processor share.
+``load_topology`` returns a validated ``Topology``; ``schemas.fabric.Fabric`` answers routing
+questions about it. Every problem raises ``TopologyError`` with ``file:line: place: problem``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
+from .speeds import format_speed, parse_speed
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_PORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./\-]*$")
+
+
+class TopologyError(ValueError):
+    """A topology file is unreadable or invalid; ``str()`` is one line naming file, place, problem."""
+
+
+class Role(StrEnum):
+    LEAF = "leaf"
+    SPINE = "spine"
+    SUPER_SPINE = "super-spine"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TlsConfig(_Model):
+    """TLS towards a switch's gNMI server. Paths are to PEM files; no key material inline."""
+
+    enabled: bool = False
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    skip_verify: bool = False
+    server_name: str | None = None
+
+
+class Credentials(_Model):
+    """gNMI username/password references. The password is never written in the topology."""
+
+    username: str | None = None
+    username_env: str | None = None
+    password_env: str | None = None
+    password_file: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_password(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "password" in data:
+            raise ValueError("passwords are not accepted inline; use password_env or password_file")
+        return data
+
+
+class GnmiEndpoint(_Model):
+    """Where a switch's gNMI server listens."""
+
+    address: str
+    port: int = Field(57400, ge=1, le=65535)
+    tls: TlsConfig = TlsConfig()
+    credentials: Credentials = Credentials()
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        try:
+            ipaddress.ip_address(v)
+            return v
+        except ValueError:
+            pass
+        if re.fullmatch(r"[0-9.]+", v) or not _HOSTNAME.match(v):
+            raise ValueError(f"{v!r} is not a valid IP address or hostname")
+        return v
+
+
+class EcmpHashConfig(_Model):
+    """ECMP hash of one switch: the header fields, algorithm, seed and member selection."""
+
+    fields: tuple[HashField, ...] = DEFAULT_FIELDS
+    algorithm: HashAlgorithm = HashAlgorithm.CRC16_CCITT
+    seed: int = Field(0, ge=0, le=0xFFFFFFFF)
+    selection: MemberSelection = MemberSelection.MODULO
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, v: tuple[HashField, ...]) -> tuple[HashField, ...]:
+        if not v:
+            raise ValueError("at least one header field is needed")
+        if len(set(v)) != len(v):
+            raise ValueError("a header field is listed twice")
+        return v
+
+    def model(self) -> EcmpHash:
+        return EcmpHash(tuple(self.fields), self.algorithm, self.seed, self.selection)
+
+
+class Switch(_Model):
+    name: str
+    role: Role
+    gnmi: GnmiEndpoint | None = None
+    ecmp_hash: EcmpHashConfig | None = None
+    #: Declared port speeds (bit/s, or "400G"); links and NICs must match them.
+    ports: dict[str, int] = {}
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid switch name (letters, digits, '_', '.', '-')")
+        return v
+
+    @field_validator("ports", mode="before")
+    @classmethod
+    def _ports(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: parse_speed(s) for k, s in v.items()}
+        return v
+
+
+class Link(_Model):
+    """A switch-to-switch cable: ``a`` and ``b`` are ``switch:port``."""
+
+    a: str
+    b: str
+    speed: int | None = None
+
+    @field_validator("speed", mode="before")
+    @classmethod
+    def _speed(cls, v: Any) -> Any:
+        return None if v is None else parse_speed(v)
+
+
+class Nic(_Model):
+    """One RDMA NIC (one port) of a host and the leaf port it is cabled to."""
+
+    rdma_device: str
+    port: int = Field(1, ge=1)
+    netdev: str
+    ip: str
+    rail: int = Field(0, ge=0)
+    leaf: str
+    speed: int = 400_000_000_000
+
+    @field_validator("speed", mode="before")
+    @classmethod
+    def _speed(cls, v: Any) -> Any:
+        return parse_speed(v)
+
+    @field_validator("ip")
+    @classmethod
+    def _ip(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_address(v))
+        except ValueError:
+            raise ValueError(f"{v!r} is not a valid IP address") from None
+
+
+class Host(_Model):
+    name: str
+    nics: tuple[Nic, ...]
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid host name (letters, digits, '_', '.', '-')")
+        return v
+
+    @field_validator("nics")
+    @classmethod
+    def _nics(cls, v: tuple[Nic, ...]) -> tuple[Nic, ...]:
+        if not v:
+            raise ValueError("a host needs at least one NIC")
+        return v
+
+
+class Defaults(_Model):
+    """Values every switch gets unless it sets its own."""
+
+    gnmi_port: int = Field(57400, ge=1, le=65535)
+    tls: TlsConfig = TlsConfig()
+    credentials: Credentials = Credentials()
+    ecmp_hash: EcmpHashConfig = EcmpHashConfig()
+    #: Speed of every port not declared in a switch's ``ports``, in bit/s (or "400G").
+    port_speed: int | None = None
+
+    @field_validator("port_speed", mode="before")
+    @classmethod
+    def _speed(cls, v: Any) -> Any:
+        return None if v is None else parse_speed(v)
+
+
+class Topology(_Model):
+    """A validated fabric description. Build with ``load_topology`` / ``parse_topology``."""
+
+    name: str = "fabric"
+    defaults: Defaults = Defaults()
+    switches: tuple[Switch, ...]
+    links: tuple[Link, ...] = ()
+    hosts: tuple[Host, ...] = ()
+
+    def switch(self, name: str) -> Switch:
+        for s in self.switches:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def ecmp_hash(self, switch: str) -> EcmpHash:
+        """The ECMP hash model a switch uses (its own, else the defaults)."""
+        cfg = self.switch(switch).ecmp_hash or self.defaults.ecmp_hash
+        return cfg.model()
+
+    def to_yaml(self) -> str:
+        """Serialize back to YAML (speeds written as 400G, defaults left out)."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        for s in data.get("switches", []):
+            if "ports" in s:
+                s["ports"] = {p: format_speed(v) for p, v in s["ports"].items()}
+        for link in data.get("links", []):
+            if "speed" in link:
+                link["speed"] = format_speed(link["speed"])
+        for h in data.get("hosts", []):
+            for n in h["nics"]:
+                n["speed"] = format_speed(n.get("speed", 400_000_000_000))
+        d = data.get("defaults", {})
+        if "port_speed" in d:
+            d["port_speed"] = format_speed(d["port_speed"])
+        return yaml.safe_dump(data, sort_keys=False, width=120)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading: YAML -> pydantic -> cross-reference checks, every error located in the file.
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read and validate a topology file; raise ``TopologyError`` naming the place of any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TopologyError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TopologyError(f"{p}: cannot read: {e}") from None
+    return parse_topology(text, str(p))
+
+
+def parse_topology(text: str, source: str = "<topology>") -> Topology:
+    """Validate topology YAML text; ``source`` names it in error messages."""
+    # One pass with libyaml when present: the node tree gives line numbers, the data is built from it.
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise TopologyError(f"{where}: YAML syntax error: {e.problem}") from None
+    except yaml.YAMLError as e:
+        raise TopologyError(f"{source}: YAML error: {e}") from None
+    finally:
+        loader.dispose()
+    return validate_topology(data, source, _LineIndex(node))
+
+
+def validate_topology(data: object, source: str, lines: _LineIndex | None = None) -> Topology:
+    """Validate already-parsed topology data (as from YAML); errors name ``source``."""
+    lines = lines or _LineIndex(None)
+    if not isinstance(data, dict):
+        raise TopologyError(f"{source}: expected a mapping with 'switches', 'links' and 'hosts'")
+    try:
+        topo = Topology.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif err["type"] == "missing":
+            msg = f"missing required field {loc[-1]!r}"
+        elif err["type"] == "enum":
+            msg = f"{err['input']!r} is not one of: {err['ctx']['expected']}"
+        raise TopologyError(f"{lines.where(source, loc)}: {_fmt_loc(loc)}: {msg}") from None
+    for loc, problem in _cross_check(topo):
+        raise TopologyError(f"{lines.where(source, loc)}: {_fmt_loc(loc)}: {problem}")
+    return topo
+
+
+def _fmt_loc(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class _LineIndex:
+    """Maps a location (keys and list indexes) to its line in the YAML text."""
+
+    def __init__(self, root: yaml.Node | None) -> None:
+        self.root = root
+
+    def where(self, source: str, loc: tuple[Any, ...]) -> str:
+        node, line = self.root, None
+        for part in loc:
+            if node is None:
+                break
+            line = node.start_mark.line + 1
+            nxt = None
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    if k.value == str(part):
+                        nxt = v
+                        line = k.start_mark.line + 1
+                        break
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                nxt = node.value[part]
+                line = nxt.start_mark.line + 1
+            node = nxt
+        return f"{source}:{line}" if line else source
+
+
+def _split_port(ref: str) -> tuple[str, str] | None:
+    node, sep, port = ref.partition(":")
+    if not sep or not node or not port or not _PORT_NAME.match(port):
+        return None
+    return node, port
+
+
+def _cross_check(topo: Topology) -> Iterable[tuple[tuple[Any, ...], str]]:
+    """Yield (location, problem) for every inconsistency between switches, links and hosts."""
+    switches: dict[str, Switch] = {}
+    for i, s in enumerate(topo.switches):
+        if s.name in switches:
+            yield ("switches", i, "name"), f"switch {s.name!r} is defined twice"
+        switches[s.name] = s
+    if not switches:
+        yield ("switches",), "a fabric needs at least one switch"
+    known = ", ".join(sorted(switches)[:8]) + (", ..." if len(switches) > 8 else "")
+
+    gnmi_seen: dict[tuple[str, int], str] = {}
+    for i, s in enumerate(topo.switches):
+        if s.gnmi is not None:
+            ep = (s.gnmi.address, s.gnmi.port)
+            if ep in gnmi_seen:
+                yield ("switches", i, "gnmi"), (
+                    f"gNMI endpoint {ep[0]}:{ep[1]} is already used by {gnmi_seen[ep]}")
+            gnmi_seen[ep] = s.name
+
+    used: dict[tuple[str, str], str] = {}
+
+    def port_speed(sw: Switch, port: str) -> int | None:
+        return sw.ports.get(port, topo.defaults.port_speed)
+
+    uplinks: dict[str, int] = {}
+    for i, link in enumerate(topo.links):
+        ends = []
+        for side in ("a", "b"):
+            ref = getattr(link, side)
+            parsed = _split_port(ref)
+            if parsed is None:
+                yield ("links", i, side), f"{ref!r} is not 'switch:port'"
+                return
+            node, port = parsed
+            if node not in switches:
+                hint = " (host NICs attach with hosts[].nics[].leaf)" if any(
+                    h.name == node for h in topo.hosts) else ""
+                yield ("links", i, side), f"unknown switch {node!r}{hint}; known: {known}"
+                return
+            if (node, port) in used:
+                yield ("links", i, side), f"port {node}:{port} is already used by {used[(node, port)]}"
+                return
+            used[(node, port)] = f"links[{i}].{side}"
+            ends.append((switches[node], port))
+        (sa, pa), (sb, pb) = ends
+        if sa.name == sb.name:
+            yield ("links", i), f"link connects {sa.name} to itself"
+            return
+        speeds = {f"{sa.name}:{pa}": port_speed(sa, pa), f"{sb.name}:{pb}": port_speed(sb, pb)}
+        if link.speed is not None:
+            speeds["link"] = link.speed
+        distinct = {v for v in speeds.values() if v is not None}
+        if len(distinct) > 1:
+            desc = ", ".join(f"{k} {format_speed(v)}" for k, v in speeds.items() if v is not None)
+            yield ("links", i), f"mismatched link speeds: {desc}"
+            return
+        if not distinct:
+            yield ("links", i), "no speed: give the link a speed, declare the ports, or set defaults.port_speed"
+            return
+        for s_, other in ((sa, sb), (sb, sa)):
+            if s_.role is Role.LEAF and other.role is not Role.LEAF:
+                uplinks[s_.name] = uplinks.get(s_.name, 0) + 1
+
+    nic_ips: dict[str, str] = {}
+    hosts_seen: dict[str, int] = {}
+    for hi, h in enumerate(topo.hosts):
+        if h.name in switches or h.name in hosts_seen:
+            yield ("hosts", hi, "name"), f"name {h.name!r} is already used by another host or switch"
+            return
+        hosts_seen[h.name] = hi
+        devs: set[tuple[str, int]] = set()
+        for ni, nic in enumerate(h.nics):
+            here = ("hosts", hi, "nics", ni)
+            if (nic.rdma_device, nic.port) in devs:
+                yield (*here, "rdma_device"), f"{nic.rdma_device} port {nic.port} is listed twice on {h.name}"
+                return
+            devs.add((nic.rdma_device, nic.port))
+            if nic.ip in nic_ips:
+                yield (*here, "ip"), f"duplicate IP {nic.ip}: already the IP of {nic_ips[nic.ip]}"
+                return
+            nic_ips[nic.ip] = f"{h.name}/{nic.rdma_device}"
+            parsed = _split_port(nic.leaf)
+            if parsed is None:
+                yield (*here, "leaf"), f"{nic.leaf!r} is not 'leaf:port'"
+                return
+            node, port = parsed
+            if node not in switches:
+                yield (*here, "leaf"), f"unknown switch {node!r}; known: {known}"
+                return
+            if switches[node].role is not Role.LEAF:
+                yield (*here, "leaf"), f"{node} is a {switches[node].role.value}; host NICs attach to leaves"
+                return
+            if (node, port) in used:
+                yield (*here, "leaf"), f"port {node}:{port} is already used by {used[(node, port)]}"
+                return
+            used[(node, port)] = f"hosts[{hi}].nics[{ni}]"
+            ps = port_speed(switches[node], port)
+            if ps is not None and ps != nic.speed:
+                yield (*here, "speed"), (
+                    f"mismatched link speeds: NIC {format_speed(nic.speed)} but {node}:{port} is {format_speed(ps)}")
+                return
+
+    has_spines = any(s.role is not Role.LEAF for s in topo.switches)
+    for i, s in enumerate(topo.switches):
+        if s.role is Role.LEAF and has_spines and not uplinks.get(s.name):
+            yield ("switches", i), f"leaf {s.name} has no uplink to a spine"

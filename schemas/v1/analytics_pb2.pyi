@@ -1,0 +1,166 @@
+from flowtracer.schemas.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LoadBasis(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOAD_BASIS_UNSPECIFIED: _ClassVar[LoadBasis]
+    LOAD_BASIS_MEASURED: _ClassVar[LoadBasis]
+    LOAD_BASIS_ATTRIBUTED: _ClassVar[LoadBasis]
+LOAD_BASIS_UNSPECIFIED: LoadBasis
+LOAD_BASIS_MEASURED: LoadBasis
+LOAD_BASIS_ATTRIBUTED: LoadBasis
+
+class LinkLoad(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "speed_bps", "measured_bytes", "measured_valid", "attributed_bytes", "unexplained_bytes", "utilization", "flow_count", "resolver", "groups")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    SRC_NODE_FIELD_NUMBER: _ClassVar[int]
+    SRC_PORT_FIELD_NUMBER: _ClassVar[int]
+    DST_NODE_FIELD_NUMBER: _ClassVar[int]
+    DST_PORT_FIELD_NUMBER: _ClassVar[int]
+    SPEED_BPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_VALID_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UNEXPLAINED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    FLOW_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    link: str
+    src_node: str
+    src_port: str
+    dst_node: str
+    dst_port: str
+    speed_bps: int
+    measured_bytes: int
+    measured_valid: bool
+    attributed_bytes: int
+    unexplained_bytes: int
+    utilization: float
+    flow_count: int
+    resolver: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., link: _Optional[str] = ..., src_node: _Optional[str] = ..., src_port: _Optional[str] = ..., dst_node: _Optional[str] = ..., dst_port: _Optional[str] = ..., speed_bps: _Optional[int] = ..., measured_bytes: _Optional[int] = ..., measured_valid: _Optional[bool] = ..., attributed_bytes: _Optional[int] = ..., unexplained_bytes: _Optional[int] = ..., utilization: _Optional[float] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PathLoad(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "path_id", "links", "src_host", "src_nic", "dst_host", "dst_nic", "bytes", "flow_count", "resolver", "confidence")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    PATH_ID_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    SRC_HOST_FIELD_NUMBER: _ClassVar[int]
+    SRC_NIC_FIELD_NUMBER: _ClassVar[int]
+    DST_HOST_FIELD_NUMBER: _ClassVar[int]
+    DST_NIC_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    FLOW_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    path_id: str
+    links: _containers.RepeatedScalarFieldContainer[str]
+    src_host: str
+    src_nic: str
+    dst_host: str
+    dst_nic: str
+    bytes: int
+    flow_count: int
+    resolver: str
+    confidence: float
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., path_id: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., src_host: _Optional[str] = ..., src_nic: _Optional[str] = ..., dst_host: _Optional[str] = ..., dst_nic: _Optional[str] = ..., bytes: _Optional[int] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+
+class FimSample(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "group", "switch", "basis", "members", "fim", "fim_flows", "max_mean_ratio", "cv", "total_bytes", "member_links", "member_bytes")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    FIM_FIELD_NUMBER: _ClassVar[int]
+    FIM_FLOWS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MEAN_RATIO_FIELD_NUMBER: _ClassVar[int]
+    CV_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_LINKS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    group: str
+    switch: str
+    basis: LoadBasis
+    members: int
+    fim: float
+    fim_flows: float
+    max_mean_ratio: float
+    cv: float
+    total_bytes: int
+    member_links: _containers.RepeatedScalarFieldContainer[str]
+    member_bytes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., group: _Optional[str] = ..., switch: _Optional[str] = ..., basis: _Optional[_Union[LoadBasis, str]] = ..., members: _Optional[int] = ..., fim: _Optional[float] = ..., fim_flows: _Optional[float] = ..., max_mean_ratio: _Optional[float] = ..., cv: _Optional[float] = ..., total_bytes: _Optional[int] = ..., member_links: _Optional[_Iterable[str]] = ..., member_bytes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Collision(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group", "link", "link_utilization", "idle_link", "idle_utilization", "flows", "resolver")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    LINK_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    IDLE_LINK_FIELD_NUMBER: _ClassVar[int]
+    IDLE_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    switch: str
+    group: str
+    link: str
+    link_utilization: float
+    idle_link: str
+    idle_utilization: float
+    flows: _containers.RepeatedCompositeFieldContainer[_common_pb2.FlowRef]
+    resolver: str
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ("schema_version", "topic", "partition", "offset", "key", "value", "reason", "received_ns", "worker")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_NS_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    topic: str
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    reason: str
+    received_ns: int
+    worker: str
+    def __init__(self, schema_version: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., reason: _Optional[str] = ..., received_ns: _Optional[int] = ..., worker: _Optional[str] = ...) -> None: ...
