@@ -14,6 +14,7 @@ name, in natural order ("Ethernet2" before "Ethernet10").
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -267,7 +268,7 @@ def group_id(switch: str, neighbors: Iterable[str]) -> str:
     de-duplication of consecutive names; other callers get the same result from the sort.
     """
     names = list(dict.fromkeys(neighbors))
-    if any(natural_key(a) > natural_key(b) for a, b in zip(names, names[1:], strict=False)):
+    if any(natural_key(a) > natural_key(b) for a, b in itertools.pairwise(names)):
         names.sort(key=natural_key)
     return f"{switch}:" + "|".join(names)
 

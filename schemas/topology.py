@@ -23,7 +23,8 @@ from .ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, Membe
 from .speeds import format_speed, parse_speed
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _PORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./\-]*$")
 
