@@ -1,0 +1,1 @@
+"""Host agents: RDMA flow records from Linux hosts (or the simulator's host views) -> FlowBatch on Kafka."""

@@ -1,0 +1,1 @@
+"""gNMI collectors: switch interface and next-hop counters -> CounterBatch on Kafka."""
