@@ -54,9 +54,19 @@ DEAD_LETTER = Topic(
     "records the processor could not use, with the reason",
 )
 
+ATTRIBUTIONS = Topic(
+    "flowtracer.attributions.v1", "AttributionBatch", "none: sent to the partition of the links' switches",
+    "internal: flow bytes per link from each flows partition to the counters partition owning the link",
+)
+GROUP_FIM = Topic(
+    "flowtracer.group-fim.v1", "GroupFimBatch", "none: one partition",
+    "internal: each counters partition's group FIMs, gathered for the fabric-wide FIM",
+)
+
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
-ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS
+INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
+ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS + INTERNAL_TOPICS
 
 DEFAULT_PARTITIONS = 8
 """Partitions of the input topics; counters and flows must have the same count (co-partitioning)."""
@@ -65,3 +75,14 @@ DEFAULT_PARTITIONS = 8
 def key(name: str) -> bytes:
     """Encode a message key (switch, leaf, link, path or group name) as Kafka key bytes."""
     return name.encode("utf-8")
+
+
+def partition_for(name: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives key ``name`` on a topic of ``partitions``.
+
+    murmur2 of the key bytes, positive, modulo the count: what the Java client, kafka-python and
+    aiokafka all do, so the processor can tell which partition owns a switch or a leaf.
+    """
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(key(name)) & 0x7FFFFFFF) % partitions

@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "schemas" / "v1" / "fields.lock"
-MODULES = (common_pb2, counters_pb2, flows_pb2, analytics_pb2)
+MODULES = (common_pb2, counters_pb2, flows_pb2, analytics_pb2, internal_pb2)
 
 
 def _messages() -> dict[str, Descriptor]:
