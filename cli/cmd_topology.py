@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+
 from flowtracer.schemas.ecmp_hash import HashAlgorithm
 from flowtracer.schemas.fabric import Fabric, summarize
 from flowtracer.schemas.speeds import parse_speed

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+
 from flowtracer.sim.tansu import TansuBroker
 from flowtracer.sim.victoriametrics import VictoriaMetrics
 

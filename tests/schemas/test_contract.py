@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "schemas" / "v1" / "fields.lock"

@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from influxdb_client import InfluxDBClient, Point, WriteOptions, WritePrecision
+
 from flowtracer.sim.tansu import free_port
 from flowtracer.sim.victoriametrics import EXTRA_FLAGS, VictoriaMetrics
-from influxdb_client import InfluxDBClient, Point, WriteOptions, WritePrecision
 
 ORG, BUCKET, TOKEN = "flowtracer", "flowtracer", "unused"  # VictoriaMetrics ignores all three
 T0_NS = 1_704_067_200_000_000_000  # 2024-01-01T00:00:00Z: whole ms, in the past for any CI clock

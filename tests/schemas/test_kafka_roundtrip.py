@@ -8,16 +8,17 @@ import time
 from collections.abc import Iterable, Iterator
 
 import pytest
-from flowtracer.schemas import topics
-from flowtracer.schemas.v1.common_pb2 import Counter, DeltaStatus
-from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters, OperStatus
-from flowtracer.schemas.v1.flows_pb2 import ByteSource, Flow, FlowBatch, NcclTag, PortTotals, QpState, QpType
-from flowtracer.sim.tansu import TansuBroker
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.partitioner import murmur2
+
+from flowtracer.schemas import topics
+from flowtracer.schemas.v1.common_pb2 import Counter, DeltaStatus
+from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters, OperStatus
+from flowtracer.schemas.v1.flows_pb2 import ByteSource, Flow, FlowBatch, NcclTag, PortTotals, QpState, QpType
+from flowtracer.sim.tansu import TansuBroker
 
 PARTITIONS = topics.DEFAULT_PARTITIONS
 LEAVES = ("leaf-01", "leaf-02", "leaf-03", "leaf-04")

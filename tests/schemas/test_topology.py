@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import TopologyError, load_topology, parse_topology
 

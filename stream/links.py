@@ -1,0 +1,62 @@
+"""Which counters measure which directed link, and which switch owns a link's numbers.
+
+A directed link is measured at its transmitting switch (out-octets of the egress port). A link
+that a host transmits on (NIC -> leaf) has no switch at its transmitting end, so it is measured
+at the leaf by the in-octets of the host port. The switch that measures a link owns it: its
+counters and the flow bytes attributed to the link meet in that switch's partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flowtracer.schemas.fabric import DirectedLink, Fabric
+from flowtracer.schemas.v1 import common_pb2, counters_pb2
+
+#: Counter statuses whose delta is the exact increase over exactly one sample interval.
+_TRUSTED = (common_pb2.DELTA_STATUS_OK, common_pb2.DELTA_STATUS_WRAPPED)
+
+
+@dataclass
+class LinkIndex:
+    """Lookups from (switch, port) to the links its counters measure, built once from the fabric."""
+
+    fabric: Fabric
+    out_link: dict[tuple[str, str], str] = field(init=False)  # (switch, port) -> link it transmits on
+    in_host_link: dict[tuple[str, str], str] = field(init=False)  # (leaf, port) -> host link into it
+    owner: dict[str, str] = field(init=False)  # link id -> owning switch
+    owned: dict[str, list[DirectedLink]] = field(init=False)  # switch -> links it owns
+
+    def __post_init__(self) -> None:
+        self.out_link, self.in_host_link, self.owner = {}, {}, {}
+        self.owned = {s: [] for s in self.fabric.switch_names}
+        switches = self.fabric.switch_names
+        for link in self.fabric.links.values():
+            if link.src_node in switches:
+                self.out_link[(link.src_node, link.src_port)] = link.id
+                owner = link.src_node
+            else:
+                self.in_host_link[(link.dst_node, link.dst_port)] = link.id
+                owner = link.dst_node
+            self.owner[link.id] = owner
+            self.owned[owner].append(link)
+
+    def measured(self, batch: counters_pb2.CounterBatch, hop_ns: int) -> dict[str, int]:
+        """Bytes per owned link from one CounterBatch, for trusted deltas over one hop only.
+
+        A delta over a different interval (a gap, or a collector sampling slower than the hop)
+        cannot be placed in one window, so the link has no measurement for it.
+        """
+        out: dict[str, int] = {}
+        sw = batch.switch
+        tolerance = hop_ns // 10
+        for itf in batch.interfaces:
+            if abs(itf.interval_ns - hop_ns) > tolerance:
+                continue
+            lid = self.out_link.get((sw, itf.name))
+            if lid is not None and itf.out_octets.status in _TRUSTED:
+                out[lid] = itf.out_octets.delta
+            hid = self.in_host_link.get((sw, itf.name))
+            if hid is not None and itf.in_octets.status in _TRUSTED:
+                out[hid] = itf.in_octets.delta
+        return out

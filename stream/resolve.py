@@ -1,0 +1,75 @@
+"""Flow -> path resolution: one small contract, and a registry whose names come from the resolvers.
+
+A resolver places each flow of one window on the fabric: a set of equal-cost paths with weights
+(1.0 on one path when it knows the path; split over several when it only knows part of it) and a
+confidence. Lifecycle: built once per worker with the operator's ``Fabric``; ``resolve`` is called
+once per (flows partition, window) with all that window's flows of the partition and the measured
+bytes of the partition's links in that window; ``state``/``restore`` carry what it has learned
+across restarts and rebalances (the processor keeps it in a Faust table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from flowtracer.schemas.fabric import Fabric
+
+
+@dataclass(frozen=True, slots=True)
+class FlowObs:
+    """One flow's transmit direction in one window. ``bytes`` are the tx bytes in the window."""
+
+    flow_id: str  # stable while the QP lives: "<src_nic>/<lqpn>/<qp_generation>"
+    src_nic: str  # topology NIC name "<host>:<rdma_device>"
+    dst_nic: str  # topology NIC name of the receiver
+    src_ip: str
+    dst_ip: str
+    udp_src_port: int
+    udp_dst_port: int
+    lqpn: int
+    rqpn: int  # the destination QP number: what E-ECMP switches hash on
+    bytes: int
+    job_id: str = ""
+    collective: str = ""
+    comm_id: str = ""
+    src_host: str = ""
+    dst_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a flow went: (path, weight) pairs whose weights sum to 1; confidence in 0..1."""
+
+    paths: tuple[tuple[tuple[str, ...], float], ...]
+    confidence: float
+
+    @classmethod
+    def single(cls, path: tuple[str, ...], confidence: float = 1.0) -> Placement:
+        return cls(((path, 1.0),), confidence)
+
+
+class Resolver(Protocol):
+    """Places flows on equal-cost paths. See the module docstring for the lifecycle."""
+
+    name: ClassVar[str]
+
+    def __init__(self, fabric: Fabric) -> None: ...
+
+    def resolve(self, window_end_ns: int, flows: Sequence[FlowObs],
+                measured: Mapping[str, int]) -> list[Placement | None]:
+        """One placement per flow, in order; None when the flow cannot be placed (unreachable).
+
+        ``measured`` maps directed link ids to the bytes their counters saw in this window, for the
+        links whose counters are trusted and owned by this partition's switches; it may be empty.
+        """
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """What the resolver learned, as JSON-able data (empty for stateless resolvers)."""
+        ...
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state()`` of a previous instance."""
+        ...

@@ -1,0 +1,45 @@
+"""Stage C, one partition: the fabric-wide FIM from every counters partition's group FIMs (pure)."""
+
+from __future__ import annotations
+
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
+
+from .emitted import Emitted
+from .fim import fabric_fim
+from .window_tracker import WindowTracker
+
+FABRIC = "fabric"
+
+
+class FabricStage:
+    """Waits for the GroupFimBatch of every counters partition that reports, then emits the fabric samples."""
+
+    def __init__(self, hop_ns: int, grace_ns: int, rolling_hops: int) -> None:
+        self.hop_ns = hop_ns
+        self.rolling_hops = rolling_hops
+        self.tracker = WindowTracker(hop_ns, grace_ns)
+
+    def add(self, batch: internal_pb2.GroupFimBatch, token: object, now_ns: int) -> bool:
+        return self.tracker.add(batch.window_end_ns, f"groups:{batch.source_partition}", batch, token, now_ns)
+
+    def finalize(self, now_ns: int) -> Emitted:
+        out = Emitted()
+        for end in self.tracker.due(now_ns):
+            items, tokens, _ = self.tracker.pop(end)
+            samples = [s for b in items for s in b.groups]
+            for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
+                mine = [s for s in samples if s.basis == basis and s.total_bytes > 0]
+                if not mine:
+                    continue
+                total = sum(s.total_bytes for s in mine)
+                out.fims.append(analytics_pb2.FimSample(
+                    schema_version=SCHEMA_VERSION, window_start_ns=end - self.rolling_hops * self.hop_ns,
+                    window_end_ns=end, group=FABRIC, basis=basis, members=len(mine),
+                    fim=fabric_fim([s.fim for s in mine], [s.total_bytes for s in mine]),
+                    fim_flows=fabric_fim([s.fim_flows for s in mine], [s.total_bytes for s in mine]),
+                    max_mean_ratio=max(s.max_mean_ratio for s in mine),
+                    cv=fabric_fim([s.cv for s in mine], [s.total_bytes for s in mine]), total_bytes=total))
+            out.tokens.extend(tokens)
+            out.windows += 1
+        return out

@@ -1,0 +1,115 @@
+"""Stage B, per counters partition: measured vs attributed load of every link its switches own (pure).
+
+Input: CounterBatches of this partition's switches and the AttributionBatches every flows
+partition sent here. A window is complete when every flows partition's batch arrived and the
+switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
+Collisions, and one GroupFimBatch for the fabric-wide aggregation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from flowtracer.schemas.fabric import EcmpGroup, Fabric
+from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
+
+from .attribute import Share
+from .emitted import Emitted
+from .groups import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
+from .links import LinkIndex
+from .window_tracker import WindowTracker
+
+
+class LinksStage:
+    """Window state, rolling history and finalization of one counters partition."""
+
+    def __init__(self, partition: int, partitions: int, fabric: Fabric, links: LinkIndex, hop_ns: int,
+                 grace_ns: int, rolling_hops: int, rule: CollisionRule | None = None) -> None:
+        self.partition = partition
+        self.partitions = partitions
+        self.links = links
+        self.hop_ns = hop_ns
+        self.rule = rule or CollisionRule()
+        self.history = GroupHistory(rolling_hops)
+        # Expected sources are learned (the flows partitions and switches that reported recently), not
+        # fixed: a flows partition without leaves never sends, and waiting for it would delay every window.
+        self.tracker = WindowTracker(hop_ns, grace_ns)
+        mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
+        self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
+        self.link_groups: dict[str, list[str]] = defaultdict(list)
+        for g in fabric.ecmp_groups.values():
+            for m in g.members:
+                self.link_groups[m.id].append(g.id)
+        self.resolver = ""
+
+    def window_of(self, timestamp_ns: int) -> int:
+        return -(-timestamp_ns // self.hop_ns) * self.hop_ns
+
+    def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
+        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns)
+
+    def add_attributions(self, batch: internal_pb2.AttributionBatch, token: object, now_ns: int) -> bool:
+        return self.tracker.add(batch.window_end_ns, f"attr:{batch.source_partition}", batch, token, now_ns)
+
+    def finalize(self, now_ns: int) -> Emitted:
+        out = Emitted()
+        for end in self.tracker.due(now_ns):
+            items, tokens, _ = self.tracker.pop(end)
+            out.extend(self._window(end, items))
+            out.tokens.extend(tokens)
+            out.windows += 1
+        return out
+
+    def _window(self, end: int, items: list[object]) -> Emitted:
+        start = end - self.hop_ns
+        measured: dict[str, int] = {}
+        reported: set[str] = set()
+        shares: dict[str, Share] = {}
+        member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
+        for item in items:
+            if isinstance(item, counters_pb2.CounterBatch):
+                reported.add(item.switch)
+                measured.update(self.links.measured(item, self.hop_ns))
+            elif isinstance(item, internal_pb2.AttributionBatch):
+                self.resolver = item.resolver or self.resolver
+                for ls in item.links:
+                    s = shares.get(ls.link)
+                    if s is None:
+                        s = shares[ls.link] = Share()
+                    s.bytes += ls.bytes
+                    s.flow_count += ls.flow_count
+                    s.conf_bytes += ls.bytes * ls.confidence
+                    member_flows[ls.link].extend(ls.flows)
+        out = Emitted()
+        seconds = self.hop_ns / 1e9
+        link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
+        for lid in sorted(link_ids):
+            link = self.links.fabric.links[lid]
+            share = shares.get(lid)
+            attributed = round(share.bytes) if share else 0
+            valid = lid in measured
+            meas = measured.get(lid, 0)
+            out.link_loads.append(analytics_pb2.LinkLoad(
+                schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, link=lid,
+                src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
+                speed_bps=link.speed_bps, measured_bytes=meas, measured_valid=valid, attributed_bytes=attributed,
+                unexplained_bytes=meas - attributed if valid else 0,
+                utilization=meas * 8 / (link.speed_bps * seconds) if valid else 0.0,
+                flow_count=share.flow_count if share else 0, resolver=self.resolver,
+                groups=self.link_groups.get(lid, [])))
+        rolling_start = end - self.history.hops * self.hop_ns
+        group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
+                                                 source_partition=self.partition, source_partitions=self.partitions)
+        for g in self.groups:
+            if g.switch not in reported and not any(m.id in shares for m in g.members):
+                continue
+            hop = group_hop(g, measured, shares)
+            samples = fim_samples(g, self.history.add(g.id, end, hop, self.hop_ns), rolling_start, end)
+            out.fims.extend(samples)
+            group_batch.groups.extend(samples)
+            collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
+            if collision is not None:
+                out.collisions.append(collision)
+        out.group_fims.append(group_batch)
+        return out

@@ -1,0 +1,88 @@
+"""Event-time windows of one partition: which are complete, which are overdue, in order (pure).
+
+A window is finalized when every source that reported in the recent past has reported it
+(complete), or when a record ``lateness`` hops newer has arrived (the stream moved on), or when
+``grace`` of wall-clock time passed since its first record (a source is silent). Windows are
+released strictly in order, because rolling state and resolvers consume them in order. Records
+for a window already released are late: counted, not reopened.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Window:
+    first_seen_ns: int
+    sources: set[str] = field(default_factory=set)
+    items: list[Any] = field(default_factory=list)
+    tokens: list[Any] = field(default_factory=list)
+
+
+class WindowTracker:
+    """Buffers items per window end and tells which windows may be finalized, in order."""
+
+    def __init__(self, hop_ns: int, grace_ns: int, lateness_hops: int = 2, memory_hops: int = 10,
+                 required: frozenset[str] = frozenset()) -> None:
+        self.hop_ns = hop_ns
+        #: Sources every window needs on top of the recently seen ones (e.g. every upstream partition).
+        self.required = required
+        self.grace_ns = grace_ns
+        self.lateness_hops = lateness_hops
+        self._windows: dict[int, _Window] = {}
+        self._recent: deque[tuple[int, frozenset[str]]] = deque(maxlen=memory_hops)
+        self.released_up_to = 0  # window ends <= this were finalized
+        self.late = 0
+        self._newest = 0
+
+    def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int) -> bool:
+        """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released."""
+        if window_end_ns <= self.released_up_to:
+            self.late += 1
+            return False
+        w = self._windows.get(window_end_ns)
+        if w is None:
+            w = self._windows[window_end_ns] = _Window(now_ns)
+        w.sources.add(source)
+        w.items.append(item)
+        w.tokens.append(token)
+        self._newest = max(self._newest, window_end_ns)
+        return True
+
+    def touch(self, window_end_ns: int, source: str, token: Any, now_ns: int) -> bool:
+        """Mark that ``source`` reported the window without buffering an item."""
+        return self.add(window_end_ns, source, None, token, now_ns)
+
+    def _expected(self) -> frozenset[str]:
+        out: set[str] = set()
+        for _, sources in self._recent:
+            out |= sources
+        return frozenset(out)
+
+    def due(self, now_ns: int) -> list[int]:
+        """Window ends that may be finalized now, oldest first; release them with ``pop``."""
+        out = []
+        expected = self._expected() | self.required
+        for end in sorted(self._windows):
+            w = self._windows[end]
+            complete = bool(self._recent or self.required) and expected <= w.sources
+            moved_on = self._newest >= end + self.lateness_hops * self.hop_ns
+            overdue = now_ns - w.first_seen_ns >= self.grace_ns
+            if not (complete or moved_on or overdue):
+                break  # strictly in order
+            out.append(end)
+            expected = expected | w.sources
+        return out
+
+    def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
+        """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
+        w = self._windows.pop(window_end_ns)
+        self.released_up_to = max(self.released_up_to, window_end_ns)
+        self._recent.append((window_end_ns, frozenset(w.sources)))
+        return [i for i in w.items if i is not None], w.tokens, frozenset(w.sources)
+
+    def pending_tokens(self) -> list[Any]:
+        return [t for w in self._windows.values() for t in w.tokens]
