@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from . import __version__
+from .cmd_process import process
 from .cmd_topology import topology
 from .logs import FORMATS, setup_logging
 
@@ -31,6 +32,7 @@ def cli(log_level: str, log_format: str) -> None:
 
 
 cli.add_command(topology)
+cli.add_command(process)
 
 
 def _not_built(name: str, issue: int, what: str) -> click.Command:
@@ -47,7 +49,6 @@ for _name, _issue, _what in (
     ("sim", 3, "run the simulated fabric: gNMI switches, RDMA host views, NCCL-like traffic"),
     ("collect", 4, "stream switch counters over gNMI into Kafka"),
     ("agent", 5, "stream RDMA flow records from hosts into Kafka"),
-    ("process", 6, "join flows and counters into link/path loads, collisions and FIM"),
     ("whatif", 7, "replay recorded traffic under other routing strategies"),
     ("demo", 8, "run the whole pipeline on the embedded default with a live dashboard"),
 ):

@@ -15,10 +15,11 @@ FABRIC = "fabric"
 class FabricStage:
     """Waits for the GroupFimBatch of every counters partition that reports, then emits the fabric samples."""
 
-    def __init__(self, hop_ns: int, grace_ns: int, rolling_hops: int) -> None:
+    def __init__(self, hop_ns: int, grace_ns: int, rolling_hops: int, senders: frozenset[int] = frozenset()) -> None:
+        """``senders``: the counters partitions that own switches (each sends one batch per window)."""
         self.hop_ns = hop_ns
         self.rolling_hops = rolling_hops
-        self.tracker = WindowTracker(hop_ns, grace_ns)
+        self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders))
 
     def add(self, batch: internal_pb2.GroupFimBatch, token: object, now_ns: int) -> bool:
         return self.tracker.add(batch.window_end_ns, f"groups:{batch.source_partition}", batch, token, now_ns)

@@ -32,9 +32,11 @@ class LinksStage:
         self.hop_ns = hop_ns
         self.rule = rule or CollisionRule()
         self.history = GroupHistory(rolling_hops)
-        # Expected sources are learned (the flows partitions and switches that reported recently), not
-        # fixed: a flows partition without leaves never sends, and waiting for it would delay every window.
-        self.tracker = WindowTracker(hop_ns, grace_ns)
+        # Every flows partition that owns a leaf with hosts sends a batch per window: require those (the
+        # others never send). Switches are learned from what reported recently. The grace is twice the
+        # flows stage's, so that a window is not closed while its upstream is still waiting out its own.
+        senders = {partition_for(n.leaf, partitions) for n in fabric.nics.values()}
+        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=frozenset(f"attr:{q}" for q in senders))
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
         self.link_groups: dict[str, list[str]] = defaultdict(list)

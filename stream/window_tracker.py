@@ -1,8 +1,10 @@
 """Event-time windows of one partition: which are complete, which are overdue, in order (pure).
 
 A window is finalized when every source that reported in the recent past has reported it
-(complete), or when a record ``lateness`` hops newer has arrived (the stream moved on), or when
-``grace`` of wall-clock time passed since its first record (a source is silent). Windows are
+(complete), or when every such source has reported a window ``lateness`` hops newer (they all
+moved on: one skipped it), or when ``grace`` of wall-clock time passed since its first record (a
+source is silent). The watermark is the slowest source's, never the newest record's: on a
+backlog one fast topic must not close windows the other has not delivered yet. Windows are
 released strictly in order, because rolling state and resolvers consume them in order. Records
 for a window already released are late: counted, not reopened.
 """
@@ -36,7 +38,7 @@ class WindowTracker:
         self._recent: deque[tuple[int, frozenset[str]]] = deque(maxlen=memory_hops)
         self.released_up_to = 0  # window ends <= this were finalized
         self.late = 0
-        self._newest = 0
+        self._newest: dict[str, int] = {}  # source -> newest window end it reported
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released."""
@@ -49,7 +51,8 @@ class WindowTracker:
         w.sources.add(source)
         w.items.append(item)
         w.tokens.append(token)
-        self._newest = max(self._newest, window_end_ns)
+        if window_end_ns > self._newest.get(source, 0):
+            self._newest[source] = window_end_ns
         return True
 
     def touch(self, window_end_ns: int, source: str, token: Any, now_ns: int) -> bool:
@@ -68,8 +71,10 @@ class WindowTracker:
         expected = self._expected() | self.required
         for end in sorted(self._windows):
             w = self._windows[end]
-            complete = bool(self._recent or self.required) and expected <= w.sources
-            moved_on = self._newest >= end + self.lateness_hops * self.hop_ns
+            known = bool(self._recent or self.required)
+            complete = known and expected <= w.sources
+            horizon = end + self.lateness_hops * self.hop_ns
+            moved_on = known and all(self._newest.get(src, 0) >= horizon for src in expected | w.sources)
             overdue = now_ns - w.first_seen_ns >= self.grace_ns
             if not (complete or moved_on or overdue):
                 break  # strictly in order

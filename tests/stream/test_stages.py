@@ -89,10 +89,10 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     for dest, ab in out.attributions:
         b[dest].add_attributions(ab, "attr-token", now_ns=S)
     for stage in b:
-        out.extend(stage.finalize(now_ns=10 * S))
+        out.extend(stage.finalize(now_ns=100 * S))
     for gb in out.group_fims:
         c.add(gb, "group-token", now_ns=S)
-    out.extend(c.finalize(now_ns=10 * S))
+    out.extend(c.finalize(now_ns=100 * S))
 
     loads = {ll.link: ll for ll in out.link_loads}
     for lid, nbytes in truth.items():

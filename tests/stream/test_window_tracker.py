@@ -18,15 +18,26 @@ def test_first_window_waits_for_grace_then_completeness_releases_at_once() -> No
     assert t.due(now_ns=4 * S) == [2 * S]
 
 
-def test_stream_moving_on_releases_and_order_is_kept() -> None:
+def test_a_skipped_window_is_released_once_every_source_moved_on() -> None:
     t = WindowTracker(hop_ns=S, grace_ns=100 * S, lateness_hops=2)
-    t.add(1 * S, "a", 1, 1, 0)
-    t.add(2 * S, "a", 2, 2, 0)
-    assert t.due(0) == []
-    t.add(3 * S, "a", 3, 3, 0)
-    assert t.due(0) == [S]  # window 1 is two hops behind the newest
+    for w, srcs in ((1, "ab"), (2, "a"), (3, "ab"), (4, "ab")):
+        for src in srcs:
+            t.add(w * S, src, f"{src}{w}", w, 0)
+    t.pop(S)  # as if window 1 had been released before
+    # b skipped window 2; both have reported window 4 = 2 + lateness, so 2 may go, then 3 (complete).
+    assert t.due(0) == [2 * S, 3 * S, 4 * S]
+
+
+def test_a_fast_source_does_not_close_windows_a_slow_one_has_not_delivered() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=100 * S, lateness_hops=2)
+    t.add(S, "fast", 0, 0, 0)
+    t.add(S, "slow", 0, 0, 0)
     t.pop(S)
-    assert t.due(0) == [2 * S, 3 * S]  # complete now: "a" is the only expected source
+    for w in range(2, 8):  # a backlog of one topic arrives first
+        t.add(w * S, "fast", w, w, 0)
+    assert t.due(0) == []
+    t.add(2 * S, "slow", 2, 2, 0)
+    assert t.due(0) == [2 * S]
 
 
 def test_late_records_are_counted_not_reopened() -> None:

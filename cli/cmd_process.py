@@ -1,0 +1,86 @@
+"""``flowtracer process``: run a stream-processor worker."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from flowtracer.schemas.topic_admin import TopicError, ensure_topics
+from flowtracer.schemas.topology import TopologyError, load_topology
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+log = logging.getLogger("flowtracer.process")
+
+
+def _fail(code: int, msg: str) -> None:
+    click.echo(f"flowtracer process: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.command("process")
+@click.option("--topology", type=click.Path(path_type=Path), required=True, help="Fabric topology YAML.")
+@click.option("--kafka", required=True, help="Kafka bootstrap servers host:port[,host:port].")
+@click.option("--resolver", default="hash", show_default=True,
+              help="How flows are placed on paths: hash (the topology's ECMP hash models) or infer (from counters).")
+@click.option("--partitions", type=int, default=8, show_default=True,
+              help="Partitions of the co-partitioned input topics (created if missing).")
+@click.option("--hop", "hop_s", type=float, default=1.0, show_default=True,
+              help="Window hop in seconds: the collectors' sample interval and the agents' window.")
+@click.option("--rolling-window", "rolling_window_s", type=float, default=10.0, show_default=True,
+              help="Rolling FIM window in seconds (a multiple of --hop).")
+@click.option("--grace", "grace_s", type=float, default=3.0, show_default=True,
+              help="Finalize a window at the latest this many seconds after its first record.")
+@click.option("--influx-url", default=None,
+              help="InfluxDB 2 URL; the token comes from $INFLUX_TOKEN or --influx-token-file.")
+@click.option("--influx-org", default="flowtracer", show_default=True, help="InfluxDB organization.")
+@click.option("--influx-bucket", default="flowtracer", show_default=True, help="InfluxDB bucket.")
+@click.option("--influx-token-file", type=click.Path(path_type=Path), default=None,
+              help="File holding the InfluxDB token.")
+@click.option("--line-protocol-file", type=click.Path(path_type=Path), default=None,
+              help="Write InfluxDB line protocol to this file instead of (or without) InfluxDB.")
+@click.option("--tansu", is_flag=True, help="Broker is Tansu (the embedded default): Faust settings it needs.")
+@click.option("--web-port", type=int, default=0, show_default=True, help="Worker web port (Faust views); 0 = off.")
+@click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
+@click.option("--app-id", default="flowtracer-processor", show_default=True, help="Consumer group / Faust app id.")
+def process(topology: Path, kafka: str, resolver: str, partitions: int, hop_s: float, rolling_window_s: float,
+            grace_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
+            influx_token_file: Path | None, line_protocol_file: Path | None, tansu: bool, web_port: int,
+            metrics_port: int, app_id: str) -> None:
+    """Join switch counters and host flows into link/path loads, collisions and a rolling FIM.
+
+    Reads flowtracer.counters.v1 and flowtracer.flows.v1; writes the output topics of docs/schemas.md and,
+    with --influx-url or --line-protocol-file, the measurements of docs/stream.md. Run several workers with
+    the same --app-id to split the partitions.
+    """
+    from flowtracer.stream.config import ProcessorConfig
+    from flowtracer.stream.resolvers import RESOLVERS
+    from flowtracer.stream.runner import make_sink, run_worker
+
+    if resolver not in RESOLVERS:
+        _fail(EXIT_BAD_INPUT, f"--resolver {resolver!r}: choose one of {', '.join(sorted(RESOLVERS))}")
+    try:
+        cfg = ProcessorConfig(topology=topology, kafka=kafka, resolver=resolver, partitions=partitions, hop_s=hop_s,
+                              rolling_window_s=rolling_window_s, grace_s=grace_s, tansu=tansu, web_port=web_port,
+                              app_id=app_id)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(map(str, err["loc"])) or "config"
+        _fail(EXIT_BAD_INPUT, f"{where}: {err['msg'].removeprefix('Value error, ')}")
+    try:
+        load_topology(cfg.topology)
+    except TopologyError as e:
+        _fail(EXIT_BAD_INPUT, f"invalid topology: {e}")
+    try:
+        sink = make_sink(influx_url, influx_org, influx_bucket, influx_token_file, line_protocol_file)
+    except ValueError as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    try:
+        ensure_topics(cfg.kafka, cfg.partitions)
+    except TopicError as e:
+        _fail(EXIT_FAILURE, str(e))
+    sys.exit(run_worker(cfg, sink, metrics_port))

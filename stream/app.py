@@ -1,0 +1,301 @@
+"""The Faust app: the thin I/O layer around the processor's stages.
+
+One agent consumes the three co-partitioned topics (counters, flows, attributions) so that Faust
+assigns partition n of all three to the same worker; a second agent consumes the one-partition
+group-FIM topic for the fabric-wide FIM. Records are decoded, buffered in their partition's
+stage, and held un-acked (an extra reference on the Faust message) until the windows they belong
+to are finalized, their outputs are acknowledged by Kafka and durable in the sink: only then are
+they acked, so offsets are never committed past unwritten data. A crash or a rebalance replays
+the un-acked records and the idempotent outputs (keyed by entity, stamped with the window end)
+overwrite what they had written.
+
+Tansu notes (the embedded broker): ``exactly_once`` needs idempotent/transactional producers,
+which Tansu lacks, so the guarantee is at-least-once with idempotent sinks; the session timeout is
+low (4 s) so that a joining worker is not kept waiting 30 s; ``producer_max_batch_size=1`` when
+running against Tansu, whose wrong ListOffsets(latest) otherwise loses changelog updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from flowtracer.schemas import topics
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.topics import partition_for
+from flowtracer.schemas.topology import load_topology
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
+
+from .config import ProcessorConfig
+from .emitted import Emitted
+from .groups import CollisionRule
+from .inputs import BadRecord, decode
+from .links import LinkIndex
+from .resolve import Resolver
+from .resolvers import RESOLVERS
+from .stage_fabric import FabricStage
+from .stage_flows import FlowsStage
+from .stage_links import LinksStage
+
+log = logging.getLogger(__name__)
+
+LinesFn = Callable[[Emitted], list[str]]
+_CO_PARTITIONED = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.ATTRIBUTIONS.name})
+
+
+class NullSink:
+    """No store: every write is durable at once (Kafka outputs only)."""
+
+    name = "none"
+
+    def write(self, lines: Sequence[str]) -> int:
+        return 0
+
+    def durable(self, ticket: int) -> bool:
+        return True
+
+    def raise_if_failed(self) -> None:
+        return None
+
+    def close(self, timeout: float = 10.0) -> None:
+        return None
+
+
+@dataclass
+class _Pending:
+    ticket: int
+    futures: list[asyncio.Future[Any]]
+    tokens: list[Any]
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
+        self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
+                                    registry=r)
+        self.windows = Counter("flowtracer_processor_windows", "Windows finalized", ["stage"], registry=r)
+        self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
+        self.unattributed = Gauge("flowtracer_processor_unattributed_flows",
+                                  "Flows whose ends are not in the topology (cumulative)", registry=r)
+        self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
+                             registry=r)
+        self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
+                                 "End of the newest finalized window (Unix seconds)", registry=r)
+
+
+class Processor:
+    """The stages of every partition this worker owns, and the ack ledger. Holds no Faust objects
+    except the events it was given as ack tokens."""
+
+    def __init__(self, cfg: ProcessorConfig, fabric: Fabric, resolver_cls: type[Resolver]) -> None:
+        self.cfg = cfg
+        self.fabric = fabric
+        self.links = LinkIndex(fabric)
+        self.resolver_cls = resolver_cls
+        self.uses_counters = resolver_cls.name != "hash"
+        self.flows: dict[int, FlowsStage] = {}
+        self.link_stages: dict[int, LinksStage] = {}
+        senders = frozenset(partition_for(sw, cfg.partitions) for sw in fabric.switch_names)
+        self.fabric_stage = FabricStage(cfg.hop_ns, cfg.grace_ns, cfg.rolling_hops, senders)
+        self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link)
+        self.metrics = Metrics()
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    def flows_stage(self, p: int) -> FlowsStage:
+        if p not in self.flows:
+            self.flows[p] = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.resolver_cls(self.fabric),
+                                       self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters,
+                                       self.cfg.max_flows_per_link)
+        return self.flows[p]
+
+    def links_stage(self, p: int) -> LinksStage:
+        if p not in self.link_stages:
+            self.link_stages[p] = LinksStage(p, self.cfg.partitions, self.fabric, self.links, self.cfg.hop_ns,
+                                             self.cfg.grace_ns, self.cfg.rolling_hops, self.rule)
+        return self.link_stages[p]
+
+    def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int) -> int:
+        """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
+
+        Raises BadRecord for records that belong in the dead-letter topic.
+        """
+        self.metrics.records.labels(topic).inc()
+        msg = decode(topic, value)
+        holds = 0
+        if isinstance(msg, flows_pb2.FlowBatch):
+            holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
+        elif isinstance(msg, counters_pb2.CounterBatch):
+            if self.uses_counters:
+                holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
+            holds += self.links_stage(partition).add_counters(msg, token, now_ns)
+        elif isinstance(msg, internal_pb2.AttributionBatch):
+            holds += self.links_stage(partition).add_attributions(msg, token, now_ns)
+        elif isinstance(msg, internal_pb2.GroupFimBatch):
+            holds += self.fabric_stage.add(msg, token, now_ns)
+        return holds
+
+    def finalize(self, now_ns: int) -> Emitted:
+        """Everything every stage can finalize now."""
+        out = Emitted()
+        for name, stages in (("flows", self.flows), ("links", self.link_stages)):
+            for stage in stages.values():
+                e = stage.finalize(now_ns)
+                self.metrics.windows.labels(name).inc(e.windows)
+                out.extend(e)
+        e = self.fabric_stage.finalize(now_ns)
+        self.metrics.windows.labels("fabric").inc(e.windows)
+        out.extend(e)
+        unattributed = sum(s.unattributed.flows for s in self.flows.values())
+        self.metrics.unattributed.set(unattributed)
+        late = sum(s.tracker.late for s in (*self.flows.values(), *self.link_stages.values()))
+        self.metrics.late.set(late + self.fabric_stage.tracker.late)
+        return out
+
+    def drop_partitions(self, partitions: set[int]) -> None:
+        """Forget revoked partitions: their un-acked records will be replayed by the new owner."""
+        for p in partitions:
+            self.flows.pop(p, None)
+            self.link_stages.pop(p, None)
+
+
+def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None
+              ) -> tuple[faust.App, Processor]:
+    """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
+    fabric = fabric or Fabric(load_topology(cfg.topology))
+    proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver])
+    settings: dict[str, Any] = {
+        "broker": [f"kafka://{b.strip()}" for b in cfg.kafka.split(",")],
+        "processing_guarantee": "at_least_once",
+        "broker_session_timeout": cfg.session_timeout_s,
+        "broker_heartbeat_interval": min(1.0, cfg.session_timeout_s / 4),
+        "consumer_auto_offset_reset": "earliest",
+        "topic_partitions": cfg.partitions,
+        "topic_allow_declare": False,  # topics are created by ensure_topics with the contract's counts
+        "topic_disable_leader": True,
+        "store": "memory://",
+        "datadir": str(cfg.data_dir),
+        "web_enabled": cfg.web_port > 0,
+        "web_port": cfg.web_port or 6066,
+        "web_bind": "127.0.0.1",
+        "stream_wait_empty": False,
+        "broker_commit_every": 100,
+        "broker_commit_interval": 1.0,
+    }
+    if cfg.tansu:
+        settings["producer_max_batch_size"] = 1
+    app = faust.App(cfg.app_id, **settings)
+    raw = {"key_serializer": "raw", "value_serializer": "raw"}
+    inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, topics.ATTRIBUTIONS.name, **raw)
+    group_fim_in = app.topic(topics.GROUP_FIM.name, **raw)
+    out = {t.name: app.topic(t.name, **raw) for t in (*topics.OUTPUT_TOPICS, *topics.INTERNAL_TOPICS)}
+    pending: deque[_Pending] = deque()
+    lock = asyncio.Lock()
+
+    async def send(topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> asyncio.Future[Any]:
+        return await out[topic].send(key=key, value=value, partition=partition)  # type: ignore[return-value]
+
+    async def publish(e: Emitted) -> None:
+        """Send a finalization's outputs, write them to the sink, and queue its tokens for acking."""
+        futures = []
+        for ll in e.link_loads:
+            futures.append(await send(topics.LINK_LOADS.name, topics.key(ll.link), ll.SerializeToString()))
+        for pl in e.path_loads:
+            futures.append(await send(topics.PATH_LOADS.name, topics.key(pl.path_id), pl.SerializeToString()))
+        for f in e.fims:
+            futures.append(await send(topics.FIM.name, topics.key(f.group), f.SerializeToString()))
+        for c in e.collisions:
+            futures.append(await send(topics.COLLISIONS.name, topics.key(c.group), c.SerializeToString()))
+        for dest, ab in e.attributions:
+            futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
+        for gb in e.group_fims:
+            futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
+        ticket = 0
+        out_lines = lines(e)
+        while out_lines:
+            try:
+                ticket = sink.write(out_lines)
+                break
+            except Exception as exc:  # SinkBackpressure: wait; nothing is dropped, Kafka lag grows
+                if type(exc).__name__ != "SinkBackpressure":
+                    raise
+                await asyncio.sleep(0.2)
+                sink.raise_if_failed()
+        pending.append(_Pending(ticket, futures, e.tokens))
+        if e.fims:
+            proc.metrics.last_window.set(max(f.window_end_ns for f in e.fims) / 1e9)
+
+    def release() -> None:
+        """Ack, in order, the inputs of finalizations whose outputs are all acknowledged and durable."""
+        sink.raise_if_failed()
+        while pending:
+            head = pending[0]
+            if not all(f.done() for f in head.futures) or not sink.durable(head.ticket):
+                break
+            for f in head.futures:
+                if f.exception() is not None:
+                    raise RuntimeError(f"output send failed: {f.exception()}")
+            pending.popleft()
+            for token in head.tokens:
+                token.ack()
+        proc.metrics.pending.set(sum(len(p.tokens) for p in pending))
+
+    async def step() -> None:
+        async with lock:
+            e = proc.finalize(time.time_ns())
+            if e.windows:
+                await publish(e)
+            release()
+
+    async def dead_letter(event: Any, reason: str) -> None:
+        proc.metrics.dead_letters.inc()
+        m = event.message
+        log.warning("dead letter from %s[%d]@%d: %s", m.topic, m.partition, m.offset, reason)
+        dl = analytics_pb2.DeadLetter(schema_version=topics.SCHEMA_VERSION, topic=m.topic, partition=m.partition,
+                                      offset=m.offset, key=m.key or b"", value=m.value or b"", reason=reason,
+                                      received_ns=time.time_ns(), worker=proc.worker)
+        await send(topics.DEAD_LETTER.name, m.key, dl.SerializeToString())
+
+    async def consume(stream: Any) -> None:
+        async for event in stream.events():
+            m = event.message
+            try:
+                holds = proc.accept(m.topic, m.partition, m.value, event, time.time_ns())
+            except BadRecord as e:
+                await dead_letter(event, str(e))
+                continue
+            if holds:
+                m.incref(holds)  # held until release() acks it once per hold
+            await step()
+
+    @app.agent(inputs, name="join")
+    async def join(stream: Any) -> None:
+        await consume(stream)
+
+    @app.agent(group_fim_in, name="fabric")
+    async def fabric_fim(stream: Any) -> None:
+        await consume(stream)
+
+    @app.timer(interval=min(0.5, cfg.hop_s / 2))
+    async def tick() -> None:
+        await step()
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(app: faust.App, revoked: set[Any], **kwargs: Any) -> None:
+        gone = {tp.partition for tp in revoked if tp.topic in _CO_PARTITIONED}
+        proc.drop_partitions(gone)
+
+    return app, proc

@@ -1,0 +1,70 @@
+"""The processor's configuration: one validated model, defaults in the model, durations in seconds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flowtracer.schemas.topics import DEFAULT_PARTITIONS
+
+
+class ProcessorConfig(BaseModel):
+    """Everything ``flowtracer process`` needs. Secrets (the InfluxDB token) are not here: the sink
+    reads them from the environment or a file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topology: Path
+    kafka: str = Field(description="bootstrap servers, host:port[,host:port]")
+    app_id: str = "flowtracer-processor"
+    #: Partitions of the input topics (counters, flows, attributions); all must have this many.
+    partitions: int = Field(DEFAULT_PARTITIONS, ge=1, le=1024)
+    resolver: str = "hash"
+    #: Hop of the windows in seconds: the collectors' sample interval and the agents' window.
+    hop_s: float = Field(1.0, gt=0)
+    #: Length of the rolling FIM window in seconds (a multiple of the hop).
+    rolling_window_s: float = Field(10.0, gt=0)
+    #: A window is finalized at the latest this long (wall clock) after its first record.
+    grace_s: float = Field(3.0, gt=0)
+    #: A flow is heavy when it fills this share of a member's capacity in a hop (collisions).
+    heavy_share: float = Field(0.1, gt=0, le=1)
+    #: Flows named per link in attributions and per collision.
+    max_flows_per_link: int = Field(16, ge=1)
+    #: Tansu compatibility (embedded broker): producer_max_batch_size=1 so that Faust's changelog
+    #: recovery sees every update despite Tansu's wrong ListOffsets(latest).
+    tansu: bool = False
+    #: Consumer group session timeout in seconds; low so that a joining worker is not kept waiting.
+    session_timeout_s: float = Field(4.0, gt=0)
+    #: Port of the worker's web server (Faust views and /metrics); 0 disables it.
+    web_port: int = Field(0, ge=0, le=65535)
+    #: Where Faust keeps its local data (table stores).
+    data_dir: Path = Path(".flowtracer-processor")
+
+    @field_validator("kafka")
+    @classmethod
+    def _kafka(cls, v: str) -> str:
+        for part in v.split(","):
+            if not re.fullmatch(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}", part.strip()):
+                raise ValueError(f"{part!r} is not host:port")
+        return v
+
+    @model_validator(mode="after")
+    def _windows(self) -> ProcessorConfig:
+        hops = self.rolling_window_s / self.hop_s
+        if abs(hops - round(hops)) > 1e-9:
+            raise ValueError(f"rolling_window_s {self.rolling_window_s} is not a multiple of hop_s {self.hop_s}")
+        return self
+
+    @property
+    def hop_ns(self) -> int:
+        return round(self.hop_s * 1e9)
+
+    @property
+    def grace_ns(self) -> int:
+        return round(self.grace_s * 1e9)
+
+    @property
+    def rolling_hops(self) -> int:
+        return round(self.rolling_window_s / self.hop_s)
