@@ -50,6 +50,7 @@ from .stage_links import LinksStage
 log = logging.getLogger(__name__)
 
 LinesFn = Callable[[Emitted], list[str]]
+STATE_TABLE = "stage-state"
 _CO_PARTITIONED = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.ATTRIBUTIONS.name})
 
 
@@ -114,19 +115,45 @@ class Processor:
         self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link)
         self.metrics = Metrics()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._dirty_flows: set[int] = set()
+        self._dirty_links: set[int] = set()
 
     def flows_stage(self, p: int) -> FlowsStage:
         if p not in self.flows:
-            self.flows[p] = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.resolver_cls(self.fabric),
-                                       self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters,
-                                       self.cfg.max_flows_per_link)
+            stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.resolver_cls(self.fabric),
+                               self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link)
+            saved = self.saved_state(f"flows:{p}")
+            if saved:
+                stage.resolver.restore(saved)
+            self.flows[p] = stage
         return self.flows[p]
 
     def links_stage(self, p: int) -> LinksStage:
         if p not in self.link_stages:
-            self.link_stages[p] = LinksStage(p, self.cfg.partitions, self.fabric, self.links, self.cfg.hop_ns,
-                                             self.cfg.grace_ns, self.cfg.rolling_hops, self.rule)
+            stage = LinksStage(p, self.cfg.partitions, self.fabric, self.links, self.cfg.hop_ns,
+                               self.cfg.grace_ns, self.cfg.rolling_hops, self.rule)
+            saved = self.saved_state(f"links:{p}")
+            if saved:
+                stage.history.restore(saved)
+            self.link_stages[p] = stage
         return self.link_stages[p]
+
+    def saved_state(self, key: str) -> dict[str, Any] | None:
+        """State a previous owner of the partition saved (set by the app to read its Faust table)."""
+        return None
+
+    def states_to_save(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """(partition, key, state) of every stage that finalized windows since the last call."""
+        out = []
+        for p in sorted(self._dirty_flows):
+            if p in self.flows and self.uses_counters:
+                out.append((p, f"flows:{p}", self.flows[p].resolver.state()))
+        for p in sorted(self._dirty_links):
+            if p in self.link_stages:
+                out.append((p, f"links:{p}", self.link_stages[p].history.state()))
+        self._dirty_flows.clear()
+        self._dirty_links.clear()
+        return out
 
     def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int) -> int:
         """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
@@ -151,10 +178,13 @@ class Processor:
     def finalize(self, now_ns: int) -> Emitted:
         """Everything every stage can finalize now."""
         out = Emitted()
-        for name, stages in (("flows", self.flows), ("links", self.link_stages)):
-            for stage in stages.values():
+        for name, stages, dirty in (("flows", self.flows, self._dirty_flows),
+                                    ("links", self.link_stages, self._dirty_links)):
+            for p, stage in stages.items():
                 e = stage.finalize(now_ns)
-                self.metrics.windows.labels(name).inc(e.windows)
+                if e.windows:
+                    dirty.add(p)
+                    self.metrics.windows.labels(name).inc(e.windows)
                 out.extend(e)
         e = self.fabric_stage.finalize(now_ns)
         self.metrics.windows.labels("fabric").inc(e.windows)
@@ -170,6 +200,11 @@ class Processor:
         for p in partitions:
             self.flows.pop(p, None)
             self.link_stages.pop(p, None)
+
+
+def state_changelog_topic(cfg: ProcessorConfig) -> str:
+    """Name Faust gives the state table's changelog (created explicitly with the input partition count)."""
+    return f"{cfg.app_id}-{STATE_TABLE}-changelog"
 
 
 def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None
@@ -202,6 +237,15 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, topics.ATTRIBUTIONS.name, **raw)
     group_fim_in = app.topic(topics.GROUP_FIM.name, **raw)
     out = {t.name: app.topic(t.name, **raw) for t in (*topics.OUTPUT_TOPICS, *topics.INTERNAL_TOPICS)}
+    # Per-partition stage state (rolling FIM history, resolver knowledge), written with the partition
+    # explicitly because it is saved after finalizing windows, outside any one event's context.
+    state = app.Table(STATE_TABLE, partitions=cfg.partitions, key_type=str)  # values: the app's json codec
+
+    def saved_state(key: str) -> Any:
+        # Recovered keys may come back as bytes (raw key codec); look up both spellings.
+        return state.data.get(key) or state.data.get(key.encode())
+
+    proc.saved_state = saved_state  # type: ignore[method-assign]
     pending: deque[_Pending] = deque()
     lock = asyncio.Lock()
 
@@ -223,6 +267,9 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:
             futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
+        for p, key, value in proc.states_to_save():
+            state.data[key] = value
+            futures.append(state.send_changelog(p, key, value))
         ticket = 0
         out_lines = lines(e)
         while out_lines:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import start_http_server
 
-from .app import NullSink, build_app
+from .app import NullSink, build_app, state_changelog_topic
 from .config import ProcessorConfig
 from .emitted import Emitted
 
@@ -36,11 +37,27 @@ def emitted_lines(e: Emitted) -> list[str]:
             *collision_lines(e.collisions)]
 
 
+def ensure_changelog(bootstrap: str, name: str, partitions: int) -> None:
+    """Create the state table's changelog with the input partition count (the broker would pick its own)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-processor-admin")
+    try:
+        if name not in admin.list_topics():
+            with contextlib.suppress(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+
+
 def run_worker(cfg: ProcessorConfig, sink: Any, metrics_port: int = 0) -> int:
     """Run until SIGINT/SIGTERM; returns the exit code."""
     import faust
 
     lines = (lambda e: []) if isinstance(sink, NullSink) else emitted_lines
+    ensure_changelog(cfg.kafka, state_changelog_topic(cfg), cfg.partitions)
     app, proc = build_app(cfg, sink, lines)
     if metrics_port:
         start_http_server(metrics_port, addr="127.0.0.1", registry=proc.metrics.registry)
