@@ -60,7 +60,7 @@ class GroupHistory:
 
 
 def fim_samples(group: EcmpGroup, hops: Sequence[GroupHop], window_start_ns: int,
-                window_end_ns: int) -> list[analytics_pb2.FimSample]:
+                window_end_ns: int, resolver: str = "") -> list[analytics_pb2.FimSample]:
     """Rolling FimSamples (measured and attributed basis) of a group over ``hops``."""
     out = []
     links = [m.id for m in group.members]
@@ -71,8 +71,9 @@ def fim_samples(group: EcmpGroup, hops: Sequence[GroupHop], window_start_ns: int
     if hops:
         x = np.sum(np.asarray([h.attributed for h in hops], dtype=np.float64), axis=0)
         flows = np.mean(np.asarray([h.flows for h in hops], dtype=np.float64), axis=0)
-        out.append(_sample(group, analytics_pb2.LOAD_BASIS_ATTRIBUTED, x, flows, links, window_start_ns,
-                           window_end_ns))
+        s = _sample(group, analytics_pb2.LOAD_BASIS_ATTRIBUTED, x, flows, links, window_start_ns, window_end_ns)
+        s.resolver = resolver
+        out.append(s)
     return out
 
 

@@ -40,7 +40,8 @@ class FabricStage:
                     fim=fabric_fim([s.fim for s in mine], [s.total_bytes for s in mine]),
                     fim_flows=fabric_fim([s.fim_flows for s in mine], [s.total_bytes for s in mine]),
                     max_mean_ratio=max(s.max_mean_ratio for s in mine),
-                    cv=fabric_fim([s.cv for s in mine], [s.total_bytes for s in mine]), total_bytes=total))
+                    cv=fabric_fim([s.cv for s in mine], [s.total_bytes for s in mine]), total_bytes=total,
+                    resolver=mine[0].resolver))
             out.tokens.extend(tokens)
             out.windows += 1
         return out

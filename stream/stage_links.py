@@ -107,7 +107,7 @@ class LinksStage:
             if g.switch not in reported and not any(m.id in shares for m in g.members):
                 continue
             hop = group_hop(g, measured, shares)
-            samples = fim_samples(g, self.history.add(g.id, end, hop, self.hop_ns), rolling_start, end)
+            samples = fim_samples(g, self.history.add(g.id, end, hop, self.hop_ns), rolling_start, end, self.resolver)
             out.fims.extend(samples)
             group_batch.groups.extend(samples)
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)

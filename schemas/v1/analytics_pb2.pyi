@@ -86,7 +86,7 @@ class PathLoad(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., path_id: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., src_host: _Optional[str] = ..., src_nic: _Optional[str] = ..., dst_host: _Optional[str] = ..., dst_nic: _Optional[str] = ..., bytes: _Optional[int] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class FimSample(_message.Message):
-    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "group", "switch", "basis", "members", "fim", "fim_flows", "max_mean_ratio", "cv", "total_bytes", "member_links", "member_bytes")
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "group", "switch", "basis", "members", "fim", "fim_flows", "max_mean_ratio", "cv", "total_bytes", "member_links", "member_bytes", "resolver")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,7 @@ class FimSample(_message.Message):
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     MEMBER_LINKS_FIELD_NUMBER: _ClassVar[int]
     MEMBER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_start_ns: int
     window_end_ns: int
@@ -115,7 +116,8 @@ class FimSample(_message.Message):
     total_bytes: int
     member_links: _containers.RepeatedScalarFieldContainer[str]
     member_bytes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., group: _Optional[str] = ..., switch: _Optional[str] = ..., basis: _Optional[_Union[LoadBasis, str]] = ..., members: _Optional[int] = ..., fim: _Optional[float] = ..., fim_flows: _Optional[float] = ..., max_mean_ratio: _Optional[float] = ..., cv: _Optional[float] = ..., total_bytes: _Optional[int] = ..., member_links: _Optional[_Iterable[str]] = ..., member_bytes: _Optional[_Iterable[int]] = ...) -> None: ...
+    resolver: str
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., group: _Optional[str] = ..., switch: _Optional[str] = ..., basis: _Optional[_Union[LoadBasis, str]] = ..., members: _Optional[int] = ..., fim: _Optional[float] = ..., fim_flows: _Optional[float] = ..., max_mean_ratio: _Optional[float] = ..., cv: _Optional[float] = ..., total_bytes: _Optional[int] = ..., member_links: _Optional[_Iterable[str]] = ..., member_bytes: _Optional[_Iterable[int]] = ..., resolver: _Optional[str] = ...) -> None: ...
 
 class Collision(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group", "link", "link_utilization", "idle_link", "idle_utilization", "flows", "resolver")
