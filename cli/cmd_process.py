@@ -80,7 +80,7 @@ def process(topology: Path, kafka: str, resolver: str, partitions: int, hop_s: f
     except ValueError as e:
         _fail(EXIT_BAD_INPUT, str(e))
     try:
-        ensure_topics(cfg.kafka, cfg.partitions)
+        ensure_topics(cfg.kafka, cfg.partitions, app_id=cfg.app_id)
     except TopicError as e:
         _fail(EXIT_FAILURE, str(e))
     sys.exit(run_worker(cfg, sink, metrics_port))

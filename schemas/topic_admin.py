@@ -14,10 +14,10 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from .topics import ALL_TOPICS, DEFAULT_PARTITIONS, GROUP_FIM, Topic
+from .topics import DEFAULT_PARTITIONS, GROUP_FIM, INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, Topic, internal_name
 
 #: Topics that must have exactly the input partition count (co-partitioned with each other).
-CO_PARTITIONED = ("flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.attributions.v1")
+CO_PARTITIONED = ("flowtracer.counters.v1", "flowtracer.flows.v1", "attributions.v1")
 
 
 class TopicError(RuntimeError):
@@ -29,8 +29,15 @@ def wanted_partitions(topic: Topic, partitions: int) -> int:
 
 
 def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
-                  timeout_s: float = 30.0, client_id: str = "flowtracer-admin") -> dict[str, int]:
-    """Create missing contract topics and check existing ones; return name -> partition count."""
+                  timeout_s: float = 30.0, client_id: str = "flowtracer-admin",
+                  app_id: str | None = None) -> dict[str, int]:
+    """Create missing contract topics and check existing ones; return name -> partition count.
+
+    With ``app_id``, also the internal topics of that processor deployment.
+    """
+    wanted: dict[str, int] = {t.name: partitions for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}
+    if app_id is not None:
+        wanted.update({internal_name(app_id, t): wanted_partitions(t, partitions) for t in INTERNAL_TOPICS})
     deadline = time.monotonic() + timeout_s
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id,
@@ -39,26 +46,25 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
         raise TopicError(f"cannot reach Kafka at {bootstrap}: {e}") from None
     try:
         existing = set(admin.list_topics())
-        missing = [NewTopic(t.name, wanted_partitions(t, partitions), replication)
-                   for t in ALL_TOPICS if t.name not in existing]
+        missing = [NewTopic(name, n, replication) for name, n in wanted.items() if name not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # another stage created them first
                 admin.create_topics(missing)
         counts: dict[str, int] = {}
         while True:
-            meta = admin.describe_topics([t.name for t in ALL_TOPICS])
+            meta = admin.describe_topics(list(wanted))
             counts = {m.get("name", m.get("topic")): len(m["partitions"]) for m in meta if not m.get("error_code")}
-            if len(counts) == len(ALL_TOPICS) or time.monotonic() > deadline:
+            if len(counts) == len(wanted) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
     except KafkaError as e:
         raise TopicError(f"cannot create topics on {bootstrap}: {e}") from None
     finally:
         admin.close()
-    absent = [t.name for t in ALL_TOPICS if t.name not in counts]
+    absent = [name for name in wanted if name not in counts]
     if absent:
         raise TopicError(f"topics did not appear on {bootstrap}: {', '.join(absent)}")
-    wrong = [f"{n} has {counts[n]}" for n in CO_PARTITIONED if counts[n] != partitions]
+    wrong = [f"{n} has {counts[n]}" for n in counts if n.endswith(CO_PARTITIONED) and counts[n] != partitions]
     if wrong:
         raise TopicError(f"co-partitioned topics must have {partitions} partitions: {'; '.join(wrong)} "
                          "(recreate them, or run with --partitions matching the existing topics)")

@@ -72,6 +72,15 @@ DEFAULT_PARTITIONS = 8
 """Partitions of the input topics; counters and flows must have the same count (co-partitioning)."""
 
 
+def internal_name(app_id: str, topic: Topic) -> str:
+    """The name of an internal topic for one processor deployment (its app id / consumer group).
+
+    Internal topics belong to one deployment: two processors with different app ids (say, one per
+    resolver) on one cluster must not read each other's attributions.
+    """
+    return f"{app_id}.{topic.name}"
+
+
 def key(name: str) -> bytes:
     """Encode a message key (switch, leaf, link, path or group name) as Kafka key bytes."""
     return name.encode("utf-8")

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 LinesFn = Callable[[Emitted], list[str]]
 STATE_TABLE = "stage-state"
-_CO_PARTITIONED = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.ATTRIBUTIONS.name})
+_INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name})
 
 
 class NullSink:
@@ -234,9 +234,13 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         settings["producer_max_batch_size"] = 1
     app = faust.App(cfg.app_id, **settings)
     raw = {"key_serializer": "raw", "value_serializer": "raw"}
-    inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, topics.ATTRIBUTIONS.name, **raw)
-    group_fim_in = app.topic(topics.GROUP_FIM.name, **raw)
-    out = {t.name: app.topic(t.name, **raw) for t in (*topics.OUTPUT_TOPICS, *topics.INTERNAL_TOPICS)}
+    attributions = topics.internal_name(cfg.app_id, topics.ATTRIBUTIONS)
+    group_fim = topics.internal_name(cfg.app_id, topics.GROUP_FIM)
+    inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, attributions, **raw)
+    group_fim_in = app.topic(group_fim, **raw)
+    out = {t.name: app.topic(t.name, **raw) for t in topics.OUTPUT_TOPICS}
+    out[topics.ATTRIBUTIONS.name] = app.topic(attributions, **raw)
+    out[topics.GROUP_FIM.name] = app.topic(group_fim, **raw)
     # Per-partition stage state (rolling FIM history, resolver knowledge), written with the partition
     # explicitly because it is saved after finalizing windows, outside any one event's context.
     state = app.Table(STATE_TABLE, partitions=cfg.partitions, key_type=str)  # values: the app's json codec
@@ -246,6 +250,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         return state.data.get(key) or state.data.get(key.encode())
 
     proc.saved_state = saved_state  # type: ignore[method-assign]
+    contract_topic = {attributions: topics.ATTRIBUTIONS.name, group_fim: topics.GROUP_FIM.name}
     pending: deque[_Pending] = deque()
     lock = asyncio.Lock()
 
@@ -320,7 +325,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         async for event in stream.events():
             m = event.message
             try:
-                holds = proc.accept(m.topic, m.partition, m.value, event, time.time_ns())
+                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, event, time.time_ns())
             except BadRecord as e:
                 await dead_letter(event, str(e))
                 continue
@@ -342,7 +347,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set[Any], **kwargs: Any) -> None:
-        gone = {tp.partition for tp in revoked if tp.topic in _CO_PARTITIONED}
+        gone = {tp.partition for tp in revoked if tp.topic in _INPUTS}
         proc.drop_partitions(gone)
 
     return app, proc
