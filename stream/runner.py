@@ -21,20 +21,27 @@ def make_sink(influx_url: str | None, org: str, bucket: str, token_file: Path | 
     """The configured sink: InfluxDB, a line-protocol file, or none (Kafka outputs only)."""
     if influx_url is None and line_protocol_file is None:
         return NullSink()
-    from . import sinks  # imported only when a store is configured
+    from pydantic import ValidationError
 
-    if influx_url is not None:
-        return sinks.InfluxSink(sinks.InfluxConfig.from_env(url=influx_url, org=org, bucket=bucket,
-                                                            token_file=token_file))
-    return sinks.FileSink(line_protocol_file)
+    try:
+        if influx_url is not None:
+            from .sink_influx import InfluxConfig, InfluxSink  # imported only when a store is configured
+
+            return InfluxSink(InfluxConfig(url=influx_url, org=org, bucket=bucket, token_file=token_file))
+        from .sink_file import FileSink, FileSinkConfig
+
+        return FileSink(FileSinkConfig(path=line_protocol_file))
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(map(str, err["loc"])) or "sink"
+        raise ValueError(f"sink {where}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def emitted_lines(e: Emitted) -> list[str]:
     """Line protocol of every output in a finalization (see stream/influx_points.py)."""
-    from .influx_points import collision_lines, fim_lines, link_load_lines, path_load_lines
+    from .influx_points import to_lines
 
-    return [*link_load_lines(e.link_loads), *path_load_lines(e.path_loads), *fim_lines(e.fims),
-            *collision_lines(e.collisions)]
+    return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions])
 
 
 def ensure_changelog(bootstrap: str, name: str, partitions: int) -> None:

@@ -1,0 +1,383 @@
+"""The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
+functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``)
+to lines.
+
+:data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
+by it (a field is formatted by its declared type, a tag or field it does not name cannot be
+written), the docs table below is generated from it (:func:`markdown_table`, checked by a test),
+and Grafana dashboards are checked against it.
+
+Rules every line follows:
+
+* Timestamp = the window's end, ``window_end_ns``, in ns precision. A replay of a window after a
+  crash writes the same series at the same timestamp, so it overwrites instead of duplicating.
+* Field types never vary: ``int`` fields always carry the ``i`` suffix (never ``u``, so no series
+  mixes int and uint), ``float`` fields are always written with a decimal point or exponent
+  (``0.0``, not ``0``), ``string`` fields are quoted. Non-finite floats are refused.
+* Tags are bounded by the topology: links, switches, ECMP groups, NICs, resolvers. Per-window
+  or per-flow values (flow 5-tuples, jobs, the idle sibling of a collision) are fields, never tags.
+* Absent means unknown, zero means zero: when a LinkLoad has no trusted counter delta
+  (``measured_valid`` false) the measured fields are left out instead of written as 0; likewise
+  ``fim_flows`` for the measured basis, and ``switch`` for the fabric-wide FIM.
+
+Series per measurement: ``link_load`` 2 x cables x resolvers; ``path_load`` NIC pairs that
+exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: the largest one);
+``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link).
+
+| measurement | key | kind | holds | absent when |
+| --- | --- | --- | --- | --- |
+| `link_load` | `link` | tag | link id |  |
+|  | `src_node` | tag | switch or host |  |
+|  | `dst_node` | tag | switch or host |  |
+|  | `resolver` | tag | hash or infer |  |
+|  | `measured_bytes` | int field | bytes | measured_valid=0 |
+|  | `attributed_bytes` | int field | bytes |  |
+|  | `unexplained_bytes` | int field | bytes (signed) | measured_valid=0 |
+|  | `utilization` | float field | 0..1 | measured_valid=0 |
+|  | `flow_count` | int field | flows |  |
+|  | `measured_valid` | int field | 0 or 1 |  |
+| `path_load` | `src_nic` | tag | NIC name |  |
+|  | `dst_nic` | tag | NIC name |  |
+|  | `path` | tag | switch link ids or same-leaf |  |
+|  | `resolver` | tag | hash or infer |  |
+|  | `bytes` | int field | bytes |  |
+|  | `flow_count` | int field | flows |  |
+|  | `confidence` | float field | 0..1 |  |
+| `fim` | `group` | tag | ECMP group id or fabric |  |
+|  | `switch` | tag | switch | group=fabric |
+|  | `basis` | tag | measured or attributed |  |
+|  | `resolver` | tag | hash or infer (attributed basis) | basis=measured |
+|  | `fim` | float field | 0..1 |  |
+|  | `fim_flows` | float field | 0..1 | basis=measured |
+|  | `max_mean_ratio` | float field | ratio (1..k) |  |
+|  | `cv` | float field | ratio |  |
+|  | `total_bytes` | int field | bytes |  |
+|  | `members` | int field | count |  |
+| `collision` | `group` | tag | ECMP group id |  |
+|  | `switch` | tag | switch |  |
+|  | `link` | tag | link id |  |
+|  | `resolver` | tag | hash or infer |  |
+|  | `link_utilization` | float field | 0..1 |  |
+|  | `idle_utilization` | float field | 0..1 |  |
+|  | `idle_link` | string field | link id |  |
+|  | `flow_count` | int field | flows |  |
+|  | `flow_bytes` | int field | bytes |  |
+|  | `top_bytes` | int field | bytes |  |
+|  | `flows` | string field | text |  |
+
+Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
+``src_nic``/``dst_nic`` are topology NIC names ``<host>:<rdma_device>``; ``path`` is the
+switch-to-switch part of the path (its link ids joined by ``|``; the host links are implied by the
+NICs), or ``same-leaf`` when both NICs hang off one leaf; ``basis`` is ``measured`` or
+``attributed``; ``resolver`` is ``hash`` or ``infer``. ``collision.flows`` is compact text,
+heaviest first, at most :data:`MAX_FLOWS_TEXT` flows:
+``10.0.0.1>10.0.3.1:sport=52208 job=j42 coll=AllReduce 1.2GB; ...``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any, Literal
+
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+
+FieldType = Literal["int", "float", "string"]
+
+SCHEMA_VERSION = 1
+"""The analytics message version these encoders understand."""
+
+MAX_FLOWS_TEXT = 8
+"""Flows spelled out in ``collision.flows``; the rest are summarised as ``+N more``."""
+
+SAME_LEAF = "same-leaf"
+"""``path_load.path`` when source and destination NIC are on the same leaf (no switch links)."""
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_NAME = re.compile(r"[a-z][a-z0-9_]*")  # measurement, tag and field keys are written unescaped
+
+
+class PointError(ValueError):
+    """A message cannot be written as a point; ``str()`` names the message, the entity and the
+    field. The processor should dead-letter the message: writing it would fail the whole batch."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measurement: its tags, its fields with their types, what each key holds, and which
+    keys a line may leave out."""
+
+    name: str
+    message: str
+    """The protobuf message each point is made from."""
+    tags: tuple[str, ...]
+    fields: Mapping[str, FieldType]
+    units: Mapping[str, str]
+    """Per tag and field, what it holds: a unit (``bytes``, ``0..1``) or a kind of id."""
+    optional: Mapping[str, str] = field(default_factory=dict)
+    """Keys a line may leave out, with when (absent = unknown or not applicable, never 0)."""
+
+    def __post_init__(self) -> None:
+        bad = [n for n in (self.name, *self.tags, *self.fields) if not _NAME.fullmatch(n)]
+        if bad:  # keys are written unescaped, so they must not need escaping
+            raise ValueError(f"measurement {self.name}: names must be [a-z0-9_]: {bad}")
+        keys = {*self.tags, *self.fields}
+        if len(keys) != len(self.tags) + len(self.fields):
+            raise ValueError(f"measurement {self.name}: a key is used twice")
+        if set(self.units) != keys or not set(self.fields.values()) <= {"int", "float", "string"}:
+            raise ValueError(f"measurement {self.name}: every key needs a unit, every field int|float|string")
+        if not set(self.optional) <= keys:
+            raise ValueError(f"measurement {self.name}: optional names unknown keys")
+
+    @cached_property
+    def tag_order(self) -> tuple[str, ...]:
+        """Tags in the order lines carry them: sorted by key, as InfluxDB prefers."""
+        return tuple(sorted(self.tags))
+
+
+_LINK = "link id"
+LINK_LOAD = Measurement(
+    "link_load", "LinkLoad",
+    tags=("link", "src_node", "dst_node", "resolver"),
+    fields={"measured_bytes": "int", "attributed_bytes": "int", "unexplained_bytes": "int",
+            "utilization": "float", "flow_count": "int", "measured_valid": "int"},
+    units={"link": _LINK, "src_node": "switch or host", "dst_node": "switch or host", "resolver": "hash or infer",
+           "measured_bytes": "bytes", "attributed_bytes": "bytes", "unexplained_bytes": "bytes (signed)",
+           "utilization": "0..1", "flow_count": "flows", "measured_valid": "0 or 1"},
+    optional={"measured_bytes": "measured_valid=0", "unexplained_bytes": "measured_valid=0",
+              "utilization": "measured_valid=0"},
+)
+PATH_LOAD = Measurement(
+    "path_load", "PathLoad",
+    tags=("src_nic", "dst_nic", "path", "resolver"),
+    fields={"bytes": "int", "flow_count": "int", "confidence": "float"},
+    units={"src_nic": "NIC name", "dst_nic": "NIC name", "path": "switch link ids or same-leaf",
+           "resolver": "hash or infer", "bytes": "bytes", "flow_count": "flows", "confidence": "0..1"},
+)
+FIM = Measurement(
+    "fim", "FimSample",
+    tags=("group", "switch", "basis", "resolver"),
+    fields={"fim": "float", "fim_flows": "float", "max_mean_ratio": "float", "cv": "float",
+            "total_bytes": "int", "members": "int"},
+    units={"group": "ECMP group id or fabric", "switch": "switch", "basis": "measured or attributed",
+           "resolver": "hash or infer (attributed basis)",
+           "fim": "0..1", "fim_flows": "0..1", "max_mean_ratio": "ratio (1..k)", "cv": "ratio",
+           "total_bytes": "bytes", "members": "count"},
+    optional={"switch": "group=fabric", "fim_flows": "basis=measured", "resolver": "basis=measured"},
+)
+COLLISION = Measurement(
+    "collision", "Collision",
+    tags=("group", "switch", "link", "resolver"),
+    fields={"link_utilization": "float", "idle_utilization": "float", "idle_link": "string",
+            "flow_count": "int", "flow_bytes": "int", "top_bytes": "int", "flows": "string"},
+    units={"group": "ECMP group id", "switch": "switch", "link": _LINK, "resolver": "hash or infer",
+           "link_utilization": "0..1", "idle_utilization": "0..1", "idle_link": _LINK,
+           "flow_count": "flows", "flow_bytes": "bytes", "top_bytes": "bytes", "flows": "text"},
+)
+
+MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION)}
+"""Every measurement the processor writes, by name."""
+
+
+def markdown_table(measurements: Iterable[Measurement] = MEASUREMENTS.values()) -> str:
+    """The schema as the Markdown table in this module's docstring (and the stream docs)."""
+    rows = ["| measurement | key | kind | holds | absent when |", "| --- | --- | --- | --- | --- |"]
+    for m in measurements:
+        keys = [(k, "tag") for k in m.tags] + [(k, f"{t} field") for k, t in m.fields.items()]
+        for i, (k, kind) in enumerate(keys):
+            name = f"`{m.name}`" if i == 0 else ""
+            rows.append(f"| {name} | `{k}` | {kind} | {m.units[k]} | {m.optional.get(k, '')} |")
+    return "\n".join(rows)
+
+
+# -- line protocol ---------------------------------------------------------------------------------
+
+# Tag values: escape what ends a tag (comma, equals, space) and the backslash itself ("\\" reads
+# back as one backslash in InfluxDB 2 and VictoriaMetrics, so a trailing backslash cannot eat the
+# separator). Line breaks cannot be represented in line protocol: they become the text "\n".
+_TAG_ESCAPE = str.maketrans({"\\": "\\\\", ",": "\\,", "=": "\\=", " ": "\\ ",
+                             "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_STRING_ESCAPE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+
+
+@lru_cache(maxsize=1 << 16)  # tag values repeat every window (bounded cardinality); translate costs ~1 us
+def _escape_tag(v: str) -> str:
+    return v.translate(_TAG_ESCAPE)
+
+
+def _fmt_int(v: Any) -> str:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ValueError(f"{v!r} is not an int")
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise ValueError(f"{v} does not fit a signed 64-bit InfluxDB integer")
+    return f"{v}i"
+
+
+def _fmt_float(v: Any) -> str:
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError(f"{f} is not finite (InfluxDB refuses NaN and infinities)")
+    return repr(f)  # shortest round-trip form, always with "." or "e": 0.0, 1e-05, 0.4375
+
+
+def _fmt_string(v: Any) -> str:
+    return '"' + str(v).translate(_STRING_ESCAPE) + '"'
+
+
+_FORMAT: dict[str, Callable[[Any], str]] = {"int": _fmt_int, "float": _fmt_float, "string": _fmt_string}
+
+
+def _line(m: Measurement, tags: Mapping[str, str], fields: Mapping[str, Any], ts_ns: int, where: str) -> str:
+    """One line of *m*; *where* names the message for errors. ``None`` or ``""`` tags and ``None``
+    fields are absent, which only names in ``m.optional`` may be."""
+    parts = [m.name]
+    for k in m.tag_order:
+        v = tags[k]
+        if v:
+            parts.append(f",{k}={_escape_tag(v)}")
+        elif k not in m.optional:
+            raise PointError(f"{where}: tag {k!r} is empty")
+    sep = " "
+    for k, kind in m.fields.items():
+        v = fields[k]
+        if v is None:
+            if k in m.optional:
+                continue
+            raise PointError(f"{where}: field {k!r} is missing")
+        try:
+            parts.append(f"{sep}{k}={_FORMAT[kind](v)}")
+        except (ValueError, TypeError) as e:
+            raise PointError(f"{where}: field {k!r}: {e}") from None
+        sep = ","
+    if not 0 < ts_ns <= _INT64_MAX:
+        raise PointError(f"{where}: window_end_ns={ts_ns} is not a timestamp")
+    parts.append(f" {ts_ns}")
+    return "".join(parts)
+
+
+def _check_version(msg: Any, where: str) -> None:
+    if msg.schema_version != SCHEMA_VERSION:
+        raise PointError(f"{where}: schema_version {msg.schema_version} (these encoders know {SCHEMA_VERSION})")
+
+
+def link_load_line(m: analytics_pb2.LinkLoad) -> str:
+    """``link_load`` line of one LinkLoad; the measured fields only when ``measured_valid``."""
+    where = f"LinkLoad link={m.link!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    valid = m.measured_valid
+    return _line(LINK_LOAD, {
+        "link": m.link, "src_node": m.src_node, "dst_node": m.dst_node, "resolver": m.resolver,
+    }, {
+        "measured_bytes": m.measured_bytes if valid else None,
+        "attributed_bytes": m.attributed_bytes,
+        "unexplained_bytes": m.unexplained_bytes if valid else None,
+        "utilization": m.utilization if valid else None,
+        "flow_count": m.flow_count,
+        "measured_valid": int(valid),
+    }, m.window_end_ns, where)
+
+
+def nic_name(host: str, nic: str) -> str:
+    """Topology NIC name ``<host>:<rdma_device>``, also when *nic* holds only the device."""
+    return f"{host}:{nic}" if nic and host and ":" not in nic else nic
+
+
+def switch_path(links: Sequence[str], src_nic: str, dst_nic: str) -> str:
+    """The switch-to-switch part of a NIC-to-NIC path: *links* without the host links at either
+    end (those are implied by the NICs), joined by ``|``; :data:`SAME_LEAF` when nothing is left."""
+    start, end = 0, len(links)
+    if end and links[0].startswith(f"{src_nic}>"):
+        start = 1
+    if end > start and links[-1].endswith(f">{dst_nic}"):
+        end -= 1
+    return "|".join(links[start:end]) or SAME_LEAF
+
+
+def path_load_line(m: analytics_pb2.PathLoad) -> str:
+    """``path_load`` line of one PathLoad."""
+    where = f"PathLoad path_id={m.path_id!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    src, dst = nic_name(m.src_host, m.src_nic), nic_name(m.dst_host, m.dst_nic)
+    links = list(m.links) or (m.path_id.split("|") if m.path_id else [])
+    return _line(PATH_LOAD, {
+        "src_nic": src, "dst_nic": dst, "path": switch_path(links, src, dst), "resolver": m.resolver,
+    }, {
+        "bytes": m.bytes, "flow_count": m.flow_count, "confidence": m.confidence,
+    }, m.window_end_ns, where)
+
+
+_BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
+
+
+def fim_line(m: analytics_pb2.FimSample) -> str:
+    """``fim`` line of one FimSample; ``fim_flows`` only for the attributed basis."""
+    where = f"FimSample group={m.group!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    basis = _BASIS.get(m.basis)
+    if basis is None:
+        raise PointError(f"{where}: basis {analytics_pb2.LoadBasis.Name(m.basis)} is neither measured nor attributed")
+    attributed = m.basis == analytics_pb2.LOAD_BASIS_ATTRIBUTED
+    return _line(FIM, {"group": m.group, "switch": m.switch, "basis": basis,
+                       "resolver": m.resolver if attributed else ""}, {
+        "fim": m.fim, "fim_flows": m.fim_flows if attributed else None, "max_mean_ratio": m.max_mean_ratio,
+        "cv": m.cv, "total_bytes": m.total_bytes, "members": m.members,
+    }, m.window_end_ns, where)
+
+
+def human_bytes(n: int) -> str:
+    """``1.2GB``-style size with decimal units (1 kB = 1000 bytes); whole bytes below 1 kB."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n}B"
+
+
+def flows_text(flows: Sequence[common_pb2.FlowRef], limit: int = MAX_FLOWS_TEXT) -> str:
+    """Compact text of colliding flows for humans (Grafana tables), in the given order."""
+    parts = []
+    for f in flows[:limit]:
+        k = f.key
+        text = f"{k.src_ip}>{k.dst_ip}:sport={k.udp_src_port}"
+        if f.job_id:
+            text += f" job={f.job_id}"
+        if f.collective:
+            text += f" coll={f.collective}"
+        parts.append(f"{text} {human_bytes(f.bytes)}")
+    if len(flows) > limit:
+        parts.append(f"+{len(flows) - limit} more")
+    return "; ".join(parts)
+
+
+def collision_line(m: analytics_pb2.Collision) -> str:
+    """``collision`` line of one Collision."""
+    where = f"Collision group={m.group!r} link={m.link!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    sizes = [f.bytes for f in m.flows]
+    return _line(COLLISION, {"group": m.group, "switch": m.switch, "link": m.link, "resolver": m.resolver}, {
+        "link_utilization": m.link_utilization, "idle_utilization": m.idle_utilization,
+        "idle_link": m.idle_link, "flow_count": len(sizes), "flow_bytes": sum(sizes),
+        "top_bytes": max(sizes, default=0), "flows": flows_text(m.flows),
+    }, m.window_end_ns, where)
+
+
+ENCODERS: dict[type, Callable[[Any], str]] = {
+    analytics_pb2.LinkLoad: link_load_line,
+    analytics_pb2.PathLoad: path_load_line,
+    analytics_pb2.FimSample: fim_line,
+    analytics_pb2.Collision: collision_line,
+}
+"""Message class -> its line encoder."""
+
+
+def to_lines(messages: Iterable[Any]) -> list[str]:
+    """Lines of any mix of LinkLoad, PathLoad, FimSample and Collision messages, in order."""
+    out = []
+    for msg in messages:
+        encode = ENCODERS.get(type(msg))
+        if encode is None:
+            raise PointError(f"no line encoder for {type(msg).__name__}")
+        out.append(encode(msg))
+    return out
