@@ -275,3 +275,10 @@ def test_definitions_reject_inconsistent_schemas() -> None:
         ip.Measurement("m", "X", tags=("t",), fields={"v": "uint"}, units={"v": "count", "t": "id"})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="used twice"):
         ip.Measurement("m", "X", tags=("v",), fields={"v": "int"}, units={"v": "count"})
+
+
+def test_docs_stream_md_shows_the_current_schema() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "stream.md").read_text()
+    assert ip.markdown_table() in doc
