@@ -9,6 +9,7 @@ import click
 
 from . import __version__
 from .cmd_process import process
+from .cmd_sim import sim
 from .cmd_topology import topology
 from .logs import FORMATS, setup_logging
 
@@ -33,6 +34,7 @@ def cli(log_level: str, log_format: str) -> None:
 
 cli.add_command(topology)
 cli.add_command(process)
+cli.add_command(sim)
 
 
 def _not_built(name: str, issue: int, what: str) -> click.Command:
@@ -46,7 +48,6 @@ def _not_built(name: str, issue: int, what: str) -> click.Command:
 
 
 for _name, _issue, _what in (
-    ("sim", 3, "run the simulated fabric: gNMI switches, RDMA host views, NCCL-like traffic"),
     ("collect", 4, "stream switch counters over gNMI into Kafka"),
     ("agent", 5, "stream RDMA flow records from hosts into Kafka"),
     ("whatif", 7, "replay recorded traffic under other routing strategies"),

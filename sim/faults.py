@@ -1,0 +1,136 @@
+"""Fault state of the simulated fabric: cables down or degraded, switches rebooting.
+
+Pure bookkeeping, no clocks or threads: the engine applies a fault at a tick boundary, asks which
+directed links are out of service (``down_links``, fed to ``Fabric.hash_path`` so groups shrink
+and flows rehash), what capacity each link has left, and which interfaces changed oper status.
+A cable is named by either end: ``switch:port`` or, for a host cable, ``host:rdma_device``. A
+rebooting switch takes all its cables down until it is back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowtracer.schemas.fabric import Fabric
+
+
+class FaultError(ValueError):
+    """A fault names something the fabric does not have."""
+
+
+@dataclass(frozen=True)
+class Cable:
+    """Both directions of one cable: ends ``a``/``b`` as (node, port) and the directed link ids."""
+
+    a: tuple[str, str]
+    b: tuple[str, str]
+    ab: str
+    ba: str
+
+    @property
+    def link_ids(self) -> tuple[str, str]:
+        return self.ab, self.ba
+
+
+def cables(fabric: Fabric) -> dict[tuple[str, str], Cable]:
+    """Every cable of the fabric by each of its two ends."""
+    out: dict[tuple[str, str], Cable] = {}
+    for dl in fabric.links.values():
+        a, b = (dl.src_node, dl.src_port), (dl.dst_node, dl.dst_port)
+        if a in out:
+            continue
+        c = Cable(a, b, dl.id, dl.reverse_id)
+        out[a] = out[b] = c
+    return out
+
+
+@dataclass(frozen=True)
+class OperChange:
+    """A switch interface went up or down."""
+
+    switch: str
+    port: str
+    up: bool
+
+
+class FaultState:
+    """Which cables are down or degraded and which switches are rebooting (until when, ns)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+        self.cables = cables(fabric)
+        self.down: set[Cable] = set()
+        self.degraded: dict[Cable, float] = {}
+        self.rebooting: dict[str, int] = {}
+        self._switches = fabric.switch_names
+
+    def cable(self, ref: str) -> Cable:
+        """The cable one end names: ``switch:port`` or ``host:rdma_device``."""
+        node, sep, port = ref.partition(":")
+        if not sep or (node, port) not in self.cables:
+            ends = sorted(f"{n}:{p}" for n, p in self.cables if n in self._switches)[:6]
+            raise FaultError(f"no cable ends at {ref!r} (give switch:port or host:rdma_device, e.g. "
+                             f"{', '.join(ends)})")
+        return self.cables[(node, port)]
+
+    def switch(self, name: str) -> str:
+        if name not in self._switches:
+            raise FaultError(f"no switch named {name!r}")
+        return name
+
+    # -- what the engine asks ----------------------------------------------------------------------
+
+    def down_links(self) -> frozenset[str]:
+        """Directed link ids out of service (cables down, and every cable of a rebooting switch)."""
+        out: set[str] = set()
+        for c in self.down:
+            out.update(c.link_ids)
+        for sw in self.rebooting:
+            for dl in self.fabric.out_links[sw]:
+                out.update((dl.id, dl.reverse_id))
+        return frozenset(out)
+
+    def capacity_factor(self, link_id: str) -> float:
+        """Fraction of a link's capacity left (1.0 unless degraded)."""
+        dl = self.fabric.links[link_id]
+        c = self.cables[(dl.src_node, dl.src_port)]
+        return self.degraded.get(c, 1.0)
+
+    def oper_up(self) -> dict[tuple[str, str], bool]:
+        """Oper status of every switch interface: up unless its cable is down or an end is rebooting."""
+        out = {}
+        for (node, port), c in self.cables.items():
+            if node not in self._switches:
+                continue
+            other = c.b if c.a == (node, port) else c.a
+            out[(node, port)] = c not in self.down and node not in self.rebooting and other[0] not in self.rebooting
+        return out
+
+    def due_boots(self, now_ns: int) -> list[str]:
+        """Switches whose reboot ends at or before ``now_ns``."""
+        return sorted(s for s, until in self.rebooting.items() if until <= now_ns)
+
+    # -- changes ----------------------------------------------------------------------------------
+
+    def apply(self, kind: str, target: str, now_ns: int, capacity: float = 0.5,
+              down_for_ns: int = 2_000_000_000) -> list[OperChange]:
+        """Apply one fault; return the interfaces whose oper status changed."""
+        before = self.oper_up()
+        if kind == "link_down":
+            self.down.add(self.cable(target))
+        elif kind == "link_up":
+            self.down.discard(self.cable(target))
+        elif kind == "degrade":
+            if not 0 < capacity <= 1:
+                raise FaultError(f"degrade capacity must be in (0, 1], got {capacity}")
+            self.degraded[self.cable(target)] = capacity
+        elif kind == "restore":
+            self.degraded.pop(self.cable(target), None)
+        elif kind == "reboot":
+            self.rebooting[self.switch(target)] = now_ns + down_for_ns
+        elif kind == "boot":
+            self.rebooting.pop(self.switch(target), None)
+        else:
+            raise FaultError(f"unknown fault {kind!r}")
+        after = self.oper_up()
+        return [OperChange(sw, port, up) for (sw, port), up in after.items() if before[(sw, port)] != up]

@@ -1,0 +1,242 @@
+"""Run a simulated fabric in real time: the engine thread, one gNMI server per switch, host views.
+
+``SimRunner.start()`` builds the engine, binds the gNMI servers (the topology's ports, or free
+loopback ports), writes the initial host views and starts the engine thread; it returns the
+"ready" description ``flowtracer sim`` prints. ``stop()`` stops everything it started and closes
+the ground-truth files; it is safe to call twice and is called on ``__exit__``.
+
+Layout of ``out_dir``: ``topology.yaml`` (the topology with the gNMI endpoints actually bound, so
+collectors can be pointed at it), ``hosts/<host>/`` (host views), ``ground-truth/`` (unless off).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from flowtracer.schemas.topology import Credentials, Topology, validate_topology
+
+from .engine import Engine
+from .gnmi_server import GnmiServer
+from .host_views import host_view_dir, write_host_view
+from .workload import Workload
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """How to run. ``gnmi_ports``: "topology" binds each switch's topology endpoint port on
+    ``gnmi_address``, "free" binds free ports. ``shared_port``: None = one server per switch, else
+    one server for all switches on this port (0 = free), the gNMI target selecting the switch."""
+
+    tick_s: float = 1.0
+    duration_s: float | None = None
+    gnmi_address: str = "127.0.0.1"
+    gnmi_ports: Literal["topology", "free"] = "topology"
+    shared_port: int | None = None
+    ground_truth: bool = True
+    host_views: bool = True
+    counter32: bool = False
+    qpn_reuse: bool = False
+    coll_log: bool = True
+    cancel_on_half_close: bool = True
+
+
+class SimRunner:
+    """The running simulation. Use as a context manager, or ``start()`` then ``stop()``."""
+
+    def __init__(self, topology: Topology, workload: Workload, out_dir: Path, options: RunnerOptions | None = None,
+                 *, start_ns: int | None = None) -> None:
+        self.topology = topology
+        self.workload = workload
+        self.out_dir = Path(out_dir)
+        self.options = options or RunnerOptions()
+        self._start_ns = start_ns
+        self.engine: Engine | None = None
+        self.servers: list[GnmiServer] = []
+        self.endpoints: dict[str, str] = {}
+        self.done = threading.Event()  # set when the engine thread ends (duration over, or stopped)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._views_thread: threading.Thread | None = None
+        self._views_due = threading.Condition()
+        self._views_tick = 0
+        self._stopped = False
+        self.error: BaseException | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> dict[str, Any]:
+        """Start everything; return the ready description (addresses and directories)."""
+        o = self.options
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        gt_dir = self.out_dir / "ground-truth" if o.ground_truth else None
+        self.engine = Engine(self.topology, self.workload, tick_s=o.tick_s, start_ns=self._start_ns,
+                             counter32=o.counter32, ground_truth=gt_dir, qpn_reuse=o.qpn_reuse, coll_log=o.coll_log)
+        try:
+            self._start_servers()
+            topo_file = self._write_topology()
+            hosts_dir = self.out_dir / "hosts"
+            if o.host_views:
+                for hs in self.engine.host_states.values():
+                    write_host_view(hs, hosts_dir)
+                self._views_thread = threading.Thread(target=self._write_views, args=(hosts_dir,),
+                                                      name="sim-host-views", daemon=True)
+                self._views_thread.start()
+                self.engine.add_tick_listener(self._tick_done)
+            until = None
+            if o.duration_s is not None:
+                until = self.engine.start_ns + round(o.duration_s * 1e9)
+            self._thread = threading.Thread(target=self._run, args=(until,), name="sim-engine", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self.stop()
+            raise
+        return {
+            "ready": True,
+            "pid": os.getpid(),
+            "topology": str(topo_file) if topo_file else None,
+            "gnmi": dict(self.endpoints),
+            "shared_port": o.shared_port is not None,
+            "host_views": str(hosts_dir) if o.host_views else None,
+            "host_view_dirs": {h: str(host_view_dir(hosts_dir, h)) for h in self.engine.host_states}
+            if o.host_views else {},
+            "ground_truth": str(gt_dir) if gt_dir else None,
+            "tick_s": o.tick_s,
+            "start_ns": self.engine.start_ns,
+            "duration_s": o.duration_s,
+        }
+
+    def stop(self) -> None:
+        """Stop the engine thread, the gNMI servers and the view writer; close ground truth."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        with self._views_due:
+            self._views_due.notify_all()
+        if self._views_thread is not None:
+            self._views_thread.join()
+        for s in self.servers:
+            try:
+                s.stop()
+            except Exception:  # one server failing to stop must not keep the others running
+                log.exception("stopping a gNMI server")
+        self.servers = []
+        if self.engine is not None:
+            self.engine.close()
+        self.done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run ends (duration over or ``stop``); True if it has."""
+        return self.done.wait(timeout)
+
+    def __enter__(self) -> SimRunner:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- parts ------------------------------------------------------------------------------------
+
+    def _run(self, until_ns: int | None) -> None:
+        assert self.engine is not None
+        try:
+            self.engine.run(self._stop, until_ns)
+        except BaseException as e:  # surfaced by the CLI; the servers stay up until stop()
+            self.error = e
+            log.exception("simulation engine failed")
+        finally:
+            self.done.set()
+
+    def _tick_done(self, t_ns: int) -> None:
+        with self._views_due:
+            self._views_tick = t_ns
+            self._views_due.notify_all()
+
+    def _write_views(self, root: Path) -> None:
+        """Write every host's view after each tick; if writing lags, the newest tick wins."""
+        assert self.engine is not None
+        written = 0
+        while not self._stop.is_set():
+            with self._views_due:
+                while self._views_tick == written and not self._stop.is_set():
+                    self._views_due.wait()
+                written = self._views_tick
+            if self._stop.is_set():
+                return
+            for hs in self.engine.host_states.values():
+                try:
+                    write_host_view(hs, root)
+                except OSError:
+                    log.exception("writing the host view of %s", hs.name)
+
+    def _start_servers(self) -> None:
+        assert self.engine is not None
+        o = self.options
+        states = self.engine.switch_states
+        creds = _credentials(self.topology.defaults.credentials)
+        if o.shared_port is not None:
+            server = GnmiServer(states, o.gnmi_address, o.shared_port, credentials=creds,
+                                cancel_on_half_close=o.cancel_on_half_close)
+            port = server.start()
+            self.servers.append(server)
+            self.endpoints = {name: f"{o.gnmi_address}:{port}" for name in states}
+            return
+        for sw in self.topology.switches:
+            port = sw.gnmi.port if (o.gnmi_ports == "topology" and sw.gnmi is not None) else 0
+            sw_creds = _credentials(sw.gnmi.credentials) if sw.gnmi is not None else None
+            server = GnmiServer({sw.name: states[sw.name]}, o.gnmi_address, port, default_target=sw.name,
+                                credentials=sw_creds or creds, cancel_on_half_close=o.cancel_on_half_close)
+            bound = server.start()
+            self.servers.append(server)
+            self.endpoints[sw.name] = f"{o.gnmi_address}:{bound}"
+
+    def _write_topology(self) -> Path | None:
+        """The topology with the bound gNMI endpoints (not with a shared port: endpoints must differ)."""
+        if self.options.shared_port is not None:
+            return None
+        data = yaml.safe_load(self.topology.to_yaml())
+        for s in data["switches"]:
+            addr, _, port = self.endpoints[s["name"]].rpartition(":")
+            s["gnmi"] = {**(s.get("gnmi") or {}), "address": addr, "port": int(port)}
+        topo = validate_topology(data, "effective topology")
+        path = self.out_dir / "topology.yaml"
+        path.write_text(topo.to_yaml(), encoding="utf-8")
+        return path
+
+
+def _credentials(c: Credentials) -> tuple[str, str] | None:
+    """(username, password) a topology credential reference resolves to, or None if incomplete."""
+    user = c.username or (os.environ.get(c.username_env) if c.username_env else None)
+    password = None
+    if c.password_env:
+        password = os.environ.get(c.password_env)
+    elif c.password_file:
+        try:
+            password = Path(c.password_file).read_text(encoding="utf-8").strip()
+        except OSError:
+            password = None
+    return (user, password) if user and password else None
+
+
+def run_for(runner: SimRunner, on_ready: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:
+    """Start ``runner``, report readiness, then wait until its duration ends or ``stop`` is set."""
+    info = runner.start()
+    try:
+        on_ready(info)
+        while not stop.is_set() and not runner.wait(0.2):
+            pass
+    finally:
+        runner.stop()

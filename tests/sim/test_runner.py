@@ -1,0 +1,108 @@
+"""The real-time simulation: real gNMI servers whose samples match ground truth, host views on disk."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pygnmi.client import gNMIclient
+
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.sim.ground_truth import GroundTruth
+from flowtracer.sim.runner import RunnerOptions, SimRunner
+from flowtracer.sim.workload import preset
+
+COUNTERS = "/interfaces/interface[name=Ethernet3]/state/counters"
+
+
+def wait_for(gt_dir: Path, t_ns: int, timeout: float = 5.0) -> GroundTruth:
+    """Ground truth once it holds the sample at ``t_ns`` (it is flushed right after the switches publish)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gt = GroundTruth.load(gt_dir)
+        if gt.counter_times and gt.counter_times[-1] >= t_ns:
+            return gt
+        if time.monotonic() > deadline:
+            raise AssertionError(f"ground truth never reached {t_ns}")
+        time.sleep(0.05)
+
+
+def values(update: dict) -> dict[str, int]:
+    return {u["path"].rsplit("/", 1)[-1]: int(u["val"]) for u in update["update"]["update"]}
+
+
+def test_gnmi_samples_are_tick_ends_and_match_ground_truth(tmp_path: Path) -> None:
+    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
+    wl = preset("ring-allreduce", size="256MiB", channels=2, compute_gap="20ms")
+    runner = SimRunner(topo, wl, tmp_path, RunnerOptions(tick_s=0.25, gnmi_ports="free", duration_s=30))
+    with runner:
+        host, port = runner.endpoints["leaf01"].rsplit(":", 1)
+        with gNMIclient(target=(host, int(port)), insecure=True, gnmi_timeout=5) as gc:
+            sub = gc.subscribe2(subscribe={"subscription": [
+                {"path": COUNTERS, "mode": "sample", "sample_interval": 250_000_000}], "encoding": "proto"})
+            assert sub.get_update(timeout=5)["sync_response"] is True
+            samples = []
+            while len(samples) < 3:
+                upd = sub.get_update(timeout=5)
+                samples.append((upd["update"]["timestamp"], values(upd)))
+            sub.close()
+        gt = wait_for(tmp_path / "ground-truth", samples[-1][0])
+        for ts, vals in samples:
+            assert ts % 250_000_000 == 0  # stamped with tick ends, never the wall clock
+            truth = gt.counters_at("leaf01", ts)
+            assert truth.t_ns == ts
+            assert vals["in-octets"] == truth.interfaces["Ethernet3"]["in-octets"]
+            assert vals["out-octets"] == truth.interfaces["Ethernet3"]["out-octets"]
+        (t0, v0), (t1, v1) = samples[0], samples[-1]
+        uplink = "leaf01:Ethernet3>spine01:Ethernet1"
+        assert v1["out-octets"] - v0["out-octets"] == gt.link_bytes(t0, t1).get(uplink, 0)
+        # Host views are on disk and the topology file points at the bound servers.
+        assert (tmp_path / "hosts" / "host01" / "current" / "rdma" / "resource_show_qp.json").exists()
+        assert "NCCL INFO" in (tmp_path / "hosts" / "host01" / "nccl.log").read_text()
+        assert f"port: {port}" in (tmp_path / "topology.yaml").read_text()
+    assert runner.done.is_set() and runner.servers == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("sim-")]
+
+
+def test_shared_port_serves_every_switch_by_target(tmp_path: Path) -> None:
+    topo = generate(FabricSpec(hosts=2, leaves=2, spines=1))
+    opts = RunnerOptions(tick_s=0.25, shared_port=0, host_views=False, ground_truth=False)
+    runner = SimRunner(topo, preset("ring-allreduce", size="64MiB"), tmp_path, opts)
+    info = runner.start()
+    try:
+        assert info["shared_port"] is True and info["topology"] is None and info["ground_truth"] is None
+        assert len(set(info["gnmi"].values())) == 1
+        host, port = info["gnmi"]["spine01"].rsplit(":", 1)
+        with gNMIclient(target=(host, int(port)), insecure=True, gnmi_timeout=5) as gc:
+            for name in ("leaf01", "spine01"):
+                got = gc.get(target=name, path=["/interfaces/interface[name=Ethernet1]/state/oper-status"],
+                             encoding="proto")
+                assert got["notification"][0]["update"][0]["val"] == "UP"
+    finally:
+        runner.stop()
+    runner.stop()  # twice is fine
+
+
+def test_duration_ends_the_run_and_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    topo = generate(FabricSpec(hosts=2, leaves=1, spines=1))
+    opts = RunnerOptions(tick_s=0.25, gnmi_ports="free", host_views=False, ground_truth=False, duration_s=0.5)
+    runner = SimRunner(topo, preset("ring-allreduce", size="1MiB"), tmp_path / "a", opts)
+    info = runner.start()
+    assert runner.wait(10)  # the duration ended it
+    runner.stop()
+    assert runner.error is None and runner.engine is not None
+    assert runner.engine.now_ns - info["start_ns"] == 500_000_000
+
+    holder = SimRunner(topo, preset("ring-allreduce"), tmp_path / "b",
+                       RunnerOptions(shared_port=0, host_views=False, ground_truth=False))
+    taken = int(next(iter(holder.start()["gnmi"].values())).rsplit(":", 1)[1])
+    try:
+        busy = SimRunner(topo, preset("ring-allreduce"), tmp_path / "c",
+                         RunnerOptions(shared_port=taken, host_views=False, ground_truth=False))
+        with pytest.raises(OSError, match="cannot bind"):
+            busy.start()
+        assert busy.servers == [] and busy.done.is_set()
+    finally:
+        holder.stop()
