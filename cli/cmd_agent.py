@@ -1,0 +1,127 @@
+"""``flowtracer agent``: stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes) from hosts into Kafka.
+
+Exit codes: 0 stopped normally; 1 runtime failure; 2 bad input (configuration, topology, sim
+endpoints); 4 no RDMA on this host (no ``rdma`` tool, no RDMA netlink, no devices in sysfs): use
+``--sysfs-only`` for port totals without the rdma tool, or run where RDMA NICs are.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flowtracer.collectors.agent.agent import Agent, Sink, StdoutSink
+from flowtracer.collectors.agent.config import ConfigError, load_config
+from flowtracer.collectors.agent.sources import SOURCES, SourceUnavailable, create_source
+from flowtracer.collectors.self_metrics import SelfMetrics
+from flowtracer.schemas.topology import TopologyError, load_topology
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_NO_RDMA = 4
+
+log = logging.getLogger("flowtracer.agent")
+
+
+@click.command("agent")
+@click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML configuration (collectors/agent/agent.sample.yaml); flags override it.")
+@click.option("--source", type=click.Choice(sorted(SOURCES)), default=None,
+              help="linux: rdma tool + sysfs; nccl-log: linux + NCCL log tags; sim: simulator host views.")
+@click.option("--kafka", metavar="HOST:PORT", default=None, help="Kafka bootstrap; without it, JSON lines on stdout.")
+@click.option("--topic", default=None, help="Topic [default: flowtracer.flows.v1].")
+@click.option("--no-kafka-idempotence", "no_idem", is_flag=True, default=None,
+              help="Plain (non-idempotent) producer, e.g. for the Tansu broker.")
+@click.option("--interval", default=None, help="Window length, e.g. 1s, 500ms [default: 1s].")
+@click.option("--topology", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Topology file: NIC -> leaf (the FlowBatch key) and the host inventory.")
+@click.option("--host", default=None, help="This host's name in the topology [default: short hostname].")
+@click.option("--sim-endpoints", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The ready JSON `flowtracer sim` printed (source sim).")
+@click.option("--nccl-log", default=None, metavar="GLOB", help="NCCL_DEBUG=INFO log file(s) to tag flows with.")
+@click.option("--sysfs-root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="RDMA sysfs root [default: /sys/class/infiniband].")
+@click.option("--sysfs-only", is_flag=True, default=None, help="Port totals only; no rdma tool, no flows.")
+@click.option("--rdma-command", default=None, help="The rdma program and prefix, e.g. 'nsenter -t 1 -n rdma'.")
+@click.option("--no-qp-counters", "no_qp_counters", is_flag=True, default=None,
+              help="Do not read per-QP counters (always estimate bytes from PSNs).")
+@click.option("--agent-id", default=None, help="Agent id in every batch [default: host:pid].")
+@click.option("--metrics-port", type=int, default=None, help="Serve /metrics and /healthz here (0 = off).")
+@click.option("--max-windows", type=int, default=None, help="Stop after this many windows (0 = never).")
+def agent(config_file: Path | None, source: str | None, kafka: str | None, topic: str | None, no_idem: bool | None,
+          interval: str | None, topology: Path | None, host: str | None, sim_endpoints: Path | None,
+          nccl_log: str | None, sysfs_root: Path | None, sysfs_only: bool | None, rdma_command: str | None,
+          no_qp_counters: bool | None, agent_id: str | None, metrics_port: int | None,
+          max_windows: int | None) -> None:
+    """Stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes per window) from hosts into Kafka.
+
+    On a real host run one agent per host (--source linux). For the simulator one process acts as
+    the agents of all simulated hosts: --source sim --sim-endpoints FILE --topology FILE.
+    """
+    overrides: dict[str, Any] = {
+        "source": source, "kafka": kafka, "topic": topic, "interval": interval, "topology": topology,
+        "host": host, "sim_endpoints": sim_endpoints, "nccl_log": nccl_log, "sysfs_root": sysfs_root,
+        "sysfs_only": sysfs_only, "agent_id": agent_id, "metrics_port": metrics_port, "max_windows": max_windows,
+        "rdma_command": shlex.split(rdma_command) if rdma_command else None,
+        "qp_counters": False if no_qp_counters else None, "kafka_idempotence": False if no_idem else None,
+    }
+    try:
+        cfg = load_config(config_file, **overrides)
+        topo = load_topology(cfg.topology) if cfg.topology is not None else None
+        if cfg.source == "sim" and topo is None:
+            raise ConfigError("source sim needs --topology (the simulated fabric's topology file)")
+        src = create_source(cfg)
+    except (ConfigError, TopologyError) as e:
+        click.echo(f"flowtracer agent: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except SourceUnavailable as e:
+        click.echo(f"flowtracer agent: {e}", err=True)
+        sys.exit(EXIT_NO_RDMA)
+
+    metrics = SelfMetrics()
+    sink: Sink
+    if cfg.kafka:
+        from flowtracer.collectors.kafka_sink import KafkaSink
+
+        sink = KafkaSink(cfg.kafka, client_id=f"flowtracer-agent-{cfg.agent_id}", max_buffer=cfg.max_buffer,
+                         enable_idempotence=cfg.kafka_idempotence, metrics=metrics.sink_metrics())
+    else:
+        sink = StdoutSink()
+    stop = threading.Event()
+    runner = Agent(cfg, src, sink, topo, metrics)
+    try:
+        metrics.serve(cfg.metrics_port, health=runner.health)
+    except OSError as e:
+        click.echo(f"flowtracer agent: {e}", err=True)
+        sink.close(timeout=0)
+        sys.exit(EXIT_BAD_INPUT)
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping after the current window", signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+    log.info("agent %s: source %s, %d host(s), interval %s, sink %s", cfg.agent_id, cfg.source,
+             len(src.hosts()), cfg.interval, cfg.kafka or "stdout")
+    code = 0
+    try:
+        stats = runner.run(stop)
+        log.info("agent stopped: %d windows, %d batches, %d flows, %d malformed records skipped",
+                 stats.windows, stats.batches, stats.flows, stats.malformed)
+    except Exception:
+        log.exception("agent failed")
+        code = EXIT_FAILURE
+    finally:
+        sink.close(timeout=10)
+        src.close()
+        metrics.stop()
+    sys.exit(code)

@@ -1,0 +1,97 @@
+"""``flowtracer collect``: stream switch counters over gNMI into Kafka until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from flowtracer.collectors.gnmi.config import CollectorConfig, ConfigError, load_config, resolve_targets
+from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.collectors.gnmi.sharding import parse_shard
+from flowtracer.schemas.topology import TopologyError, load_topology
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+log = logging.getLogger("flowtracer.collect")
+
+
+def _bad(msg: str) -> None:
+    click.echo(f"flowtracer collect: {msg}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def build(topology: Path | None, config: Path | None, kafka: str | None, shard: str | None,
+          metrics_port: int | None, collector_id: str | None, idempotence: bool | None) -> CollectorService:
+    """Load and merge topology, config and flags into a service; ConfigError/TopologyError on bad input."""
+    cfg = load_config(config)
+    update: dict[str, object] = {}
+    if kafka or idempotence is not None:
+        k = cfg.kafka.model_dump()
+        if kafka:
+            k["bootstrap"] = kafka
+        if idempotence is not None:
+            k["idempotence"] = idempotence
+        update["kafka"] = k
+    if shard:
+        try:
+            i, n = parse_shard(shard)
+        except ValueError as e:
+            raise ConfigError(f"--shard: {e}") from None
+        update["shard"] = {"index": i, "count": n}
+    if metrics_port is not None:
+        update["metrics"] = {**cfg.metrics.model_dump(), "port": metrics_port}
+    if collector_id:
+        update["collector_id"] = collector_id
+    if update:
+        cfg = CollectorConfig.model_validate({**cfg.model_dump(), **update})
+    topo = load_topology(topology) if topology is not None else None
+    targets = resolve_targets(cfg, topo)
+    if not targets:
+        raise ConfigError("no targets: give --topology with gNMI endpoints or targets in --config")
+    for t in targets:  # fail fast on missing secrets, before any connection
+        t.credentials.resolve()
+    return CollectorService(cfg, targets)
+
+
+@click.command("collect")
+@click.option("--topology", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Topology YAML: every switch with a gnmi endpoint is a target.")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Collector YAML (subscriptions, TLS, Kafka buffer, ...); see collectors/gnmi/collector.sample.yaml.")
+@click.option("--kafka", default=None, metavar="HOST:PORT", envvar="FLOWTRACER_KAFKA",
+              help="Kafka bootstrap servers (overrides kafka.bootstrap).")
+@click.option("--shard", default=None, metavar="I/N", help="Collect only shard I of N (0-based) of the targets.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve /metrics and /healthz on 127.0.0.1:PORT (0 = off).")
+@click.option("--collector-id", default=None, help="Id written into every batch [default: host:pid].")
+@click.option("--idempotence/--no-idempotence", default=None,
+              help="Kafka idempotent producer [default: auto]; --no-idempotence for Tansu.")
+def collect(topology: Path | None, config: Path | None, kafka: str | None, shard: str | None,
+            metrics_port: int | None, collector_id: str | None, idempotence: bool | None) -> None:
+    """Stream switch interface and next-hop counters over gNMI into Kafka (flowtracer.counters.v1).
+
+    Runs until SIGINT/SIGTERM, then flushes what is buffered. Passwords come from the environment
+    or files named in the topology/config, never from the command line.
+    """
+    try:
+        svc = build(topology, config, kafka, shard, metrics_port, collector_id, idempotence)
+    except (ConfigError, TopologyError) as e:
+        _bad(str(e))
+        return
+    try:
+        asyncio.run(_run(svc))
+    except OSError as e:  # e.g. the metrics port is taken
+        click.echo(f"flowtracer collect: {e}", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+async def _run(svc: CollectorService) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, svc.stop)
+    await svc.run()

@@ -1,0 +1,146 @@
+"""The host agent's configuration: one validated model, defaults in the model, durations as durations.
+
+Load from a YAML file (``agent.sample.yaml`` beside this module is the commented sample) and/or
+CLI flags; a bad value fails fast naming the field. Nothing here is secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flowtracer.schemas.topics import FLOWS
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s|m|h)?\s*$")
+_UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; ``str()`` names the field and the problem."""
+
+
+def parse_duration(v: Any) -> timedelta:
+    """``1``, ``1.5``, ``"500ms"``, ``"2s"``, ``"1m"`` or a timedelta -> timedelta (bare numbers are seconds)."""
+    if isinstance(v, timedelta):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return timedelta(seconds=float(v))
+    if isinstance(v, str) and (m := _DURATION.match(v)):
+        return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+    raise ValueError(f"{v!r} is not a duration (e.g. 1s, 500ms, 2m)")
+
+
+def _short_hostname() -> str:
+    return socket.gethostname().split(".", 1)[0]
+
+
+class AgentConfig(BaseModel):
+    """Everything ``flowtracer agent`` can be told. See docs/agent.md for each field."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    #: Flow source: "linux" (rdma tool + sysfs), "nccl-log" (linux + NCCL log tags), "sim".
+    source: str = "linux"
+    #: Kafka bootstrap "host:port[,host:port]"; None prints batches as JSON lines on stdout.
+    kafka: str | None = None
+    topic: str = FLOWS.name
+    #: Idempotent producer: None = kafka-python decides from the broker; false for Tansu.
+    kafka_idempotence: bool | None = None
+    #: Window length; windows are aligned to multiples of it since the Unix epoch.
+    interval: timedelta = timedelta(seconds=1)
+    #: Identifies this agent process in every FlowBatch.
+    agent_id: str = Field(default_factory=lambda: f"{_short_hostname()}:{os.getpid()}")
+    #: Host name as in the topology (linux sources); default: the short hostname.
+    host: str = Field(default_factory=_short_hostname)
+    topology: Path | None = None
+    #: The rdma program and any prefix (e.g. ["nsenter", "-t", "1", "-n", "rdma"]).
+    rdma_command: list[str] = ["rdma"]
+    rdma_timeout: timedelta = timedelta(seconds=5)
+    #: Also read per-QP counters (rdma statistic qp show); off = always PSN estimates.
+    qp_counters: bool = True
+    sysfs_root: Path = Path("/sys/class/infiniband")
+    #: Port totals only (no rdma tool needed, no flows).
+    sysfs_only: bool = False
+    #: How often the GID tables are re-read (they change only when addresses change).
+    gid_refresh: timedelta = timedelta(seconds=60)
+    #: NCCL_DEBUG=INFO log file(s), a glob (e.g. /var/log/nccl/*.log); required by source nccl-log.
+    nccl_log: str | None = None
+    #: The ready JSON `flowtracer sim` printed (source sim).
+    sim_endpoints: Path | None = None
+    #: Path MTU in bytes used for PSN estimates when the netdev MTU cannot be read.
+    default_mtu: int = Field(4096, ge=256, le=4096)
+    #: Header bytes per packet the PSN estimate adds to the MTU (RoCEv2/IPv4 frame: 62).
+    frame_overhead_bytes: int = Field(62, ge=0, le=256)
+    #: PSN every new QP starts at, if the deployment fixes one, to count a new QP's first window
+    #: from PSNs; None (default; verbs picks random PSNs) = that window is a baseline.
+    initial_psn: int | None = Field(None, ge=0, le=0xFFFFFF)
+    #: DSCP reported when the NCCL log does not give NCCL_IB_TC.
+    dscp: int = Field(0, ge=0, le=63)
+    #: Scheduler job id to stamp on flows (default: $SLURM_JOB_ID).
+    job_id: str = Field(default_factory=lambda: os.environ.get("SLURM_JOB_ID", ""))
+    #: Self-metrics HTTP port (/metrics, /healthz); 0 = off.
+    metrics_port: int = Field(0, ge=-1, le=65535)
+    #: Records buffered while Kafka is unreachable (oldest dropped beyond).
+    max_buffer: int = Field(100_000, ge=1)
+    #: Stop after this many windows (0 = run until interrupted).
+    max_windows: int = Field(0, ge=0)
+
+    @field_validator("interval", "rdma_timeout", "gid_refresh", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> timedelta:
+        return parse_duration(v)
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: timedelta) -> timedelta:
+        ns = round(v.total_seconds() * 1e9)
+        if ns < 10_000_000:
+            raise ValueError("must be at least 10ms")
+        if 1_000_000_000 % ns and ns % 1_000_000_000:
+            raise ValueError("must divide a second or be a whole number of seconds, so windows align across hosts")
+        return v
+
+    @field_validator("rdma_command")
+    @classmethod
+    def _command(cls, v: list[str]) -> list[str]:
+        if not v or not v[0]:
+            raise ValueError("must name a program")
+        return v
+
+    @property
+    def interval_ns(self) -> int:
+        return round(self.interval.total_seconds() * 1e9)
+
+
+def load_config(path: Path | None = None, **overrides: Any) -> AgentConfig:
+    """Build an ``AgentConfig`` from a YAML file (optional) and overrides; ``ConfigError`` names the field."""
+    data: dict[str, Any] = {}
+    where = "agent configuration"
+    if path is not None:
+        where = str(path)
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: YAML syntax error: {e}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings")
+        data.update(loaded or {})
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        raise ConfigError(f"{where}: {loc}: {msg}") from None

@@ -1,0 +1,236 @@
+"""Parser for NCCL_DEBUG=INFO logs: which communicator, rank, channel and collective a QP serves.
+
+NCCL prefixes every INFO line with ``host:pid:tid [cudaDev] NCCL INFO `` (``src/debug.cc``; newer
+releases may put a ``[timestamp]`` before it). The lines used here, verbatim formats from NCCL:
+
+* ``NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>``
+  (transport/net_ib: IB device index -> RDMA device and port);
+* ``comm 0x55d0c2a0 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0`` (init starts);
+* ``ncclCommInitRank comm 0x55d0c2a0 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000
+  commId 0x8a2d1c4e5f6a7b8c - Init START`` and ``... - Init COMPLETE`` (older: without the
+  function name), ``comm 0x55d0c2a0 rank 3 nranks 16 cudaDev 3 busId 3d000 - Destroy COMPLETE``;
+* ``Channel 02/0 : 3[3] -> 11[3] [send] via NET/IB/1/GDRDMA`` (older: ``Channel 02 : 3[3d000] -> ...``);
+* ``NET/IB: NCCL Dev 1 IbDev 1 Port 1 qpn 4711 mtu 5 GID 3 (0/...) fifoRkey=0x.. fifoLkey=0x..``
+  (printed by ``ncclIbConnect`` on the sending side, once per QP it created);
+* ``AllReduce: opCount 1f sendbuff 0x.. recvbuff 0x.. count 262144 datatype 7 op 0 root 0
+  comm 0x55d0c2a0 [nranks=16] stream 0x..`` (NCCL_DEBUG_SUBSYS including COLL);
+* ``NCCL_IB_TC set by environment to 106.`` (traffic class of the process's QPs; DSCP = TC >> 2).
+
+Correlation, as far as the log allows (documented in docs/agent.md): a process's Channel [send]
+lines queue per NCCL net device; each ``NET/IB ... qpn`` line of that device takes the oldest
+queued send, which is the order ``ncclTransportP2pSetup`` sets up and then connects them. Channel
+lines belong to the communicator the process last initialised or last enqueued a collective on.
+This assumes NCCL_IB_QPS_PER_CONNECTION=1 (the default); extra QPs of one connection are given
+the tag of the last connection of that device.
+
+Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
+_USING = re.compile(r"^NET/IB : Using((?: \[\d+\][^\s:]+:\d+/\w+)*)")
+_USING_DEV = re.compile(r"\[(\d+)\]([^\s:]+):(\d+)/(\w+)")
+_COMM_START = re.compile(r"^comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+)\b")
+_INIT = re.compile(r"^(?:\w+ )?comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) "
+                   r".*?- (Init START|Init COMPLETE|Destroy COMPLETE)$")
+_COMM_ID = re.compile(r"\bcommId (0x[0-9a-fA-F]+)\b")
+_CHANNEL = re.compile(r"^Channel (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-F]+\] -> (\d+)\[[0-9a-fA-F]+\] "
+                      r"\[(send|receive)\] via NET/[^/\s]+/(\d+)")
+_QPN = re.compile(r"^NET/IB: NCCL (?:Merged)?Dev (\d+) IbDev (\d+) Port (\d+) qpn (\d+) mtu (\d+)")
+_COLL = re.compile(r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
+                   r"op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]")
+_TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
+
+# Messages this parser claims: a line that starts like one of them but does not parse is malformed.
+_CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
+
+@dataclass(slots=True)
+class CommInfo:
+    """One communicator as seen by one process."""
+
+    pointer: str
+    rank: int
+    nranks: int
+    comm_id: str = ""  # commId hash from "Init COMPLETE"; "" until seen
+    collective: str = ""  # last collective enqueued (AllReduce, ...), "" before the first
+    op_count: int = 0
+
+    @property
+    def id(self) -> str:
+        """The id to report: NCCL's commId hash, or the comm pointer when NCCL did not log one."""
+        return self.comm_id or self.pointer
+
+
+@dataclass(frozen=True, slots=True)
+class QpTag:
+    """What the log says one QP is for. ``peer_rank`` / ``channel`` are -1 when unknown."""
+
+    comm: CommInfo
+    channel: int
+    peer_rank: int
+
+
+@dataclass(slots=True)
+class _Send:
+    comm: CommInfo | None
+    channel: int
+    rank: int
+    peer: int
+
+
+@dataclass(slots=True)
+class _Proc:
+    ib_devs: dict[int, tuple[str, int]] = field(default_factory=dict)
+    comms: dict[str, CommInfo] = field(default_factory=dict)  # by pointer
+    current: CommInfo | None = None
+    pending: dict[int, deque[_Send]] = field(default_factory=dict)  # by NCCL net device
+    last: dict[int, _Send] = field(default_factory=dict)
+    traffic_class: int | None = None
+
+
+class NcclLog:
+    """Accumulated knowledge from one host's NCCL INFO lines (one or many processes).
+
+    ``feed`` lines in log order; ``tag(pid, device, lqpn)`` answers for a QP of ``rdma res show
+    qp``. ``malformed`` counts claimed lines that did not parse (never raises on input).
+    """
+
+    def __init__(self) -> None:
+        self._procs: dict[int, _Proc] = {}
+        self._by_dev: dict[tuple[str, int], QpTag] = {}  # (device, qpn): unique on a host at a time
+        self._by_pid: dict[tuple[int, int], QpTag] = {}  # (pid, qpn): when the device is not known
+        self.malformed = 0
+        self.lines = 0
+
+    def _proc(self, pid: int) -> _Proc:
+        p = self._procs.get(pid)
+        if p is None:
+            p = self._procs[pid] = _Proc()
+        return p
+
+    def _comm(self, p: _Proc, pointer: str, rank: int, nranks: int) -> CommInfo:
+        c = p.comms.get(pointer)
+        if c is None or c.rank != rank or c.nranks != nranks:
+            c = p.comms[pointer] = CommInfo(pointer, rank, nranks)  # a freed pointer reused by a new comm
+        return c
+
+    def feed(self, lines: list[str]) -> None:
+        """Consume log lines (with or without trailing newlines)."""
+        for line in lines:
+            self.lines += 1
+            if "NCCL INFO" not in line:
+                continue
+            m = _PREFIX.match(line.rstrip("\r\n"))
+            if m is None:
+                self.malformed += 1
+                continue
+            if not self._message(int(m.group(2)), m.group(5)):
+                self.malformed += 1
+
+    def _message(self, pid: int, msg: str) -> bool:
+        """Apply one message; False when it is one of ours but does not parse."""
+        if msg.startswith("Channel "):
+            m = _CHANNEL.match(msg)
+            if m is None:
+                return "via NET/" not in msg  # P2P / SHM channels are not ours
+            if m.group(4) == "send":
+                p = self._proc(pid)
+                p.pending.setdefault(int(m.group(5)), deque()).append(
+                    _Send(p.current, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+            return True
+        if msg.startswith("NET/IB: NCCL "):
+            m = _QPN.match(msg)
+            if m is None:
+                return False
+            self._qpn(pid, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            return True
+        if msg.startswith("comm 0x") or msg.endswith(("Init START", "Init COMPLETE", "Destroy COMPLETE")):
+            return self._init(pid, msg)
+        if "opCount" in msg:
+            m = _COLL.match(msg)
+            if m is None:
+                return False
+            p = self._proc(pid)
+            c = p.comms.get(m.group(7))
+            if c is None:
+                c = p.comms[m.group(7)] = CommInfo(m.group(7), -1, int(m.group(8)))
+            c.collective, c.op_count = m.group(1), int(m.group(2), 16)
+            p.current = c
+            return True
+        if msg.startswith("NET/IB : Using"):
+            m = _USING.match(msg)
+            if m is None:
+                return False
+            devs = self._proc(pid).ib_devs
+            for d in _USING_DEV.finditer(m.group(1)):
+                devs[int(d.group(1))] = (d.group(2), int(d.group(3)))
+            return True
+        if msg.startswith("NCCL_IB_TC"):
+            m = _TC.match(msg)
+            if m is None:
+                return False
+            self._proc(pid).traffic_class = int(m.group(1))
+            return True
+        return not msg.startswith(_CLAIMED)
+
+    def _init(self, pid: int, msg: str) -> bool:
+        p = self._proc(pid)
+        m = _INIT.match(msg)
+        if m is not None:
+            if m.group(4) == "Destroy COMPLETE":
+                c = p.comms.pop(m.group(1), None)
+                if p.current is c:
+                    p.current = None
+                return True
+            c = self._comm(p, m.group(1), int(m.group(2)), int(m.group(3)))
+            cid = _COMM_ID.search(msg)
+            if cid is not None:
+                c.comm_id = cid.group(1).lower()
+            if m.group(4) == "Init START":
+                p.current = c
+            return True
+        m = _COMM_START.match(msg)
+        if m is None:
+            return not msg.startswith("comm 0x")
+        p.current = self._comm(p, m.group(1), int(m.group(2)), int(m.group(3)))
+        return True
+
+    def _qpn(self, pid: int, net_dev: int, ib_dev: int, port: int, qpn: int) -> None:
+        p = self._proc(pid)
+        queue = p.pending.get(net_dev)
+        if queue:
+            send = queue.popleft()
+            p.last[net_dev] = send
+        else:
+            send = p.last.get(net_dev)  # another QP of the last connection (QPS_PER_CONNECTION > 1)
+        comm = send.comm if send is not None and send.comm is not None else p.current
+        if comm is None:
+            return
+        tag = QpTag(comm, send.channel if send else -1, send.peer if send else -1)
+        device = p.ib_devs.get(ib_dev, ("", port))[0]
+        if device:
+            self._by_dev[(device, qpn)] = tag
+        self._by_pid[(pid, qpn)] = tag
+
+    def tag(self, pid: int, device: str, lqpn: int) -> QpTag | None:
+        """The tag of a QP, or a communicator-only tag (channel and peer -1) for a QP of a process
+        with exactly one known communicator; None when the log says nothing about it."""
+        # By device first: the log's pid is the one in NCCL's pid namespace, which may differ from
+        # the pid rdma shows when NCCL runs in a container.
+        t = self._by_dev.get((device, lqpn)) or self._by_pid.get((pid, lqpn))
+        if t is not None:
+            return t
+        p = self._procs.get(pid)
+        if p is not None and len(p.comms) == 1:
+            return QpTag(next(iter(p.comms.values())), -1, -1)
+        return None
+
+    def traffic_class(self, pid: int) -> int | None:
+        """NCCL_IB_TC of a process (DSCP = TC >> 2), None when the log did not say."""
+        p = self._procs.get(pid)
+        return None if p is None else p.traffic_class

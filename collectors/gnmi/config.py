@@ -1,0 +1,450 @@
+"""The gNMI collector's configuration: one validated model, defaults in the model.
+
+Targets come from the topology file (every switch with a ``gnmi`` endpoint) and/or the
+collector YAML's ``targets`` list; a YAML target with the name of a topology switch overrides
+the fields it sets. Durations are durations (``250ms``, ``1s``, ``2m``, or a number of seconds).
+Secrets are never inline: usernames may be, passwords come from ``password_env`` or
+``password_file`` and live as ``SecretStr`` (redacted in logs and reprs). Errors name the field
+and the line: ``collector.yaml:12: gnmi.subscriptions[2].sample_interval: ...``.
+
+See ``collectors/gnmi/collector.sample.yaml`` for every field with its default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from flowtracer.schemas.topics import COUNTERS
+from flowtracer.schemas.topology import Topology
+
+from .paths import parse_path
+
+
+class ConfigError(ValueError):
+    """A collector config is unreadable or invalid; ``str()`` names file, line and field."""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)?\s*$")
+_UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(v: Any) -> float:
+    """``"250ms"``, ``"1s"``, ``"2m"``, ``1.5`` (seconds) -> seconds (float)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{v!r} is not a duration")
+    if isinstance(v, int | float):
+        if v < 0:
+            raise ValueError(f"{v!r}: a duration cannot be negative")
+        return float(v)
+    m = _DURATION.match(str(v))
+    if not m:
+        raise ValueError(f"{v!r} is not a duration (e.g. 250ms, 1s, 2m)")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+"""Seconds, written as a duration in YAML."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Mode(StrEnum):
+    SAMPLE = "sample"
+    ON_CHANGE = "on_change"
+    TARGET_DEFINED = "target_defined"
+
+
+class Encoding(StrEnum):
+    PROTO = "proto"
+    JSON_IETF = "json_ietf"
+    JSON = "json"
+
+
+class Subscription(_Model):
+    """One gNMI subscription. ``sample_interval`` applies to SAMPLE (and TARGET_DEFINED)."""
+
+    name: str
+    path: str
+    mode: Mode = Mode.SAMPLE
+    sample_interval: Duration = 1.0
+    heartbeat_interval: Duration = 0.0
+    suppress_redundant: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        parse_path(v)
+        return v
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> Any:
+        return v.lower().replace("-", "_") if isinstance(v, str) else v
+
+    @property
+    def sample_interval_ns(self) -> int:
+        return round(self.sample_interval * 1e9)
+
+    @property
+    def heartbeat_interval_ns(self) -> int:
+        return round(self.heartbeat_interval * 1e9)
+
+
+_NI = "/network-instances/network-instance[name=default]/afts"
+DEFAULT_SUBSCRIPTIONS: tuple[Subscription, ...] = (
+    # State first: a switch's initial sync then names every next hop before its counters arrive.
+    Subscription(name="oper-status", path="/interfaces/interface[name=*]/state/oper-status", mode=Mode.ON_CHANGE),
+    Subscription(name="last-change", path="/interfaces/interface[name=*]/state/last-change", mode=Mode.ON_CHANGE),
+    Subscription(name="port-speed", path="/interfaces/interface[name=*]/ethernet/state/port-speed",
+                 mode=Mode.ON_CHANGE),
+    Subscription(name="next-hop-ip", path=f"{_NI}/next-hops/next-hop[index=*]/state/ip-address",
+                 mode=Mode.ON_CHANGE),
+    Subscription(name="next-hop-interface", path=f"{_NI}/next-hops/next-hop[index=*]/interface-ref/state/interface",
+                 mode=Mode.ON_CHANGE),
+    Subscription(name="next-hop-groups",
+                 path=f"{_NI}/next-hop-groups/next-hop-group[id=*]/next-hops/next-hop[index=*]/state",
+                 mode=Mode.ON_CHANGE),
+    Subscription(name="interface-counters", path="/interfaces/interface[name=*]/state/counters"),
+    Subscription(name="next-hop-counters", path=f"{_NI}/next-hops/next-hop[index=*]/state/counters"),
+    Subscription(name="aft-counters", path=f"{_NI}/counters/next-hops/next-hop[index=*]/state"),
+)
+"""Interface counters and both next-hop counter trees at 1 s SAMPLE; state ON_CHANGE."""
+
+
+class Tls(_Model):
+    """TLS towards a target. Paths to PEM files. ``enabled: false`` = plaintext gRPC."""
+
+    enabled: bool = False
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    skip_verify: bool = False
+    server_name: str | None = None
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _exists(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_file():
+            raise ValueError(f"no such file: {v}")
+        return v
+
+
+class Credentials(_Model):
+    """gNMI username/password (sent as call metadata). Passwords only from env or file."""
+
+    username: str | None = None
+    username_env: str | None = None
+    password_env: str | None = None
+    password_file: Path | None = None
+
+    @field_validator("password_file")
+    @classmethod
+    def _exists(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_file():
+            raise ValueError(f"no such file: {v}")
+        return v
+
+    def resolve(self) -> tuple[str, SecretStr] | None:
+        """(username, password) or None when no credentials are configured.
+
+        Raises ConfigError naming the variable or file that is missing.
+        """
+        user = self.username
+        if self.username_env:
+            user = os.environ.get(self.username_env)
+            if user is None:
+                raise ConfigError(f"credentials.username_env: environment variable {self.username_env} is not set")
+        password: str | None = None
+        if self.password_env:
+            password = os.environ.get(self.password_env)
+            if password is None:
+                raise ConfigError(f"credentials.password_env: environment variable {self.password_env} is not set")
+        elif self.password_file:
+            try:
+                password = self.password_file.read_text(encoding="utf-8").strip()
+            except OSError as e:
+                raise ConfigError(
+                    f"credentials.password_file: cannot read {self.password_file}: {e.strerror}") from None
+        if user is None and password is None:
+            return None
+        return user or "", SecretStr(password or "")
+
+
+class Target(_Model):
+    """One switch to subscribe to."""
+
+    name: str
+    address: str
+    port: int = Field(57400, ge=1, le=65535)
+    tls: Tls = Tls()
+    credentials: Credentials = Credentials()
+    #: 32 for devices whose counters wrap at 2^32 (deltas are then corrected modulo 2^32).
+    counter_bits: int = 64
+    #: Only these subscriptions (by name); empty = all.
+    subscriptions: tuple[str, ...] = ()
+
+    @field_validator("counter_bits")
+    @classmethod
+    def _bits(cls, v: int) -> int:
+        if v not in (32, 64):
+            raise ValueError("must be 32 or 64")
+        return v
+
+
+class TargetOverride(_Model):
+    """A ``targets`` entry: a full target, or fields that override a topology switch's."""
+
+    name: str
+    address: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    tls: Tls | None = None
+    credentials: Credentials | None = None
+    counter_bits: int | None = None
+    subscriptions: tuple[str, ...] | None = None
+
+
+class Backoff(_Model):
+    """Reconnect delays: exponential with jitter from ``base`` to ``cap``; the attempt count
+    resets after ``reset_after`` of healthy streaming. Configuration-class errors (bad
+    credentials, TLS verification, unsupported paths) wait ``slow_retry`` instead."""
+
+    base: Duration = 1.0
+    cap: Duration = 60.0
+    reset_after: Duration = 60.0
+    slow_retry: Duration = 300.0
+
+
+class Gnmi(_Model):
+    """Subscription and session settings shared by all targets."""
+
+    encoding: Encoding = Encoding.PROTO
+    origin: str = ""
+    updates_only: bool = False
+    subscriptions: tuple[Subscription, ...] = DEFAULT_SUBSCRIPTIONS
+    connect_timeout: Duration = 10.0
+    #: No message for this long = stalled stream (cancel, reconnect). 0 = max(heartbeat
+    #: intervals, 3 x the shortest sample interval), at least 2 s.
+    liveness_timeout: Duration = 0.0
+    #: Sessions connecting (TLS + Capabilities + Subscribe) at the same time, at most.
+    max_concurrent_connects: int = Field(32, ge=1)
+    #: Initial connects are spread evenly over this long.
+    start_spread: Duration = 2.0
+    #: An open batch is emitted this long after its first notification if nothing newer came.
+    batch_grace: Duration = 0.1
+    #: A delta spanning more than this many sample intervals is flagged GAP.
+    gap_factor: float = Field(1.5, gt=1.0)
+    #: gRPC keepalive ping interval; 5 min = what gRPC servers accept by default without data
+    #: (shorter intervals on quiet streams earn GOAWAY too_many_pings). Stalls are caught by
+    #: ``liveness_timeout`` instead.
+    keepalive_time: Duration = 300.0
+    keepalive_timeout: Duration = 20.0
+    backoff: Backoff = Backoff()
+    #: Cap for one gRPC message from a switch, bytes.
+    max_receive_message_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+
+    @field_validator("subscriptions")
+    @classmethod
+    def _subs(cls, v: tuple[Subscription, ...]) -> tuple[Subscription, ...]:
+        if not v:
+            raise ValueError("at least one subscription is needed")
+        seen: set[str] = set()
+        for i, s in enumerate(v):
+            if s.name in seen:
+                raise ValueError(f"subscription {i}: name {s.name!r} is used twice")
+            seen.add(s.name)
+            if s.mode is Mode.SAMPLE and s.sample_interval <= 0:
+                raise ValueError(f"subscription {s.name!r}: SAMPLE needs a sample_interval > 0")
+        return v
+
+    def liveness_s(self) -> float:
+        """The stalled-stream timeout in seconds (0 = none: only ON_CHANGE without heartbeat)."""
+        if self.liveness_timeout > 0:
+            return self.liveness_timeout
+        samples = [s.sample_interval for s in self.subscriptions if s.mode is not Mode.ON_CHANGE]
+        beats = [s.heartbeat_interval for s in self.subscriptions if s.heartbeat_interval > 0]
+        if not samples and not beats:
+            return 0.0
+        return max(2.0, 3 * min(samples) if samples else 0.0, max(beats) * 1.5 if beats else 0.0)
+
+    def interval_ns(self, family: str) -> int:
+        """Shortest sample interval (ns) of the SAMPLE subscriptions under ``family``
+        ("/interfaces" or "/network-instances"); 0 when none samples it."""
+        ivs = [s.sample_interval_ns for s in self.subscriptions
+               if s.mode is Mode.SAMPLE and family in s.path]
+        return min(ivs) if ivs else 0
+
+
+class Kafka(_Model):
+    """Where batches go. ``idempotence``: auto = kafka-python's detection (Kafka >= 0.11),
+    false for Tansu (it claims the API but does not implement it reliably)."""
+
+    bootstrap: str = "127.0.0.1:9092"
+    topic: str = COUNTERS.name
+    acks: str = "all"
+    linger: Duration = 0.02
+    idempotence: bool | None = None
+    max_buffer: int = Field(100_000, ge=1)
+    max_buffer_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    #: Seconds ``close`` waits for the buffer to drain on shutdown.
+    close_timeout: Duration = 10.0
+
+
+class Shard(_Model):
+    """This process is shard ``index`` of ``count``: it collects the targets that rendezvous
+    hashing assigns to it; N processes with indexes 0..N-1 cover every target exactly once."""
+
+    index: int = Field(0, ge=0)
+    count: int = Field(1, ge=1)
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, v: int, info: Any) -> int:
+        idx = info.data.get("index", 0)
+        if idx >= v:
+            raise ValueError(f"shard index {idx} is not below the shard count {v}")
+        return v
+
+
+class Metrics(_Model):
+    """Prometheus /metrics and /healthz; port 0 = off."""
+
+    port: int = Field(0, ge=0, le=65535)
+    host: str = "127.0.0.1"
+
+
+class CollectorConfig(_Model):
+    """The whole collector configuration (YAML root)."""
+
+    collector_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    kafka: Kafka = Kafka()
+    gnmi: Gnmi = Gnmi()
+    targets: tuple[TargetOverride, ...] = ()
+    #: TLS and credentials for topology switches that do not set their own.
+    tls: Tls | None = None
+    credentials: Credentials | None = None
+    shard: Shard = Shard()
+    metrics: Metrics = Metrics()
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path | None) -> CollectorConfig:
+    """Read and validate a collector YAML (None = all defaults); ConfigError names the place."""
+    if path is None:
+        return CollectorConfig()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read: {e}") from None
+    return parse_config(text, str(p))
+
+
+def parse_config(text: str, source: str = "<config>") -> CollectorConfig:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise ConfigError(f"{where}: YAML syntax error: {e.problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping (kafka, gnmi, targets, ...)")
+    try:
+        return CollectorConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field {loc[-1]!r}"
+        elif err["type"] == "missing":
+            msg = f"missing required field {loc[-1]!r}"
+        raise ConfigError(f"{_where(node, loc, source)}: {_fmt_loc(loc)}: {msg}") from None
+
+
+def _fmt_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _where(node: yaml.Node | None, loc: tuple[Any, ...], source: str) -> str:
+    """``source:line`` of the deepest node of ``loc`` that exists in the YAML."""
+    line = None
+    for part in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        nxt = None
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == str(part):
+                    nxt, line = v, k.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            nxt = node.value[part]
+            line = nxt.start_mark.line + 1
+        node = nxt
+    return f"{source}:{line}" if line else source
+
+
+def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Target]:
+    """Topology switches with a gNMI endpoint, overridden/extended by ``cfg.targets``.
+
+    Raises ConfigError for a YAML target that is neither a topology switch nor complete.
+    """
+    base: dict[str, Target] = {}
+    if topology is not None:
+        d = topology.defaults
+        for sw in topology.switches:
+            if sw.gnmi is None:
+                continue
+            tls_src = sw.gnmi.tls if "tls" in sw.gnmi.model_fields_set else (cfg.tls or d.tls)
+            cred_src = (sw.gnmi.credentials if "credentials" in sw.gnmi.model_fields_set
+                        else (cfg.credentials or d.credentials))
+            port = sw.gnmi.port if "port" in sw.gnmi.model_fields_set else d.gnmi_port
+            base[sw.name] = Target(
+                name=sw.name, address=sw.gnmi.address, port=port,
+                tls=Tls.model_validate(tls_src.model_dump()),
+                credentials=Credentials.model_validate(cred_src.model_dump()))
+    for i, o in enumerate(cfg.targets):
+        fields = {k: getattr(o, k) for k in o.model_fields_set if getattr(o, k) is not None}
+        if o.name in base:
+            try:
+                base[o.name] = Target.model_validate({**base[o.name].model_dump(), **fields})
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise ConfigError(f"targets[{i}].{_fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
+        else:
+            if o.address is None:
+                raise ConfigError(f"targets[{i}]: {o.name!r} is not a topology switch, so it needs an address")
+            fields.setdefault("tls", cfg.tls or Tls())
+            fields.setdefault("credentials", cfg.credentials or Credentials())
+            try:
+                base[o.name] = Target(**fields)
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise ConfigError(f"targets[{i}].{_fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
+    names = {s.name for s in cfg.gnmi.subscriptions}
+    for t in base.values():
+        unknown = [s for s in t.subscriptions if s not in names]
+        if unknown:
+            raise ConfigError(f"target {t.name}: unknown subscription(s) {unknown}; known: {sorted(names)}")
+    return sorted(base.values(), key=lambda t: t.name)

@@ -1,0 +1,314 @@
+"""One target's connection loop: connect, subscribe, read, detect stalls, reconnect, cancel.
+
+``TargetSession.run`` loops until stopped:
+
+1. open a channel (TLS, credentials), call Capabilities (checks reachability, credentials and
+   that the switch speaks our encoding), open Subscribe and send the SubscriptionList. We never
+   half-close the request side: some switches end the stream on half-close (pygnmi's close()).
+2. read SubscribeResponses; each Notification is decoded and merged into the switch's
+   ``BatchAssembler``; completed CounterBatches go to ``emit``. sync_response and a grace timer
+   close open batches.
+3. a watchdog cancels the call when nothing arrived for the liveness timeout (a stalled stream:
+   TCP alive, switch silent), including before the first sync_response.
+4. on failure: classify the gRPC status, log one clear line, wait (exponential backoff with
+   jitter; slow retry for configuration-class errors), and go to 1 with a new session number.
+   Deltas never span two sessions: the first sample after a reconnect is a BASELINE.
+
+On stop the call is cancelled (RST_STREAM, so the switch stops sending) and the channel closed.
+Counters for metrics are plain attributes (``stats``), read by the service's metrics collector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import grpc
+from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeResponse
+from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
+from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
+
+from flowtracer.schemas.v1.counters_pb2 import CounterBatch
+
+from .backoff import Backoff, ErrorClass, classify
+from .batches import BatchAssembler
+from .channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
+from .config import ConfigError, Gnmi, Target
+from .decode import Decoder
+
+log = logging.getLogger(__name__)
+
+
+class State(StrEnum):
+    IDLE = "idle"
+    CONNECTING = "connecting"
+    SYNCING = "syncing"  # subscribed, before sync_response
+    UP = "up"
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+
+
+class Stalled(Exception):
+    """No message within the liveness timeout."""
+
+
+class StreamEnded(Exception):
+    """The switch ended the stream with status OK."""
+
+
+class TargetRejected(Exception):
+    """The target does not fit our subscription (e.g. encoding); configuration class."""
+
+
+@dataclass
+class SessionStats:
+    """Monotonic counts and current state of one target (read by the metrics collector)."""
+
+    state: State = State.IDLE
+    session: int = 0
+    messages: int = 0
+    counter_updates: int = 0
+    decode_errors: int = 0
+    reconnects: int = 0
+    batches: int = 0
+    last_rx: float = 0.0  # time.monotonic() of the last message, 0 = never
+    up_since: float = 0.0
+    last_error: str = ""
+    last_error_class: str = ""
+
+
+class TargetSession:
+    """The connection loop of one target. ``emit(batch)`` receives every CounterBatch."""
+
+    def __init__(self, target: Target, gnmi: Gnmi, *, collector_id: str,
+                 emit: Callable[[CounterBatch], None], decoder: Decoder | None = None) -> None:
+        self.target = target
+        self.decoder = decoder or Decoder()
+        self.gnmi = gnmi
+        self.emit = emit
+        self.stats = SessionStats()
+        self.assembler = BatchAssembler(
+            target.name, collector_id=collector_id, counter_bits=target.counter_bits,
+            if_interval_ns=gnmi.interval_ns("/interfaces"), nh_interval_ns=gnmi.interval_ns("/network-instances"),
+            gap_factor=gnmi.gap_factor)
+        self.backoff = Backoff(gnmi.backoff.base, gnmi.backoff.cap, gnmi.backoff.reset_after)
+        self.liveness_s = gnmi.liveness_s()
+        self._subs = subscriptions_for(target, gnmi)
+        self._request = subscribe_request(self._subs, gnmi)
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._stalled = False
+        self._grace: asyncio.TimerHandle | None = None
+        self._stop = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    @property
+    def where(self) -> str:
+        return f"{self.target.name} ({self.target.address}:{self.target.port})"
+
+    def stop(self) -> None:
+        """Ask ``run`` to end: the current call is cancelled right away."""
+        self._stop.set()
+        if self._call is not None:
+            self._call.cancel()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self, connect_slots: asyncio.Semaphore | None = None, start_delay: float = 0.0) -> None:
+        """Connect and stream until ``stop()``; never raises except CancelledError."""
+        if start_delay > 0 and await self._sleep(start_delay):
+            return
+        slots = connect_slots or asyncio.Semaphore(1)
+        while not self._stop.is_set():
+            error_class = ErrorClass.TRANSIENT
+            try:
+                await self._attempt(slots)
+                raise StreamEnded("the switch ended the stream")
+            except asyncio.CancelledError:
+                if self._stop.is_set():
+                    break
+                raise
+            except ConfigError as e:
+                error_class, msg = ErrorClass.CONFIG, f"configuration: {e}"
+            except TargetRejected as e:
+                error_class, msg = ErrorClass.CONFIG, str(e)
+            except grpc.aio.AioRpcError as e:
+                if self._stop.is_set():
+                    break
+                if self._stalled:
+                    msg = f"stalled: no message for {self.liveness_s:.1f} s (liveness timeout); reconnecting"
+                else:
+                    error_class, hint = classify(e.code(), e.details() or "")
+                    msg = f"{e.code().name}: {hint}: {e.details()}"
+            except (StreamEnded, Stalled, ConnectionError, OSError) as e:
+                if self._stop.is_set():
+                    break
+                msg = str(e)
+            except Exception as e:  # a bug or a malformed message must not end collection
+                log.exception("gNMI %s: unexpected error", self.where)
+                msg = f"unexpected error: {e!r}"
+            finally:
+                await self._close_call()
+            if self._stop.is_set():
+                break
+            self.backoff.healthy(time.monotonic() - self.stats.up_since if self.stats.up_since else 0.0)
+            delay = self.gnmi.backoff.slow_retry if error_class is ErrorClass.CONFIG else self.backoff.next_delay()
+            self.stats.state, self.stats.up_since = State.BACKOFF, 0.0
+            self.stats.last_error, self.stats.last_error_class = msg, error_class.value
+            level = logging.ERROR if error_class is ErrorClass.CONFIG else logging.WARNING
+            log.log(level, "gNMI %s: %s; retrying in %.1f s", self.where, msg, delay)
+            self.stats.reconnects += 1
+            if await self._sleep(delay):
+                break
+        self._flush_emit()
+        self.stats.state = State.STOPPED
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Sleep, or return True early when stopped."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        return self._stop.is_set()
+
+    async def _attempt(self, slots: asyncio.Semaphore) -> None:
+        self.stats.state = State.CONNECTING
+        self._stalled = False
+        async with slots:  # bounded concurrency for TLS handshakes and Capabilities
+            conn = await connection_for(self.target, self.gnmi)
+            self._channel = channel = conn.open()
+            stub = gNMIStub(channel)
+            md = conn.metadata or None
+            try:
+                caps = await stub.Capabilities(CapabilityRequest(), metadata=md, timeout=self.gnmi.connect_timeout)
+                self._check_capabilities(caps.supported_encodings)
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                log.info("gNMI %s: no Capabilities RPC; subscribing anyway", self.where)
+            call = self._call = stub.Subscribe(metadata=md)
+            await call.write(self._request)
+        self.stats.session += 1
+        self._emit_all(self.assembler.start_session(self.stats.session))
+        self.stats.state = State.SYNCING
+        self.stats.last_rx = time.monotonic()
+        log.info("gNMI %s: subscribed (session %d, %d paths, %s)", self.where, self.stats.session,
+                 len(self._subs), self.gnmi.encoding.value)
+        watchdog = asyncio.create_task(self._watchdog()) if self.liveness_s > 0 else None
+        try:
+            await self._read(call)
+        except asyncio.CancelledError:
+            if self._stalled and not self._stop.is_set():
+                t = asyncio.current_task()
+                if t is None or not t.cancelling():
+                    raise Stalled(f"stalled: no message for {self.liveness_s:.1f} s (liveness timeout)") from None
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _check_capabilities(self, encodings: list[int] | object) -> None:
+        supported = list(encodings)  # type: ignore[call-overload]
+        want = ENCODING_NAMES[self.gnmi.encoding]
+        names = [PbEncoding.Name(e) if e in PbEncoding.values() else str(e) for e in supported]
+        if supported and want not in names:
+            raise TargetRejected(f"the switch does not support encoding {want} (it offers {', '.join(names)}): "
+                                 "set gnmi.encoding")
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        st = self.stats
+        decode = self.decoder.decode
+        asm = self.assembler
+        while True:
+            resp: SubscribeResponse = await call.read()
+            if resp is grpc.aio.EOF:
+                return
+            now = time.monotonic()
+            st.last_rx = now
+            st.messages += 1
+            kind = resp.WhichOneof("response")
+            if kind == "update":
+                s = decode(resp.update)
+                if s.errors:
+                    st.decode_errors += len(s.errors)
+                    log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+                st.counter_updates += len(s.if_counters) + len(s.nh_counters)
+                opened = asm.open_since
+                out = asm.add(s, time.time_ns())
+                if out:
+                    self._emit_all(out)
+                if asm.open_since is not None and asm.open_since != opened:
+                    self._arm_grace()
+            elif kind == "sync_response":
+                self._emit_all(asm.sync())
+                if st.state is not State.UP:
+                    st.state, st.up_since = State.UP, now
+                    log.info("gNMI %s: synced (session %d)", self.where, st.session)
+            elif kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
+                st.decode_errors += 1
+                log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    async def _watchdog(self) -> None:
+        period = max(0.05, self.liveness_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            if time.monotonic() - self.stats.last_rx > self.liveness_s:
+                self._stalled = True
+                if self._call is not None:
+                    self._call.cancel()
+                return
+
+    def _arm_grace(self, delay: float | None = None) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+        self._grace = asyncio.get_running_loop().call_later(
+            self.gnmi.batch_grace if delay is None else delay, self._grace_due)
+
+    def _grace_due(self) -> None:
+        """Emit the open batch if no message came for ``batch_grace`` since it was touched.
+
+        When the loop runs late (busy with other targets), unread messages of this instant may
+        be waiting in gRPC's buffers: wait another round rather than cut the instant in two.
+        """
+        handle, self._grace = self._grace, None
+        if self.assembler.open_since is None:
+            return
+        grace = self.gnmi.batch_grace
+        lag = asyncio.get_running_loop().time() - handle.when() if handle is not None else 0.0
+        quiet = time.monotonic() - self.stats.last_rx
+        if quiet >= grace * 0.9 and lag < min(0.02, grace / 4):
+            self._emit_all(self.assembler.flush())
+        else:
+            self._arm_grace(max(grace - quiet, grace / 4))
+
+    # -- output and teardown -------------------------------------------------------------------
+
+    def _emit_all(self, batches: list[CounterBatch]) -> None:
+        for b in batches:
+            self.stats.batches += 1
+            self.emit(b)
+
+    def _flush_emit(self) -> None:
+        self._emit_all(self.assembler.flush())
+
+    async def _close_call(self) -> None:
+        """Cancel the call for real (RST_STREAM) and close the channel."""
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        self._flush_emit()
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await channel.close(grace=None)

@@ -1,0 +1,115 @@
+"""`flowtracer agent --source sim` into a real Kafka-protocol broker (Tansu), and with no broker at all."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kafka import KafkaConsumer, TopicPartition
+
+from flowtracer.cmd_agent import agent
+from flowtracer.collectors.agent.agent import Agent
+from flowtracer.collectors.agent.config import AgentConfig
+from flowtracer.collectors.agent.sources import SimSource
+from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.schemas.topics import FLOWS
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.schemas.v1 import flows_pb2 as pb
+from flowtracer.sim.engine import Engine
+from flowtracer.sim.host_views import host_view_dir, write_host_view
+from flowtracer.sim.tansu import TansuBroker, free_port
+from flowtracer.sim.workload import validate_workload
+
+G = 1_000_000_000
+
+
+def consume_all(bootstrap: str, topic: str, expect: int, max_s: float = 20.0) -> list[tuple[bytes, bytes]]:
+    """Every record of ``topic`` from the start; stops at ``expect`` records or ``max_s`` (Tansu's end
+    offsets are wrong, so read rather than ask)."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=200)
+    try:
+        deadline = time.monotonic() + max_s
+        while (parts := c.partitions_for_topic(topic)) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert parts, f"topic {topic} does not exist"
+        c.assign([TopicPartition(topic, p) for p in sorted(parts)])
+        c.seek_to_beginning()
+        out: list[tuple[bytes, bytes]] = []
+        while len(out) < expect and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=200).values():
+                out.extend((r.key, r.value) for r in records)
+        return out
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[tuple[Engine, Path, Path]]:
+    """A 4-host simulated fabric with host views; yields (engine, ready JSON, topology file)."""
+    topo = generate(FabricSpec(hosts=4, nics_per_host=1, leaves=2, spines=2, link_speed_bps=100 * G,
+                               host_speed_bps=100 * G))
+    wl = validate_workload({"seed": 1, "jobs": [{"channels": 1, "compute_gap": "20ms",
+                                                "ops": [{"collective": "allreduce", "size": "64MiB"}]}]}, "t")
+    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+        views = Path(tmp) / "hosts"
+        engine = Engine(topo, wl, tick_s=0.1)
+        for hs in engine.host_states.values():
+            write_host_view(hs, views)
+        engine.add_tick_listener(lambda _t: [write_host_view(hs, views) for hs in engine.host_states.values()])
+        ready = tmp_path / "ready.json"
+        ready.write_text(json.dumps({"ready": True, "host_views": str(views),
+                                     "host_view_dirs": {h: str(host_view_dir(views, h)) for h in engine.host_states}}))
+        topo_file = tmp_path / "topology.yaml"
+        topo_file.write_text(topo.to_yaml())
+        yield engine, ready, topo_file
+
+
+def test_cli_agent_streams_flow_batches_into_kafka(sim: tuple[Engine, Path, Path], kafka: TansuBroker,
+                                                   unique_id: str) -> None:
+    engine, ready, topo_file = sim
+    kafka.create_topics({unique_id: 8})
+    stop = threading.Event()
+    t = threading.Thread(target=engine.run, args=(stop,), daemon=True)  # real time, 0.1 s ticks
+    t.start()
+    try:
+        r = CliRunner().invoke(agent, ["--source", "sim", "--sim-endpoints", str(ready), "--topology", str(topo_file),
+                                       "--kafka", kafka.bootstrap, "--no-kafka-idempotence", "--topic", unique_id,
+                                       "--interval", "100ms", "--max-windows", "3", "--agent-id", "sim-agents"])
+    finally:
+        stop.set()
+        t.join()
+    assert r.exit_code == 0, r.output
+    records = consume_all(kafka.bootstrap, unique_id, expect=12, max_s=20)
+    assert len(records) == 12  # 3 windows x 4 hosts (one NIC, one leaf each)
+    batches = [(k.decode(), pb.FlowBatch.FromString(v)) for k, v in records]
+    assert all(k == b.leaf and b.leaf.startswith("leaf") and b.agent_id == "sim-agents" for k, b in batches)
+    assert all(b.window_end_ns - b.window_start_ns == 100_000_000 and b.window_end_ns % 100_000_000 == 0
+               for _k, b in batches)
+    flows = [f for _k, b in batches for f in b.flows if f.tx_bytes]
+    assert flows and all(f.byte_source == pb.BYTE_SOURCE_QP_COUNTER and f.dst_ip and f.nccl.comm_id for f in flows)
+
+
+def test_no_broker_the_agent_keeps_going_and_buffers_boundedly(sim: tuple[Engine, Path, Path]) -> None:
+    engine, ready, topo_file = sim
+    from flowtracer.schemas.topology import load_topology
+
+    cfg = AgentConfig(source="sim", sim_endpoints=ready, interval="100ms")
+    sink = KafkaSink(f"127.0.0.1:{free_port()}", client_id="agent-test", max_buffer=5, enable_idempotence=False)
+    a = Agent(cfg, SimSource(cfg), sink, load_topology(topo_file))
+    try:
+        start = engine.now_ns
+        for i in range(10):
+            engine.advance(1)
+            a.window(start + (i + 1) * 100_000_000)
+        assert a.stats.windows == 9 and a.stats.batches == 36
+        assert sink.buffered <= 5 and sink.dropped >= 36 - 5 and sink.sent_ok == 0
+    finally:
+        sink.close(timeout=0.5)
+    assert FLOWS.name == cfg.topic

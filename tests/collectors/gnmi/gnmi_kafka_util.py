@@ -1,0 +1,42 @@
+"""Test helpers: read back what reached a topic (Tansu's end offsets are wrong: read until quiet)."""
+
+from __future__ import annotations
+
+import time
+
+from kafka import KafkaConsumer, TopicPartition
+
+
+def consume_all(bootstrap: str, topic: str, *, idle_s: float = 2.0, max_s: float = 30.0,
+                expect: int | None = None) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every record in ``topic`` (all partitions, from the start), stopping after
+    ``idle_s`` without records, after ``expect`` records, or after ``max_s``."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                      consumer_timeout_ms=200)
+    try:
+        deadline = time.monotonic() + max_s
+        parts = None
+        while parts is None and time.monotonic() < deadline:
+            parts = c.partitions_for_topic(topic)
+            if parts is None:
+                time.sleep(0.1)
+        assert parts, f"topic {topic} does not exist"
+        c.assign([TopicPartition(topic, p) for p in sorted(parts)])
+        c.seek_to_beginning()
+        out: list[tuple[bytes, bytes]] = []
+        last = time.monotonic()
+        while time.monotonic() < deadline:
+            polled = c.poll(timeout_ms=200)
+            n = 0
+            for records in polled.values():
+                for r in records:
+                    out.append((r.key, r.value))
+                    n += 1
+            now = time.monotonic()
+            if n:
+                last = now
+            if (expect is not None and len(out) >= expect) or now - last > idle_s:
+                break
+        return out
+    finally:
+        c.close()

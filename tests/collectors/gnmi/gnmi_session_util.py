@@ -1,0 +1,92 @@
+"""Test helpers: run TargetSessions / a CollectorService in a background event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription
+from flowtracer.collectors.gnmi.deltas import STATUS_NAMES
+from flowtracer.collectors.gnmi.session import TargetSession
+from flowtracer.schemas.v1.counters_pb2 import CounterBatch, OperStatus
+
+IF_FIELDS = ("in_octets", "out_octets", "in_pkts", "out_pkts", "in_unicast_pkts", "out_unicast_pkts",
+             "in_discards", "out_discards", "in_errors", "out_errors")
+NH_FIELDS = ("octets_forwarded", "packets_forwarded")
+
+
+def fast_gnmi(interval_s: float = 0.2, **kw: Any) -> Gnmi:
+    """Default subscriptions at ``interval_s``; quick backoff for tests."""
+    subs = [Subscription(**{**s.model_dump(), "sample_interval": interval_s}) for s in Gnmi().subscriptions]
+    base = {"subscriptions": subs, "backoff": Backoff(base=0.2, cap=1.0, reset_after=5.0, slow_retry=3.0),
+            "start_spread": 0.0, "batch_grace": 0.05}
+    return Gnmi(**{**base, **kw})
+
+
+class LoopThread:
+    """An asyncio loop in a thread, for running sessions next to blocking test code."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def submit(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, fn: Callable[[], Any]) -> None:
+        self.loop.call_soon_threadsafe(fn)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def run_session(session: TargetSession, lt: LoopThread) -> Any:
+    return lt.submit(session.run())
+
+
+def stop_session(session: TargetSession, fut: Any, lt: LoopThread, timeout: float = 10) -> None:
+    lt.call(session.stop)
+    fut.result(timeout)
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def compact(b: CounterBatch, t0: int = 0) -> dict[str, Any]:
+    """A CounterBatch as the golden files write it: counters as [value, delta, status]."""
+    d: dict[str, Any] = {"timestamp_ns": b.timestamp_ns - t0, "session": b.session, "sequence": b.sequence}
+    ifs = {}
+    for i in b.interfaces:
+        e: dict[str, Any] = {"interval_ns": i.interval_ns}
+        if i.last_clear_ns:
+            e["last_clear_ns"] = i.last_clear_ns
+        if i.oper_status:
+            e["oper_status"] = OperStatus.Name(i.oper_status).removeprefix("OPER_STATUS_")
+        for f in IF_FIELDS:
+            if i.HasField(f):
+                c = getattr(i, f)
+                e[f] = [c.value, c.delta, STATUS_NAMES[c.status]]
+        ifs[i.name] = e
+    nhs = {}
+    for n in b.next_hops:
+        e = {"index": n.index, "group": n.group, "weight": n.weight, "interval_ns": n.interval_ns}
+        for f in NH_FIELDS:
+            if n.HasField(f):
+                c = getattr(n, f)
+                e[f] = [c.value, c.delta, STATUS_NAMES[c.status]]
+        nhs[f"{n.egress_interface}|{n.next_hop_ip}"] = e
+    if ifs:
+        d["interfaces"] = ifs
+    if nhs:
+        d["next_hops"] = nhs
+    return d

@@ -1,0 +1,163 @@
+"""Sessions against real gNMI servers misbehaving: a silent (stalled) stream, stop, a TLS target
+with the wrong CA, bad credentials; and two shards sharing the targets."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from gnmi_kafka_util import consume_all
+from gnmi_replay import ReplayServer
+from gnmi_session_util import LoopThread, fast_gnmi, run_session, stop_session, wait_for
+from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
+
+from flowtracer.collectors.gnmi.config import CollectorConfig, Credentials, Kafka, Target, Tls
+from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.collectors.gnmi.session import State, TargetSession
+from flowtracer.collectors.gnmi.sharding import select
+from flowtracer.schemas.v1.counters_pb2 import CounterBatch
+from flowtracer.sim.gnmi_server import GnmiServer, TlsFiles
+from flowtracer.sim.tansu import TansuBroker
+
+T0 = 1_767_225_600_000_000_000
+SAMPLE = {"update": {"timestamp": str(T0), "update": [{
+    "path": {"elem": [{"name": "interfaces"}, {"name": "interface", "key": {"name": "E1"}}, {"name": "state"},
+                      {"name": "counters"}, {"name": "in-octets"}]}, "val": {"uintVal": "5"}}]}}
+
+
+def test_stalled_stream_is_cancelled_and_reconnected() -> None:
+    """Connection 0 never sends anything (pygnmi's first next() would block forever), connection 1
+    syncs and then goes silent: both are detected by the liveness timeout and cancelled."""
+    batches: list[CounterBatch] = []
+    lt = LoopThread()
+    with ReplayServer([[{"hold": True}], [SAMPLE, {"syncResponse": True}], [SAMPLE, {"syncResponse": True}]]) as srv:
+        s = TargetSession(Target(name="sw", address="127.0.0.1", port=srv.port),
+                          fast_gnmi(0.2, liveness_timeout=0.5), collector_id="t", emit=batches.append)
+        fut = run_session(s, lt)
+        try:
+            wait_for(lambda: srv.connections >= 3, 10, "two reconnects")
+        finally:
+            stop_session(s, fut, lt)
+            lt.close()
+        wait_for(lambda: len(srv.ended) == 3, 5, "the server to see every call end")
+    assert srv.ended[:2] == [(0, "cancelled"), (1, "cancelled")]
+    assert s.stats.reconnects >= 2 and "liveness timeout" in s.stats.last_error
+    assert [b.session for b in batches] == [2, 3]
+
+
+def test_stop_really_cancels_the_call() -> None:
+    """pygnmi's close() only half-closes; a switch that ignores half-close keeps streaming. We cancel."""
+    lt = LoopThread()
+    with ReplayServer([[SAMPLE, {"syncResponse": True}]]) as srv:
+        s = TargetSession(Target(name="sw", address="127.0.0.1", port=srv.port), fast_gnmi(liveness_timeout=0.0),
+                          collector_id="t", emit=lambda b: None)
+        fut = run_session(s, lt)
+        wait_for(lambda: s.stats.state is State.UP, 5, "sync")
+        stop_session(s, fut, lt)
+        lt.close()
+        wait_for(lambda: bool(srv.ended), 5, "the call to end on the server")
+    assert srv.ended == [(0, "cancelled")]
+    assert s.stats.state is State.STOPPED
+
+
+def _run_service(svc: CollectorService, until: object, timeout: float, what: str) -> None:
+    lt = LoopThread()
+    fut = lt.submit(svc.run())
+    try:
+        wait_for(until, timeout, what)  # type: ignore[arg-type]
+    finally:
+        svc.stop()
+        fut.result(20)
+        lt.close()
+
+
+def test_wrong_ca_and_bad_credentials_fail_clearly_and_slowly_others_unaffected(
+        kafka: TansuBroker, unique_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    kafka.create_topics({unique_id: 4})
+    ca_a, ca_a_key, ca_a_cert = make_ca(tmp_path, "ca-a")
+    ca_b, _, _ = make_ca(tmp_path, "ca-b")
+    cert, key = make_server_cert(tmp_path, ca_a_key, ca_a_cert)
+    monkeypatch.setenv("T_GNMI_PASSWORD", "wrong-pass-123")
+    names = ("good", "tls-wrong-ca", "tls-ok", "bad-creds")
+    states = {n: make_switch(n) for n in names}
+    servers = {
+        "good": GnmiServer({"good": states["good"]}),
+        "tls-wrong-ca": GnmiServer({"tls-wrong-ca": states["tls-wrong-ca"]}, tls=TlsFiles(cert, key)),
+        "tls-ok": GnmiServer({"tls-ok": states["tls-ok"]}, tls=TlsFiles(cert, key)),
+        "bad-creds": GnmiServer({"bad-creds": states["bad-creds"]}, credentials=("admin", "right-pass")),
+    }
+    ports = {n: s.start() for n, s in servers.items()}
+    try:
+        targets = [
+            Target(name="good", address="127.0.0.1", port=ports["good"]),
+            Target(name="tls-wrong-ca", address="127.0.0.1", port=ports["tls-wrong-ca"],
+                   tls=Tls(enabled=True, ca_file=ca_b, server_name="switch.test")),
+            Target(name="tls-ok", address="127.0.0.1", port=ports["tls-ok"],
+                   tls=Tls(enabled=True, ca_file=ca_a, server_name="switch.test")),
+            Target(name="bad-creds", address="127.0.0.1", port=ports["bad-creds"],
+                   credentials=Credentials(username="admin", password_env="T_GNMI_PASSWORD")),
+        ]
+        cfg = CollectorConfig(collector_id="c1", gnmi=fast_gnmi(0.2),
+                              kafka=Kafka(bootstrap=kafka.bootstrap, topic=unique_id, idempotence=False))
+        svc = CollectorService(cfg, targets)
+        by = {s.name: s for s in svc.sessions}
+        caplog.set_level(logging.INFO, logger="flowtracer")
+        with Ticker(list(states.values()), 0.1):
+            _run_service(svc, lambda: by["good"].stats.batches >= 5 and by["tls-ok"].stats.batches >= 5
+                         and by["bad-creds"].stats.reconnects >= 1 and by["tls-wrong-ca"].stats.reconnects >= 1,
+                         15, "good targets streaming, bad ones failed")
+    finally:
+        for s in servers.values():
+            s.stop()
+    wrong, creds = by["tls-wrong-ca"].stats, by["bad-creds"].stats
+    assert wrong.last_error_class == "config" and "TLS handshake failed" in wrong.last_error
+    assert creds.last_error_class == "config" and "UNAUTHENTICATED" in creds.last_error
+    assert "credentials" in creds.last_error
+    # slow retries (3 s in this config) while the good targets kept streaming
+    assert wrong.reconnects <= 2 and creds.reconnects <= 2
+    assert wrong.batches == creds.batches == 0
+    log_text = caplog.text
+    assert "gNMI tls-wrong-ca (127.0.0.1:" in log_text and "retrying in 3.0 s" in log_text
+    assert "wrong-pass-123" not in log_text
+    got = {CounterBatch.FromString(v).switch for _, v in consume_all(kafka.bootstrap, unique_id, idle_s=1.0)}
+    assert got == {"good", "tls-ok"}
+
+
+def test_two_shards_cover_every_target_once(kafka: TansuBroker, unique_id: str) -> None:
+    kafka.create_topics({unique_id: 4})
+    names = [f"leaf{i:02d}" for i in range(6)]
+    states = {n: make_switch(n, ifaces=2) for n in names}
+    servers = {n: GnmiServer({n: st}) for n, st in states.items()}
+    ports = {n: s.start() for n, s in servers.items()}
+    targets = [Target(name=n, address="127.0.0.1", port=ports[n]) for n in names]
+    svcs = []
+    lts = []
+    try:
+        for i in range(2):
+            cfg = CollectorConfig(collector_id=f"shard{i}", gnmi=fast_gnmi(0.2), shard={"index": i, "count": 2},
+                                  kafka=Kafka(bootstrap=kafka.bootstrap, topic=unique_id, idempotence=False))
+            svcs.append(CollectorService(cfg, targets))
+        with Ticker(list(states.values()), 0.1):
+            futs = []
+            for svc in svcs:
+                lt = LoopThread()
+                lts.append(lt)
+                futs.append(lt.submit(svc.run()))
+            wait_for(lambda: all(s.stats.batches >= 3 for svc in svcs for s in svc.sessions), 15, "batches")
+            for svc, fut in zip(svcs, futs, strict=True):
+                svc.stop()
+                fut.result(20)
+    finally:
+        for lt in lts:
+            lt.close()
+        for s in servers.values():
+            s.stop()
+    seen: dict[str, set[str]] = {"shard0": set(), "shard1": set()}
+    for _, v in consume_all(kafka.bootstrap, unique_id, idle_s=1.0):
+        b = CounterBatch.FromString(v)
+        seen[b.collector_id].add(b.switch)
+    assert seen["shard0"].isdisjoint(seen["shard1"])
+    assert seen["shard0"] | seen["shard1"] == set(names)
+    assert seen["shard0"] == {t.name for t in select(targets, 0, 2)} and seen["shard0"]
