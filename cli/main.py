@@ -8,6 +8,8 @@ from __future__ import annotations
 import click
 
 from . import __version__
+from .cmd_agent import agent
+from .cmd_collect import collect
 from .cmd_process import process
 from .cmd_sim import sim
 from .cmd_topology import topology
@@ -35,6 +37,8 @@ def cli(log_level: str, log_format: str) -> None:
 cli.add_command(topology)
 cli.add_command(process)
 cli.add_command(sim)
+cli.add_command(collect)
+cli.add_command(agent)
 
 
 def _not_built(name: str, issue: int, what: str) -> click.Command:
@@ -48,8 +52,6 @@ def _not_built(name: str, issue: int, what: str) -> click.Command:
 
 
 for _name, _issue, _what in (
-    ("collect", 4, "stream switch counters over gNMI into Kafka"),
-    ("agent", 5, "stream RDMA flow records from hosts into Kafka"),
     ("whatif", 7, "replay recorded traffic under other routing strategies"),
     ("demo", 8, "run the whole pipeline on the embedded default with a live dashboard"),
 ):

@@ -57,7 +57,7 @@ class SimRunner:
                  *, start_ns: int | None = None) -> None:
         self.topology = topology
         self.workload = workload
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).resolve()  # the ready JSON is read from other directories
         self.options = options or RunnerOptions()
         self._start_ns = start_ns
         self.engine: Engine | None = None
