@@ -11,8 +11,11 @@ collectors can be pointed at it), ``hosts/<host>/`` (host views), ``ground-truth
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 import os
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from flowtracer.schemas.topology import Credentials, Topology, validate_topology
 
 from .engine import Engine
 from .gnmi_server import GnmiServer
+from .host_state import HostState
 from .host_views import host_view_dir, write_host_view
 from .workload import Workload
 
@@ -67,8 +71,10 @@ class SimRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._views_thread: threading.Thread | None = None
-        self._views_due = threading.Condition()
-        self._views_tick = 0
+        # Frozen host states of each tick, oldest first. Bounded: when the writer falls behind, the
+        # engine waits for it rather than a tick's snapshot being skipped (the agents read the
+        # snapshot at each window boundary; a skipped one would shift bytes into the next window).
+        self._views_queue: queue.Queue[list[HostState] | None] = queue.Queue(maxsize=4)
         self._stopped = False
         self.error: BaseException | None = None
 
@@ -123,9 +129,9 @@ class SimRunner:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        with self._views_due:
-            self._views_due.notify_all()
         if self._views_thread is not None:
+            with contextlib.suppress(queue.Full):
+                self._views_queue.put_nowait(None)
             self._views_thread.join()
         for s in self.servers:
             try:
@@ -161,22 +167,27 @@ class SimRunner:
             self.done.set()
 
     def _tick_done(self, t_ns: int) -> None:
-        with self._views_due:
-            self._views_tick = t_ns
-            self._views_due.notify_all()
+        assert self.engine is not None
+        frozen = [_freeze(hs) for hs in self.engine.host_states.values()]
+        while not self._stop.is_set():
+            try:
+                self._views_queue.put(frozen, timeout=0.2)
+                return
+            except queue.Full:
+                continue
 
     def _write_views(self, root: Path) -> None:
-        """Write every host's view after each tick; if writing lags, the newest tick wins."""
-        assert self.engine is not None
-        written = 0
-        while not self._stop.is_set():
-            with self._views_due:
-                while self._views_tick == written and not self._stop.is_set():
-                    self._views_due.wait()
-                written = self._views_tick
-            if self._stop.is_set():
+        """Write every host's view for every tick, in order."""
+        while True:
+            try:
+                frozen = self._views_queue.get(timeout=0.2)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return
+                continue
+            if frozen is None:
                 return
-            for hs in self.engine.host_states.values():
+            for hs in frozen:
                 try:
                     write_host_view(hs, root)
                 except OSError:
@@ -215,6 +226,13 @@ class SimRunner:
         path = self.out_dir / "topology.yaml"
         path.write_text(topo.to_yaml(), encoding="utf-8")
         return path
+
+
+def _freeze(hs: HostState) -> HostState:
+    """A copy of a host's state as of this tick, taken under its lock (the engine moves on meanwhile)."""
+    with hs.lock:
+        return HostState(hs.name, list(hs.nics), {k: copy.copy(v) for k, v in hs.qps.items()},
+                         {k: copy.copy(v) for k, v in hs.ports.items()}, list(hs.nccl_log), hs.timestamp_ns)
 
 
 def _credentials(c: Credentials) -> tuple[str, str] | None:

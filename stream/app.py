@@ -131,7 +131,7 @@ class Processor:
     def links_stage(self, p: int) -> LinksStage:
         if p not in self.link_stages:
             stage = LinksStage(p, self.cfg.partitions, self.fabric, self.links, self.cfg.hop_ns,
-                               self.cfg.grace_ns, self.cfg.rolling_hops, self.rule)
+                               self.cfg.grace_ns, self.cfg.rolling_hops, self.rule, self.resolver_cls.name)
             saved = self.saved_state(f"links:{p}")
             if saved:
                 stage.history.restore(saved)
@@ -162,6 +162,7 @@ class Processor:
         """
         self.metrics.records.labels(topic).inc()
         msg = decode(topic, value)
+        late_before = self._late()
         holds = 0
         if isinstance(msg, flows_pb2.FlowBatch):
             holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
@@ -173,7 +174,14 @@ class Processor:
             holds += self.links_stage(partition).add_attributions(msg, token, now_ns)
         elif isinstance(msg, internal_pb2.GroupFimBatch):
             holds += self.fabric_stage.add(msg, token, now_ns)
+        if self._late() > late_before and self._late() <= 20:  # the first few, then the metric says it
+            log.warning("late record from %s[%d] (%s) for a window already finalized; counted, not reopened",
+                        topic, partition, _describe(msg))
         return holds
+
+    def _late(self) -> int:
+        return (sum(s.tracker.late for s in (*self.flows.values(), *self.link_stages.values()))
+                + self.fabric_stage.tracker.late)
 
     def finalize(self, now_ns: int) -> Emitted:
         """Everything every stage can finalize now."""
@@ -200,6 +208,14 @@ class Processor:
         for p in partitions:
             self.flows.pop(p, None)
             self.link_stages.pop(p, None)
+
+
+def _describe(msg: Any) -> str:
+    for name in ("switch", "host", "source_partition"):
+        if hasattr(msg, name):
+            end = getattr(msg, "window_end_ns", 0) or getattr(msg, "timestamp_ns", 0)
+            return f"{name} {getattr(msg, name)}, window end {end}"
+    return type(msg).__name__
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
@@ -333,17 +349,33 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                 m.incref(holds)  # held until release() acks it once per hold
             await step()
 
+    async def fatal(exc: BaseException) -> None:
+        # A crashed agent would leave the worker running but deaf. Stop the worker instead: its
+        # un-acked records are replayed by the next worker (or this one, restarted by its supervisor).
+        log.error("processor stopping: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        app._flowtracer_failed = True  # type: ignore[attr-defined]
+        await app.crash(exc)
+
     @app.agent(inputs, name="join")
     async def join(stream: Any) -> None:
-        await consume(stream)
+        try:
+            await consume(stream)
+        except Exception as exc:
+            await fatal(exc)
 
     @app.agent(group_fim_in, name="fabric")
     async def fabric_fim(stream: Any) -> None:
-        await consume(stream)
+        try:
+            await consume(stream)
+        except Exception as exc:
+            await fatal(exc)
 
     @app.timer(interval=min(0.5, cfg.hop_s / 2))
     async def tick() -> None:
-        await step()
+        try:
+            await step()
+        except Exception as exc:
+            await fatal(exc)
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set[Any], **kwargs: Any) -> None:

@@ -70,10 +70,13 @@ def run_worker(cfg: ProcessorConfig, sink: Any, metrics_port: int = 0) -> int:
         start_http_server(metrics_port, addr="127.0.0.1", registry=proc.metrics.registry)
     worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True,
                           redirect_stdouts=False, override_logging=False)
+    code = 0
     try:
         worker.execute_from_commandline()
     except SystemExit as e:
-        return int(e.code or 0)
+        code = int(e.code or 0)
     finally:
         sink.close()
-    return 0
+    if getattr(app, "_flowtracer_failed", False):
+        return 1
+    return code

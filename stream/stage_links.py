@@ -25,7 +25,7 @@ class LinksStage:
     """Window state, rolling history and finalization of one counters partition."""
 
     def __init__(self, partition: int, partitions: int, fabric: Fabric, links: LinkIndex, hop_ns: int,
-                 grace_ns: int, rolling_hops: int, rule: CollisionRule | None = None) -> None:
+                 grace_ns: int, rolling_hops: int, rule: CollisionRule | None = None, resolver: str = "hash") -> None:
         self.partition = partition
         self.partitions = partitions
         self.links = links
@@ -43,7 +43,7 @@ class LinksStage:
         for g in fabric.ecmp_groups.values():
             for m in g.members:
                 self.link_groups[m.id].append(g.id)
-        self.resolver = ""
+        self.resolver = resolver
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
@@ -74,7 +74,6 @@ class LinksStage:
                 reported.add(item.switch)
                 measured.update(self.links.measured(item, self.hop_ns))
             elif isinstance(item, internal_pb2.AttributionBatch):
-                self.resolver = item.resolver or self.resolver
                 for ls in item.links:
                     s = shares.get(ls.link)
                     if s is None:
