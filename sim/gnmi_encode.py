@@ -3,8 +3,9 @@
 Hot path: a switch's notification for one tick is encoded once and shared by every subscriber
 with the same paths and encoding. Messages are assembled as protobuf wire bytes directly (a
 repeated field is the concatenation of its elements), with each leaf's ``Update.path`` encoded
-once per switch and kept; per tick only the values are encoded (~1.3 us per leaf vs ~2.2 us
-through message objects), and the finished ``SubscribeResponse`` bytes go to grpc unchanged.
+once per switch and kept; per tick only the values are encoded (a varint or a formatted number
+behind an update head cached per value length: ~1 us per leaf, vs ~2 us through message objects),
+and the finished ``SubscribeResponse`` bytes go to grpc unchanged.
 
 Values follow gNMI 2.3: PROTO uses the scalar ``TypedValue`` fields (``uint_val``,
 ``string_val``, ``bool_val``); JSON and JSON_IETF carry the bare JSON value of the leaf, and
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
@@ -124,10 +126,25 @@ def value_codec(leaf: Leaf, encoding: int) -> ValueCodec:
     return ValueCodec(_json_text, tag, True)
 
 
+def _text(tag: bytes, value: str) -> bytes:
+    return length_delimited(tag, value.encode())
+
+
+def elem_fields(elems: Iterable[tuple[str, dict[str, str]]]) -> bytes:
+    """The ``Path.elem`` fields (repeated, so concatenable) of (name, keys) pairs."""
+    out = []
+    for name, keys in elems:
+        body = _text(b"\x0a", name)  # PathElem.name = 1
+        for k in sorted(keys):  # PathElem.key = 2: map entries {key = 1, value = 2}
+            body += length_delimited(b"\x12", _text(b"\x0a", k) + _text(b"\x12", keys[k]))
+        out.append(length_delimited(b"\x1a", body))  # Path.elem = 3
+    return b"".join(out)
+
+
 def path_message(elems: Iterable[tuple[str, dict[str, str]]], origin: str = "", target: str = "") -> bytes:
     """Serialized ``gnmi.Path`` from (name, keys) pairs."""
-    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n, key=k) for n, k in elems],
-                         origin=origin, target=target).SerializeToString()
+    return ((_text(b"\x12", origin) if origin else b"") + elem_fields(elems)  # Path.origin = 2
+            + (_text(b"\x22", target) if target else b""))  # Path.target = 4
 
 
 def prefix_field(target: str = "") -> bytes:
@@ -164,24 +181,41 @@ def chunk(parts: Sequence[bytes], limit: int = MAX_NOTIFICATION_BYTES) -> list[l
 
 
 class _EntryCodec:
-    """Writes one entry's selected leaves in one encoding; update heads cached per payload length."""
+    """Writes one entry's selected leaves in one encoding, from tick to tick.
 
-    __slots__ = ("items",)
+    Keeps each leaf's last value and bytes (counters that did not move, and every state leaf, are
+    not re-encoded) and update heads per payload length (a head depends only on that).
+    """
+
+    __slots__ = ("items", "last_block", "last_row")
 
     def __init__(self, codecs: Sequence[tuple[int, ValueCodec, bytes]]) -> None:
-        # (row column, codec, path field, {payload length: update head})
-        self.items = [(col, codec, path, {}) for col, codec, path in codecs]
+        # [row column, codec, path field, {payload length: update head}, last value, its bytes]
+        self.items: list[list[Any]] = [[col, codec, path, {}, _UNSET, b""] for col, codec, path in codecs]
+        self.last_row: Row | None = None
+        self.last_block = b""
 
     def encode(self, row: Row) -> bytes:
+        if row is self.last_row:
+            return self.last_block
         out = []
-        for col, codec, path, heads in self.items:
-            p = codec.payload(row[col])
+        for item in self.items:
+            v = row[item[0]]
+            if v == item[4]:
+                out.append(item[5])
+                continue
+            p = item[1].payload(v)
+            heads = item[3]
             h = heads.get(len(p))
             if h is None:
-                h = heads[len(p)] = codec.update_head(path, len(p))
-            out.append(h)
-            out.append(p)
-        return b"".join(out)
+                h = heads[len(p)] = item[1].update_head(item[2], len(p))
+            item[4], item[5] = v, h + p
+            out.append(item[5])
+        self.last_row, self.last_block = row, b"".join(out)
+        return self.last_block
+
+
+_UNSET = object()
 
 
 class UpdateEncoder:
@@ -192,6 +226,8 @@ class UpdateEncoder:
 
     def __init__(self) -> None:
         self._paths: dict[tuple[str, int, RowKey], bytes] = {}
+        self._entity_elems: dict[tuple[str, RowKey], bytes] = {}
+        self._leaf_elems: dict[int, bytes] = {}  # by id(leaf): leaves are module constants
         self._deletes: dict[tuple[str, RowKey], bytes] = {}
         self._codecs: dict[tuple[int, int], ValueCodec] = {}  # (id(leaf), encoding): leaves are module constants
         self._entries: dict[tuple[object, ...], _EntryCodec] = {}
@@ -202,6 +238,7 @@ class UpdateEncoder:
     def reset(self) -> None:
         """Forget every cached path (after a reboot, entries such as group ids change)."""
         self._paths.clear()
+        self._entity_elems.clear()
         self._deletes.clear()
         self._entries.clear()
         self._blocks.clear()
@@ -228,8 +265,14 @@ class UpdateEncoder:
         k = (table.name, leaf.column, key)
         p = self._paths.get(k)
         if p is None:
-            elems = [*entity_elems(table, key), *((n, {}) for n in leaf.path)]
-            p = self._paths[k] = length_delimited(_UPDATE_PATH, path_message(elems))
+            ek = (table.name, key)
+            entity = self._entity_elems.get(ek)
+            if entity is None:
+                entity = self._entity_elems[ek] = elem_fields(entity_elems(table, key))
+            tail = self._leaf_elems.get(id(leaf))
+            if tail is None:
+                tail = self._leaf_elems[id(leaf)] = elem_fields((n, {}) for n in leaf.path)
+            p = self._paths[k] = length_delimited(_UPDATE_PATH, entity + tail)
         return p
 
     def leaf_update(self, table: Table, leaf: Leaf, key: RowKey, value: object, encoding: int) -> bytes:

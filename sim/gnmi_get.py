@@ -14,7 +14,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from .gnmi_encode import UpdateEncoder, get_response, notification, prefix_field
 from .gnmi_paths import PathError, request_elems, resolve
 from .gnmi_schema import Tick
-from .gnmi_subscription import GnmiError, check_encoding, matched_keys
+from .gnmi_subscription import MAX_PATHS, GnmiError, check_encoding, matched_keys
 
 _TYPES = gnmi_pb2.GetRequest.DataType
 
@@ -30,6 +30,8 @@ def get(request: gnmi_pb2.GetRequest, tick: Tick, encoder: UpdateEncoder, now_ns
         raise GnmiError("INVALID_ARGUMENT", f"GetRequest.type {request.type} is not ALL, CONFIG, STATE or OPERATIONAL")
     prefix = request.prefix if request.HasField("prefix") else None
     paths = list(request.path) or [gnmi_pb2.Path()]  # no path: the prefix itself (or the root)
+    if len(paths) > MAX_PATHS:
+        raise GnmiError("INVALID_ARGUMENT", f"{len(paths)} paths in one GetRequest: at most {MAX_PATHS}")
     models = [m.name for m in request.use_models]
     ts = tick.timestamp_ns or now_ns
     head = prefix_field(prefix.target if prefix is not None else "")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from .gnmi_schema import MODELS, TABLES, Leaf, RowKey, Table
 
@@ -51,8 +51,10 @@ def request_elems(prefix: object | None, path: object) -> tuple[ReqElem, ...]:
     """Validate ``prefix`` + ``path`` (``gnmi_pb2.Path`` messages) and return the joined elements.
 
     Raises :class:`PathError` for: the deprecated string ``element`` field, ``target`` outside
-    the prefix, conflicting or unsupported origins, and element or key names that are not YANG
-    identifiers (or ``*`` / ``...``).
+    the prefix, conflicting or unsupported origins, element or key names that are not YANG
+    identifiers (or ``*`` / ``...``), more than MAX_ELEMS elements or MAX_MULTI_WILDCARDS ``...``
+    (bounds that keep matching cheap whatever a client sends). A module prefix on an element name
+    is dropped; consecutive ``...`` collapse into one.
     """
     parts = [("prefix", prefix), ("path", path)] if prefix is not None else [("path", path)]
     origins = {getattr(p, "origin", "") for _, p in parts} - {""}
@@ -82,7 +84,8 @@ def request_elems(prefix: object | None, path: object) -> tuple[ReqElem, ...]:
                     continue  # '.../...' is '...'
                 multi += 1
             out.append(ReqElem(name.rsplit(":", 1)[-1], tuple(sorted(e.key.items()))))
-    # Bounds that keep matching cheap whatever a client sends; the served tree is 10 levels deep.
+    # The served tree is at most 10 levels deep: no matchable path has more than 21 elements after
+    # collapsing, and more than 4 '...' is contrived; each '...' multiplies the backtracking.
     if len(out) > MAX_ELEMS:
         raise PathError(f"path has {len(out)} elements: more than {MAX_ELEMS} never match anything here")
     if multi > MAX_MULTI_WILDCARDS:
@@ -180,8 +183,13 @@ def resolve(elems: Sequence[ReqElem], use_models: Iterable[str] = ()) -> Selecti
     """Every (table, key binding) the path selects, with the leaves it selects there.
 
     ``use_models`` (module names) keeps only leaves defined by those modules (gNMI spec 2.6).
+    Results are cached: a collector sends the same few paths to every switch.
     """
-    models = frozenset(use_models)
+    return _resolve(tuple(elems), frozenset(use_models))
+
+
+@lru_cache(maxsize=4096)
+def _resolve(elems: tuple[ReqElem, ...], models: frozenset[str]) -> Selection:
     found: dict[tuple[str, tuple[str | None, ...]], tuple[Table, list[Leaf]]] = {}
     for table in TABLES:
         for leaf, tmpl in _TEMPLATES[table.name]:

@@ -223,7 +223,7 @@ def read_tick(state: SwitchState) -> Tick:
             except KeyError:  # an engine that keeps only some counters: the rest read 0
                 counters = tuple(i.counters.get(c, 0) for c in INTERFACE_COUNTERS)
             ifaces[(i.name,)] = (i.name, "ethernetCsmacd", True, "UP", "UP" if i.oper_up else "DOWN",
-                                 i.last_change_ns, *counters, clear, port_speed_identity(i.speed_bps))
+                                 i.last_change_ns, *counters, clear, _SPEEDS.get(i.speed_bps, "SPEED_UNKNOWN"))
         nhs = {(str(n.index),): (n.index, n.ip_address, n.interface, n.octets_forwarded, n.packets_forwarded)
                for n in sorted(state.next_hops.values(), key=lambda n: n.index)}
         groups: dict[RowKey, Row] = {}

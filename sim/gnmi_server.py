@@ -7,12 +7,13 @@ when the client sets none. Run one server per switch for a port each, plus one o
 for the shared port: servers over the same state share its encoded notifications.
 
 Design (see bench/bench_gnmi_server.py for numbers): every server of the process runs on one
-asyncio loop in one thread (grpc.aio: a stream costs a coroutine, not a thread; measured ~2x less
-CPU per message than the thread-pool server). The engine's events reach the loop through
-``call_soon_threadsafe``; each stream then asks its :class:`~flowtracer.sim.gnmi_subscription.Subscription`
-what to send, and the switch's :class:`~flowtracer.sim.gnmi_encode.UpdateEncoder` encodes each
-tick once for all streams. Responses are handed to grpc as ready bytes; requests arrive as bytes
-and are parsed here, so an undecodable message is INVALID_ARGUMENT, not an internal error.
+asyncio loop in one thread, :mod:`flowtracer.sim.gnmi_feed` (grpc.aio: a stream costs a coroutine,
+not a thread; measured ~2x less CPU per message than the thread-pool server). The engine's events
+reach the loop through ``call_soon_threadsafe``; each stream then asks its
+:class:`~flowtracer.sim.gnmi_subscription.Subscription` what to send, and the switch's
+:class:`~flowtracer.sim.gnmi_encode.UpdateEncoder` encodes each tick once for all streams.
+Responses are handed to grpc as ready bytes; requests arrive as bytes and are parsed here, so an
+undecodable message is INVALID_ARGUMENT, not an internal error.
 
 Status codes: malformed requests INVALID_ARGUMENT; unsupported encodings UNIMPLEMENTED; Get of a
 path or entry that does not exist NOT_FOUND (a Subscribe to one stays open and silent, gNMI
@@ -23,8 +24,6 @@ credentials UNAUTHENTICATED.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import hmac
 import logging
 import threading
@@ -39,10 +38,11 @@ from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
 from . import gnmi_get
-from .gnmi_encode import ENCODINGS, SYNC_RESPONSE, UpdateEncoder
-from .gnmi_schema import MODELS, Tick, read_tick
+from .gnmi_encode import ENCODINGS, SYNC_RESPONSE
+from .gnmi_feed import Feed, LoopThread, Stream
+from .gnmi_schema import MODELS
 from .gnmi_subscription import ONCE, POLL, STREAM, GnmiError, Subscription, plan_subscription
-from .switch_state import Event, EventKind, SwitchState
+from .switch_state import SwitchState
 
 log = logging.getLogger(__name__)
 
@@ -58,148 +58,6 @@ class TlsFiles:
     cert_file: Path
     key_file: Path
     ca_file: Path | None = None
-
-
-# -- one asyncio loop per process -------------------------------------------------------------
-
-
-class _LoopThread:
-    """The event loop all servers of the process run on; started by the first, ended by the last."""
-
-    _lock = threading.Lock()
-    _current: _LoopThread | None = None
-
-    def __init__(self) -> None:
-        self.users = 0
-        self.loop = asyncio.new_event_loop()
-        self.feeds: dict[int, tuple[_Feed, int]] = {}  # id(state) -> (feed, servers using it)
-        self.thread = threading.Thread(target=self._run, name="gnmi-server-loop", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-        self.loop.close()
-
-    @classmethod
-    def acquire(cls) -> _LoopThread:
-        with cls._lock:
-            if cls._current is None:
-                cls._current = cls()
-            cls._current.users += 1
-            return cls._current
-
-    def release(self) -> None:
-        with self._lock:
-            self.users -= 1
-            if self.users > 0:
-                return
-            type(self)._current = None
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
-    def run(self, coro: Awaitable[Any], timeout: float | None = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
-
-    def feed(self, state: SwitchState) -> _Feed:
-        with self._lock:
-            feed, n = self.feeds.get(id(state), (None, 0))
-            if feed is None:
-                feed = _Feed(state, self.loop)
-            self.feeds[id(state)] = (feed, n + 1)
-            return feed
-
-    def drop_feed(self, state: SwitchState) -> None:
-        with self._lock:
-            feed, n = self.feeds[id(state)]
-            if n > 1:
-                self.feeds[id(state)] = (feed, n - 1)
-                return
-            del self.feeds[id(state)]
-        feed.close()
-
-
-# -- per switch: events in, shared ticks and encodings out ------------------------------------
-
-
-class _Stream:
-    """What the loop tells one Subscribe call: a tick happened, an interface changed, end now."""
-
-    def __init__(self) -> None:
-        self.wake = asyncio.Event()
-        self.sample = False
-        # Bounded: a client too slow for a flapping link loses the oldest changes, not the server's memory.
-        self.opers: collections.deque[tuple[int, str, str, int]] = collections.deque(maxlen=10_000)
-        self.polls = 0
-        self.half_closed = False
-        self.end: GnmiError | None = None
-        self.wants_oper = False
-
-    def stop(self, error: GnmiError) -> None:
-        if self.end is None:
-            self.end = error
-        self.wake.set()
-
-
-class _Feed:
-    """One switch as the loop sees it: its streams, its latest tick and its encoder."""
-
-    def __init__(self, state: SwitchState, loop: asyncio.AbstractEventLoop) -> None:
-        self.state = state
-        self.loop = loop
-        self.streams: set[_Stream] = set()
-        self.encoder = UpdateEncoder()
-        self._tick: Tick | None = None
-        self._last_sample_ns = 0
-        #: Half the engine's tick (ns), learnt from SAMPLE events: the sampling tolerance.
-        self.tolerance_ns = 0
-        state.add_listener(self._on_event)
-
-    def close(self) -> None:
-        self.state.remove_listener(self._on_event)
-
-    def tick(self) -> Tick:
-        """The switch's latest tick, read once per engine tick (loop thread only)."""
-        st, t = self.state, self._tick
-        if t is None or t.timestamp_ns != st.timestamp_ns or t.boot_epoch != st.boot_epoch:
-            new = read_tick(st)
-            if t is not None and new.boot_epoch != t.boot_epoch:
-                self.encoder.reset()
-            self._tick = t = new
-        return t
-
-    def _on_event(self, event: Event) -> None:
-        """Engine thread: hand the event to the loop (capturing an oper change while it is current)."""
-        if not self.streams:
-            return
-        captured = None
-        if event.kind is EventKind.OPER_STATUS:
-            with self.state.lock:
-                i = self.state.interfaces.get(event.interface)
-                if i is not None:
-                    captured = ("UP" if i.oper_up else "DOWN", i.last_change_ns)
-        with contextlib.suppress(RuntimeError):  # the loop is gone: the servers are stopping
-            self.loop.call_soon_threadsafe(self._dispatch, event, captured)
-
-    def _dispatch(self, event: Event, captured: tuple[str, int] | None) -> None:
-        if event.kind is EventKind.SAMPLE:
-            if self._last_sample_ns and event.timestamp_ns > self._last_sample_ns:
-                self.tolerance_ns = (event.timestamp_ns - self._last_sample_ns) // 2
-            self._last_sample_ns = event.timestamp_ns
-            for s in self.streams:
-                s.sample = True
-                s.wake.set()
-        elif event.kind is EventKind.OPER_STATUS:
-            if captured is None:
-                return
-            for s in self.streams:
-                if s.wants_oper:
-                    s.opers.append((event.timestamp_ns, event.interface, *captured))
-                    s.wake.set()
-        elif event.kind is EventKind.REBOOT:
-            self._last_sample_ns = 0
-            for s in list(self.streams):
-                s.stop(GnmiError("UNAVAILABLE", f"switch {self.state.name} is rebooting"))
 
 
 # -- the gRPC server ----------------------------------------------------------------------------
@@ -245,10 +103,10 @@ class GnmiServer:
         self.cancel_on_half_close = cancel_on_half_close
         self.max_workers = max_workers
         self._credentials = (credentials[0].encode(), credentials[1].encode()) if credentials else None
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._server: grpc.aio.Server | None = None
-        self._feeds: dict[str, _Feed] = {}
-        self._streams: set[_Stream] = set()
+        self._feeds: dict[str, Feed] = {}
+        self._streams: set[Stream] = set()
         self._capabilities = _capabilities_response()
         self._state_lock = threading.Lock()
         self._stopped = False
@@ -261,7 +119,7 @@ class GnmiServer:
             if self._server is not None or self._stopped:
                 raise RuntimeError("GnmiServer.start() may be called once")
             tls = self._tls_credentials()
-            self._loop = loop = _LoopThread.acquire()
+            self._loop = loop = LoopThread.acquire()
             self._feeds = {name: loop.feed(st) for name, st in self.states.items()}
             try:
                 self._server, self.port = loop.run(self._start(tls))
@@ -357,7 +215,7 @@ class GnmiServer:
     def _authenticate(self, context: grpc.aio.ServicerContext) -> None:
         if self._credentials is None:
             return
-        md = {k: v for k, v in (context.invocation_metadata() or ())}
+        md = dict(context.invocation_metadata() or ())
         user, password = md.get("username", ""), md.get("password", "")
         user_b = user.encode() if isinstance(user, str) else user
         pass_b = password.encode() if isinstance(password, str) else password
@@ -366,7 +224,7 @@ class GnmiServer:
         if not ok:
             raise GnmiError("UNAUTHENTICATED", "missing or wrong username/password metadata")
 
-    def _feed_for(self, target: str) -> _Feed:
+    def _feed_for(self, target: str) -> Feed:
         """The switch a request is for: by ``prefix.target``, else ``default_target`` or the only one."""
         if target in self._feeds:
             feed = self._feeds[target]
@@ -388,6 +246,8 @@ class GnmiServer:
 
     async def _capabilities_rpc(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         _parse(gnmi_pb2.CapabilityRequest, raw, "CapabilityRequest")
+        if len(self._feeds) == 1:  # a switch's own port goes quiet while it reboots (no target here)
+            self._feed_for("")
         return self._capabilities
 
     async def _get_rpc(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -410,7 +270,7 @@ class GnmiServer:
             raise GnmiError("INVALID_ARGUMENT", f"the first SubscribeRequest must carry a SubscriptionList, not {what}")
         plan = plan_subscription(first.subscribe)
         feed = self._feed_for(plan.target)
-        stream = _Stream()
+        stream = Stream()
         sub = Subscription(plan, feed.encoder, feed.state.boot_epoch)
         stream.wants_oper = sub.wants_oper_events
         feed.streams.add(stream)
@@ -425,7 +285,7 @@ class GnmiServer:
             self._streams.discard(stream)
             reader.cancel()
 
-    async def _read_more(self, requests: AsyncIterator[bytes], stream: _Stream, mode: int) -> None:
+    async def _read_more(self, requests: AsyncIterator[bytes], stream: Stream, mode: int) -> None:
         """Requests after the first: polls (POLL only) and the client's half-close."""
         try:
             async for raw in requests:
@@ -455,13 +315,13 @@ class GnmiServer:
         stream.half_closed = True
         stream.wake.set()
 
-    async def _wait(self, stream: _Stream) -> None:
+    async def _wait(self, stream: Stream) -> None:
         await stream.wake.wait()
         stream.wake.clear()
         if stream.end is not None:
             raise stream.end
 
-    async def _serve(self, stream: _Stream, feed: _Feed, sub: Subscription,
+    async def _serve(self, stream: Stream, feed: Feed, sub: Subscription,
                      context: grpc.aio.ServicerContext) -> None:
         plan = sub.plan
         write = context.write

@@ -10,8 +10,9 @@ as ready ``SubscribeResponse`` bytes. The rules (gNMI spec 3.5):
   timestamps and stamped with the tick's ``timestamp_ns``. Sample *k* is due at the first tick
   with ``timestamp >= first + k * interval - tolerance`` and at least ``interval - tolerance``
   after the previous one (tolerance: half an engine tick, at most half the interval), so jitter
-  never skips a sample, late ticks never bunch two, and the long-run rate is one per interval. ``suppress_redundant`` sends only leaves that changed since the last update,
-  and everything again once per ``heartbeat_interval``.
+  never skips a sample, late ticks never bunch two, and the long-run rate is one per interval.
+  ``suppress_redundant`` sends only leaves that changed since the last update, and everything
+  again once per ``heartbeat_interval``.
 * ON_CHANGE: every leaf first, then a leaf whenever it changes (checked every tick; oper-status
   and last-change right away from the engine's event), and everything per ``heartbeat_interval``.
 * TARGET_DEFINED: counters are sampled (``sample_interval``, default 1 s), other leaves on change.
@@ -39,6 +40,8 @@ ON_CHANGE = gnmi_pb2.SubscriptionMode.ON_CHANGE
 SAMPLE = gnmi_pb2.SubscriptionMode.SAMPLE
 
 INT64_MAX = 2**63 - 1
+#: Most paths accepted in one SubscriptionList or GetRequest (all servers share one event loop).
+MAX_PATHS = 1000
 #: Shortest sample / heartbeat interval accepted (ns); shorter ones are rejected (gNMI 3.5.1.5.2).
 MIN_INTERVAL_NS = 1_000_000
 #: Sample interval for counters in TARGET_DEFINED mode when the client gives none (ns).
@@ -98,6 +101,9 @@ def plan_subscription(sl: gnmi_pb2.SubscriptionList) -> SubscribePlan:
         raise GnmiError("INVALID_ARGUMENT", f"SubscriptionList.mode {sl.mode} is not STREAM, ONCE or POLL")
     if not sl.subscription:
         raise GnmiError("INVALID_ARGUMENT", "SubscriptionList.subscription is empty: give at least one path")
+    if len(sl.subscription) > MAX_PATHS:
+        raise GnmiError("INVALID_ARGUMENT", f"{len(sl.subscription)} subscriptions in one SubscriptionList: "
+                                            f"at most {MAX_PATHS}")
     check_encoding(sl.encoding)
     prefix = sl.prefix if sl.HasField("prefix") else None
     models = [m.name for m in sl.use_models]

@@ -18,6 +18,7 @@ from flowtracer.sim.gnmi_encode import (
     chunk,
     get_response,
     notification,
+    path_message,
     prefix_field,
     varint,
 )
@@ -133,3 +134,23 @@ def test_chunking() -> None:
 
 def test_sync_response() -> None:
     assert gnmi_pb2.SubscribeResponse.FromString(SYNC_RESPONSE).sync_response is True
+
+
+def test_path_message_matches_protobuf() -> None:
+    elems = [("network-instances", {}), ("network-instance", {"name": "default"}), ("x", {"b": "2", "a": "é/1"})]
+    got = gnmi_pb2.Path.FromString(path_message(elems, origin="openconfig", target="leaf1"))
+    want = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n, key=k) for n, k in elems], origin="openconfig",
+                         target="leaf1")
+    assert got == want
+    assert gnmi_pb2.Path.FromString(path_message([])) == gnmi_pb2.Path()
+
+
+def test_unchanged_values_reuse_their_bytes_and_changed_ones_do_not() -> None:
+    enc = UpdateEncoder()
+    sels = selectors("/interfaces/interface/state/counters")
+    out = []
+    for i, v in enumerate([5, 5, 300, 300, 5]):
+        t = Tick(TS + i, 0, tick(E1=iface_row("E1", (v, *COUNTERS[1:]))).rows)
+        (resp,) = enc.full(t, sels, [[("E1",)]], PROTO, prefix_field())
+        out.append(updates(resp)["interfaces/interface[name=E1]/state/counters/in-octets"].uint_val)
+    assert out == [5, 5, 300, 300, 5]

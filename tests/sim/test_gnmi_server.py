@@ -302,9 +302,10 @@ def test_reboot_ends_streams_unavailable_and_counters_restart(server: GnmiServer
         done.start()
         sub._subscribe_thread.join(timeout=5)  # pygnmi's reader thread ends with the RPC
         assert sub.error is not None and sub.error.code() == grpc.StatusCode.UNAVAILABLE
-        with pytest.raises(gNMIException) as e:  # new calls too, while the switch is down
-            gc.get(path=[COUNTERS])
-        assert e.value.orig_exc.code() == grpc.StatusCode.UNAVAILABLE
+        for call in (lambda: gc.get(path=[COUNTERS]), gc.capabilities):  # new calls too, while it is down
+            with pytest.raises(gNMIException) as e:
+                call()
+            assert e.value.orig_exc.code() == grpc.StatusCode.UNAVAILABLE
         done.join()
         again = gc.subscribe2(subscribe={"subscription": [
             {"path": COUNTERS, "mode": "sample", "sample_interval": SAMPLE_MS}], "encoding": "proto"})
@@ -471,3 +472,26 @@ def test_stop_ends_streams_and_twice_is_safe(switch: SwitchState) -> None:
 def test_port_in_use_is_an_error(server: GnmiServer, switch: SwitchState) -> None:
     with pytest.raises(OSError, match="cannot bind"):
         GnmiServer({"leaf1": switch}, port=server.port).start()
+
+
+def test_own_port_and_shared_port_at_once(switch: SwitchState) -> None:
+    """The runner may serve a switch on its own port and on the shared one: both stream, and
+    stopping one server leaves the other's streams alone."""
+    own, shared = GnmiServer({"leaf1": switch}), GnmiServer({"leaf1": switch, "leaf2": make_switch("leaf2")})
+    own.start()
+    shared.start()
+    try:
+        with Engine(switch), client(own.port) as a, client(shared.port) as b:
+            sa = a.subscribe2(subscribe={"subscription": [
+                {"path": COUNTERS, "mode": "sample", "sample_interval": SAMPLE_MS}], "encoding": "proto"})
+            sb = b.subscribe2(target="leaf1", subscribe={"subscription": [
+                {"path": COUNTERS, "mode": "sample", "sample_interval": SAMPLE_MS}], "encoding": "proto"})
+            sa.get_update(timeout=5)
+            sb.get_update(timeout=5)
+            own.stop()
+            got = [values(sb.get_update(timeout=5))[IN_OCTETS_E1] for _ in range(3)]
+            sb.close()
+    finally:
+        own.stop()
+        shared.stop()
+    assert got == sorted(got) and got[-1] > got[0]

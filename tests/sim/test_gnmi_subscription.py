@@ -209,6 +209,7 @@ def test_poll_and_once_ignore_stream_fields() -> None:
 
 @pytest.mark.parametrize(("sl", "code", "message"), [
     (sub_list(), "INVALID_ARGUMENT", "subscription is empty"),
+    (sub_list(*[{"path": IN_OCTETS}] * 1001), "INVALID_ARGUMENT", "at most 1000"),
     (sub_list({"path": IN_OCTETS}, mode=7), "INVALID_ARGUMENT", "mode 7 is not STREAM"),
     (sub_list({"path": IN_OCTETS, "mode": 9}), "INVALID_ARGUMENT", "mode 9 is not TARGET_DEFINED"),
     (sub_list({"path": IN_OCTETS, "mode": SAMPLE, "sample_interval": 2**64 - 1}), "INVALID_ARGUMENT",
