@@ -22,7 +22,8 @@ class FabricStage:
         self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders))
 
     def add(self, batch: internal_pb2.GroupFimBatch, token: object, now_ns: int) -> bool:
-        return self.tracker.add(batch.window_end_ns, f"groups:{batch.source_partition}", batch, token, now_ns)
+        source = f"groups:{batch.source_partition}"
+        return self.tracker.add(batch.window_end_ns, source, batch, token, now_ns, identity=source)
 
     def finalize(self, now_ns: int) -> Emitted:
         out = Emitted()

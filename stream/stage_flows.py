@@ -22,6 +22,11 @@ from .resolve import Resolver
 from .window_tracker import WindowTracker
 
 
+def counter_identity(batch: counters_pb2.CounterBatch) -> tuple[str, str, int, int]:
+    """A CounterBatch's identity: one instant may come as several batches, a redelivery repeats one."""
+    return (batch.collector_id, batch.switch, batch.session, batch.sequence)
+
+
 class FlowsStage:
     """Window state and finalization of one flows partition."""
 
@@ -45,13 +50,15 @@ class FlowsStage:
 
     def add_flows(self, batch: flows_pb2.FlowBatch, token: object, now_ns: int) -> bool:
         end = self.window_of(batch.window_end_ns)
-        return self.tracker.add(end, f"flows:{batch.host}@{batch.leaf}", batch, token, now_ns)
+        source = f"flows:{batch.host}@{batch.leaf}"
+        return self.tracker.add(end, source, batch, token, now_ns, identity=source)
 
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
         """Counters of this partition's leaves, for resolvers that learn from them."""
         if not self.uses_counters:
             return False
-        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns)
+        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
+                                identity=counter_identity(batch))
 
     def finalize(self, now_ns: int) -> Emitted:
         out = Emitted()

@@ -18,6 +18,7 @@ from .attribute import Share
 from .emitted import Emitted
 from .groups import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from .links import LinkIndex
+from .stage_flows import counter_identity
 from .window_tracker import WindowTracker
 
 
@@ -49,10 +50,13 @@ class LinksStage:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
 
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
-        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns)
+        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
+                                identity=counter_identity(batch))
 
     def add_attributions(self, batch: internal_pb2.AttributionBatch, token: object, now_ns: int) -> bool:
-        return self.tracker.add(batch.window_end_ns, f"attr:{batch.source_partition}", batch, token, now_ns)
+        # A flows partition replayed after a failover sends its batch again: the same identity.
+        source = f"attr:{batch.source_partition}"
+        return self.tracker.add(batch.window_end_ns, source, batch, token, now_ns, identity=source)
 
     def finalize(self, now_ns: int) -> Emitted:
         out = Emitted()

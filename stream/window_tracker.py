@@ -20,7 +20,7 @@ from typing import Any
 class _Window:
     first_seen_ns: int
     sources: set[str] = field(default_factory=set)
-    items: list[Any] = field(default_factory=list)
+    items: dict[Any, Any] = field(default_factory=dict)  # identity -> item: a redelivery replaces, never adds
     tokens: list[Any] = field(default_factory=list)
 
 
@@ -40,8 +40,13 @@ class WindowTracker:
         self.late = 0
         self._newest: dict[str, int] = {}  # source -> newest window end it reported
 
-    def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int) -> bool:
-        """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released."""
+    def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
+        """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
+
+        ``identity`` names the record (e.g. producer id and sequence): a second record with the same
+        identity in the same window is an at-least-once redelivery and replaces the first instead of
+        being counted twice. Its token is kept, so both deliveries are acked.
+        """
         if window_end_ns <= self.released_up_to:
             self.late += 1
             return False
@@ -49,7 +54,8 @@ class WindowTracker:
         if w is None:
             w = self._windows[window_end_ns] = _Window(now_ns)
         w.sources.add(source)
-        w.items.append(item)
+        if item is not None:
+            w.items[identity if identity is not None else ("#", len(w.tokens))] = item
         w.tokens.append(token)
         if window_end_ns > self._newest.get(source, 0):
             self._newest[source] = window_end_ns
@@ -87,7 +93,7 @@ class WindowTracker:
         w = self._windows.pop(window_end_ns)
         self.released_up_to = max(self.released_up_to, window_end_ns)
         self._recent.append((window_end_ns, frozenset(w.sources)))
-        return [i for i in w.items if i is not None], w.tokens, frozenset(w.sources)
+        return list(w.items.values()), w.tokens, frozenset(w.sources)
 
     def pending_tokens(self) -> list[Any]:
         return [t for w in self._windows.values() for t in w.tokens]

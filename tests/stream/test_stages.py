@@ -78,7 +78,7 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     a = [FlowsStage(p, P, fabric, links, resolver, S, 5 * S, uses_counters=False) for p in range(P)]
     b = [LinksStage(p, P, fabric, links, S, 5 * S, rolling_hops=10) for p in range(P)]
     c = FabricStage(S, 5 * S, rolling_hops=10)
-    for fb in batches:
+    for fb in batches + batches:  # every batch delivered twice (at-least-once): counted once
         a[partition_for(fb.leaf, P)].add_flows(fb, "flow-token", now_ns=S)
     for cb in counters:
         b[partition_for(cb.switch, P)].add_counters(cb, "counter-token", now_ns=S)
@@ -86,7 +86,7 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     for stage in a:
         out.extend(stage.finalize(now_ns=10 * S))  # grace passed: the first window has no history
     assert len(out.attributions) == P  # the one flows partition with leaves marks every destination
-    for dest, ab in out.attributions:
+    for dest, ab in out.attributions + out.attributions:  # a replayed flows partition re-sends
         b[dest].add_attributions(ab, "attr-token", now_ns=S)
     for stage in b:
         out.extend(stage.finalize(now_ns=100 * S))

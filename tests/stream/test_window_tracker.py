@@ -46,3 +46,13 @@ def test_late_records_are_counted_not_reopened() -> None:
     t.pop(t.due(0)[0])
     assert t.add(S, "b", 2, 2, 0) is False
     assert t.late == 1
+
+
+def test_a_redelivered_record_replaces_instead_of_adding() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=0)
+    t.add(S, "a", "first copy", 1, 0, identity="a#7")
+    t.add(S, "a", "second copy", 2, 0, identity="a#7")
+    t.add(S, "a", "another record", 3, 0, identity="a#8")
+    items, tokens, _ = t.pop(t.due(0)[0])
+    assert items == ["second copy", "another record"]
+    assert tokens == [1, 2, 3]  # both deliveries are acked
