@@ -149,8 +149,9 @@ class LocalPipeline:
         self.ready = json.loads(line)
         (self.run_dir / "ready.json").write_text(json.dumps(self.ready))
 
-    def start_processors(self, resolvers: Sequence[str], workers: int | None = None) -> list[Stage]:
-        """Start ``workers`` processor workers per resolver (each resolver its own app id)."""
+    def start_processors(self, resolvers: Sequence[str], workers: int | None = None,
+                         app_id: str | None = None) -> list[Stage]:
+        """Start ``workers`` processor workers per resolver (each resolver its own app id by default)."""
         o = self.options
         topology = str(o.processor_topology or self.ready["topology"])
         started = []
@@ -158,12 +159,12 @@ class LocalPipeline:
             for i in range(workers or o.workers):
                 args = ["process", "--topology", topology, "--kafka", self.bootstrap, "--tansu",
                         "--resolver", resolver, "--partitions", str(o.partitions), "--hop", str(o.hop_s),
-                        "--app-id", f"flowtracer-{resolver}", *o.processor_args]
+                        "--app-id", app_id or f"flowtracer-{resolver}", *o.processor_args]
                 if o.influx_url:
                     args += ["--influx-url", o.influx_url]
                 if o.line_protocol_file:
                     args += ["--line-protocol-file", str(o.line_protocol_file)]
-                started.append(self._spawn(f"process-{resolver}-{i}", args))
+                started.append(self._spawn(f"process-{app_id or resolver}-{i}", args))
         return started
 
     def check(self) -> None:

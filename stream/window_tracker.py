@@ -28,10 +28,18 @@ class WindowTracker:
     """Buffers items per window end and tells which windows may be finalized, in order."""
 
     def __init__(self, hop_ns: int, grace_ns: int, lateness_hops: int = 2, memory_hops: int = 10,
-                 required: frozenset[str] = frozenset()) -> None:
+                 required: frozenset[str] = frozenset(), required_grace_ns: int = 30_000_000_000) -> None:
         self.hop_ns = hop_ns
         #: Sources every window needs on top of the recently seen ones (e.g. every upstream partition).
+        #: A missing required source is waited for ``required_grace_ns`` rather than ``grace_ns``: an
+        #: upstream partition is always taken over after a failure, and closing the window before the
+        #: new owner has replayed it would lose its bytes.
         self.required = required
+        self.required_grace_ns = max(required_grace_ns, grace_ns)
+        # Required sources bind for the first required_grace after start (a backlog: they will report),
+        # later only once they have reported at all (a fabric without host agents never holds windows).
+        self._ever: set[str] = set()
+        self._started_ns: int | None = None
         self.grace_ns = grace_ns
         self.lateness_hops = lateness_hops
         self._windows: dict[int, _Window] = {}
@@ -57,6 +65,9 @@ class WindowTracker:
         if item is not None:
             w.items[identity if identity is not None else ("#", len(w.tokens))] = item
         w.tokens.append(token)
+        self._ever.add(source)
+        if self._started_ns is None:
+            self._started_ns = now_ns
         if window_end_ns > self._newest.get(source, 0):
             self._newest[source] = window_end_ns
         return True
@@ -74,14 +85,17 @@ class WindowTracker:
     def due(self, now_ns: int) -> list[int]:
         """Window ends that may be finalized now, oldest first; release them with ``pop``."""
         out = []
-        expected = self._expected() | self.required
+        starting = self._started_ns is not None and now_ns - self._started_ns < self.required_grace_ns
+        required = self.required if starting else self.required & self._ever
+        expected = self._expected() | required
         for end in sorted(self._windows):
             w = self._windows[end]
-            known = bool(self._recent or self.required)
+            known = bool(self._recent or required)
             complete = known and expected <= w.sources
             horizon = end + self.lateness_hops * self.hop_ns
             moved_on = known and all(self._newest.get(src, 0) >= horizon for src in expected | w.sources)
-            overdue = now_ns - w.first_seen_ns >= self.grace_ns
+            waited = now_ns - w.first_seen_ns
+            overdue = waited >= (self.grace_ns if required <= w.sources else self.required_grace_ns)
             if not (complete or moved_on or overdue):
                 break  # strictly in order
             out.append(end)

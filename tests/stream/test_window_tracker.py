@@ -56,3 +56,21 @@ def test_a_redelivered_record_replaces_instead_of_adding() -> None:
     items, tokens, _ = t.pop(t.due(0)[0])
     assert items == ["second copy", "another record"]
     assert tokens == [1, 2, 3]  # both deliveries are acked
+
+
+def test_a_missing_required_source_is_waited_for_longer() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, required=frozenset({"upstream-0", "upstream-1"}),
+                      required_grace_ns=30 * S)
+    t.add(S, "upstream-0", 0, 0, now_ns=0)
+    assert t.due(now_ns=10 * S) == []  # just started: upstream-1 will report (a backlog), wait for it
+    assert t.due(now_ns=30 * S) == [S]  # but not for ever
+    t.pop(S)
+    t.add(2 * S, "upstream-0", 0, 0, now_ns=31 * S)
+    assert t.due(now_ns=34 * S) == [2 * S]  # upstream-1 never reported: after start-up it holds nothing
+    t.pop(2 * S)
+    t.add(3 * S, "upstream-1", 0, 0, now_ns=35 * S)
+    t.add(3 * S, "upstream-0", 0, 0, now_ns=35 * S)
+    t.pop(t.due(now_ns=35 * S)[0])
+    t.add(4 * S, "upstream-0", 0, 0, now_ns=36 * S)
+    assert t.due(now_ns=46 * S) == []  # upstream-1 reported before and is being failed over: keep waiting
+    assert t.due(now_ns=66 * S) == [4 * S]  # but not for ever
