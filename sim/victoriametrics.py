@@ -39,28 +39,20 @@ sample:
 
 from __future__ import annotations
 
-import atexit
-import errno
 import json
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import Any
+
+from .managed_process import HOST, ManagedProcess
 
 DEBIAN_PACKAGE = "victoria-metrics"
 """Debian package that installs :data:`DEFAULT_BINARY`."""
 
 DEFAULT_BINARY = Path("/usr/bin/victoria-metrics")
-
-HOST = "127.0.0.1"
 
 EXTRA_FLAGS: tuple[str, ...] = (
     "-retentionPeriod=100y",
@@ -75,39 +67,7 @@ class VictoriaMetricsError(RuntimeError):
     """The binary is missing, cannot start, does not become ready, or a request failed."""
 
 
-def _free_port(host: str = HOST) -> int:
-    """A TCP port on *host* that nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _check_port_free(host: str, port: int) -> None:
-    """Raise :class:`VictoriaMetricsError` when *port* on *host* cannot be bound."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # SO_REUSEADDR as the server sets it, so that a port in TIME_WAIT counts as free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                raise VictoriaMetricsError(
-                    f"cannot start VictoriaMetrics: port {host}:{port} is already in use"
-                ) from e
-            raise
-
-
-def _log_tail(path: Path | None, max_chars: int = 4000) -> str:
-    """The last *max_chars* characters of a log file, for error messages."""
-    if path is None:
-        return "<no log>"
-    try:
-        return path.read_text(errors="replace")[-max_chars:]
-    except OSError:
-        return "<no log>"
-
-
-class VictoriaMetrics:
+class VictoriaMetrics(ManagedProcess):
     """One single-node VictoriaMetrics process on ``127.0.0.1`` with throw-away storage.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop` (both idempotent)::
@@ -122,12 +82,21 @@ class VictoriaMetrics:
             :class:`VictoriaMetricsError`.
         binary: the ``victoria-metrics`` executable.
         extra_flags: flags added after storage path and listen address.
-        ready_timeout_s: seconds to wait for ``/health`` to answer OK.
+        ready_timeout_s: seconds to wait for ``/health`` to answer OK (:attr:`ready_after_s`
+            says how long it took).
         stop_timeout_s: seconds to wait after SIGTERM before SIGKILL.
         log_dir: directory for ``victoria-metrics.log`` (kept after stop); ``None`` puts it in the
             temporary directory that :meth:`stop` removes. The storage always goes to a
             temporary directory that :meth:`stop` removes.
     """
+
+    _error = VictoriaMetricsError
+    _title = "VictoriaMetrics"
+    _what = "VictoriaMetrics"
+    _log_name = "victoria-metrics.log"
+    _tmp_prefix = "flowtracer-vm-"
+    _always_tmpdir = True  # the storage
+    _probe_errors = (OSError, VictoriaMetricsError)
 
     def __init__(
         self,
@@ -139,137 +108,48 @@ class VictoriaMetrics:
         stop_timeout_s: float = 10.0,
         log_dir: Path | None = None,
     ) -> None:
-        self._requested_port = port
+        super().__init__(port, ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s, log_dir=log_dir)
         self.binary = binary
         self.extra_flags = extra_flags
-        self.ready_timeout_s = ready_timeout_s
-        self.stop_timeout_s = stop_timeout_s
-        self._log_dir = log_dir
-        self._tmpdir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
-        self._port: int | None = None
         self.storage_path: Path | None = None
-        self.log_path: Path | None = None
-        self.ready_after_s: float | None = None
-        """Seconds from process start until ``/health`` answered OK."""
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle (ManagedProcess) --------------------------------------------------------------
 
-    def start(self) -> Self:
-        """Start VictoriaMetrics and block until ``/health`` is OK; returns ``self``."""
-        if self._proc is not None:
-            return self
+    def _binary(self) -> Path:
         if not (self.binary.is_file() and os.access(self.binary, os.X_OK)):
             raise VictoriaMetricsError(
                 f"{self.binary} not found or not executable; it comes from the Debian package "
                 f"{DEBIAN_PACKAGE!r}: apt-get install {DEBIAN_PACKAGE}"
             )
-        port = self._requested_port if self._requested_port is not None else _free_port()
-        _check_port_free(HOST, port)
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="flowtracer-vm-"))
+        return self.binary
+
+    def _command(self, binary: Path, port: int) -> tuple[list[str], dict[str, Any]]:
+        assert self._tmpdir is not None
         self.storage_path = self._tmpdir / "data"
-        log_dir = self._tmpdir if self._log_dir is None else self._log_dir
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / "victoria-metrics.log"
-        self._log_file = self.log_path.open("wb")
         argv = [
-            str(self.binary),
+            str(binary),
             f"-storageDataPath={self.storage_path}",
             f"-httpListenAddr={HOST}:{port}",
             *self.extra_flags,
         ]
-        self._port = port
-        started = time.monotonic()
-        self._proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
-            cwd=self._tmpdir,
-        )
-        atexit.register(self.stop)
-        try:
-            self._wait_ready(started)
-        except BaseException:
-            self.stop()
-            raise
-        self.ready_after_s = time.monotonic() - started
-        return self
+        return argv, {"cwd": self._tmpdir}
 
-    def _wait_ready(self, started: float) -> None:
-        """Poll ``/health``, then check via ``/flags`` that the server answering is ours."""
-        assert self._proc is not None
-        deadline = started + self.ready_timeout_s
-        last_error: BaseException | None = None
-        while True:
-            code = self._proc.poll()
-            if code is not None:
-                raise VictoriaMetricsError(
-                    f"VictoriaMetrics exited with status {code} before it was ready (port "
-                    f"{self._port}); log {self.log_path}:\n{_log_tail(self.log_path)}"
-                )
-            try:
-                health = self._get("/health", timeout_s=1.0).decode()
-            except (OSError, VictoriaMetricsError) as e:
-                last_error = e
-            else:
-                if health.strip() == "OK":
-                    # Another VictoriaMetrics on the port (bound after our port check) would also
-                    # say OK; /flags shows whose storage path is being served.
-                    flags = self._get("/flags", timeout_s=1.0).decode()
-                    if f'-storageDataPath="{self.storage_path}"' not in flags:
-                        raise VictoriaMetricsError(
-                            f"another VictoriaMetrics answers on port {self._port}; ours could not "
-                            "bind it"
-                        )
-                    return
-                last_error = VictoriaMetricsError(f"/health answered {health!r}")
-            if time.monotonic() > deadline:
-                raise VictoriaMetricsError(
-                    f"VictoriaMetrics on port {self._port} not ready after {self.ready_timeout_s} s "
-                    f"(last error: {last_error!r}); log {self.log_path}:\n{_log_tail(self.log_path)}"
-                )
-            time.sleep(0.02)  # poll interval
+    def _probe(self) -> str:
+        """``/health``; raises VictoriaMetricsError unless it answers OK."""
+        health = self._get("/health", timeout_s=1.0).decode()
+        if health.strip() != "OK":
+            raise VictoriaMetricsError(f"/health answered {health!r}")
+        return health
 
-    def stop(self) -> None:
-        """Stop the server: SIGTERM, wait, SIGKILL after ``stop_timeout_s``; remove the storage.
-        Safe to call twice."""
-        atexit.unregister(self.stop)
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
-        self._port = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _accept(self, health: str) -> bool:
+        # Another VictoriaMetrics on the port (bound after our port check) would also say OK;
+        # /flags shows whose storage path is being served.
+        flags = self._get("/flags", timeout_s=1.0).decode()
+        if f'-storageDataPath="{self.storage_path}"' not in flags:
+            raise VictoriaMetricsError(f"another VictoriaMetrics answers on port {self._port}; ours could not bind it")
+        return True
 
     # -- use -------------------------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        """Whether the server process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def port(self) -> int:
-        """The HTTP port; raises when the server is not started."""
-        if self._port is None:
-            raise VictoriaMetricsError("VictoriaMetrics is not started")
-        return self._port
 
     @property
     def url(self) -> str:

@@ -40,6 +40,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from flowtracer.schemas import durations
+from flowtracer.schemas.config_yaml import format_validation_error, read_text
 from flowtracer.schemas.speeds import parse_speed
 
 from .collectives import Algorithm, Collective
@@ -50,8 +52,6 @@ class WorkloadError(ValueError):
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)?\s*$")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 def parse_size(value: object) -> int:
@@ -73,17 +73,8 @@ def parse_size(value: object) -> int:
 
 def parse_duration(value: object) -> float:
     """Seconds from a number or "50ms", "2s", "100us", "1.5m"."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"duration must not be negative, got {value}")
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    raise ValueError(f"{value!r} is not a duration (examples: 50ms, 2s, 100us)")
+    return durations.parse_duration(value, hint="examples: 50ms, 2s, 100us",
+                                    negative="duration must not be negative, got {value}")
 
 
 class _Model(BaseModel):
@@ -269,12 +260,7 @@ def preset(name: str, **options: Any) -> Workload:
 def load_workload(path: str | Path) -> Workload:
     """Read a workload YAML/JSON file; raise ``WorkloadError`` naming the place of any problem."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise WorkloadError(f"{p}: cannot read: {e}") from None
+    text = read_text(p, WorkloadError)
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as e:
@@ -290,11 +276,4 @@ def validate_workload(data: object, source: str) -> Workload:
     try:
         return Workload.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown field {err['loc'][-1]!r}"
-        elif err["type"] == "missing":
-            msg = f"missing required field {err['loc'][-1]!r}"
-        raise WorkloadError(f"{source}: {loc or 'workload'}: {msg}") from None
+        raise WorkloadError(format_validation_error(e, source, enum_choices=False, root="workload")) from None

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import weakref
 from collections import deque
@@ -54,6 +53,8 @@ from influxdb_client import InfluxDBClient, WriteOptions, WritePrecision
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from reactivex.scheduler import EventLoopScheduler, NewThreadScheduler, ThreadPoolScheduler
 
+from flowtracer.schemas.durations import parse_duration
+
 from .sinks import SinkBackpressure, SinkFailed, check_lines
 
 log = logging.getLogger(__name__)
@@ -62,18 +63,15 @@ TOKEN_ENV_DEFAULTS = ("FLOWTRACER_INFLUX_TOKEN", "INFLUX_TOKEN")
 """Environment variables tried for the token, in order, when neither ``token_env`` nor
 ``token_file`` is set (``INFLUX_TOKEN`` is what the ``influx`` CLI reads)."""
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION_HINT = "e.g. 250ms, 1s, 2m"
 
 
 def _duration(v: Any) -> float:
-    """``"250ms"``, ``"1s"``, ``"2m"``, ``1.5`` (seconds) -> seconds."""
-    if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
-        return float(v)
-    m = _DURATION.match(str(v))
-    if not m or isinstance(v, bool):
-        raise ValueError(f"{v!r} is not a duration (e.g. 250ms, 1s, 2m)")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
+    """``"250ms"``, ``"1s"``, ``"2m"``, ``1.5`` (seconds) -> seconds (units ms, s, m, h)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{v!r} is not a duration ({_DURATION_HINT})")
+    return parse_duration(v, hint=_DURATION_HINT, units=("ms", "s", "m", "h"),
+                          negative=f"{{value!r}} is not a duration ({_DURATION_HINT})")
 
 
 Duration = Annotated[float, BeforeValidator(_duration)]

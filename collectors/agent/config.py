@@ -7,7 +7,6 @@ CLI flags; a bad value fails fast naming the field. Nothing here is secret.
 from __future__ import annotations
 
 import os
-import re
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from flowtracer.schemas import durations
 from flowtracer.schemas.topics import FLOWS
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s|m|h)?\s*$")
-_UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION_HINT = "e.g. 1s, 500ms, 2m"
 
 
 class ConfigError(ValueError):
@@ -30,11 +29,10 @@ def parse_duration(v: Any) -> timedelta:
     """``1``, ``1.5``, ``"500ms"``, ``"2s"``, ``"1m"`` or a timedelta -> timedelta (bare numbers are seconds)."""
     if isinstance(v, timedelta):
         return v
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return timedelta(seconds=float(v))
-    if isinstance(v, str) and (m := _DURATION.match(v)):
-        return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
-    raise ValueError(f"{v!r} is not a duration (e.g. 1s, 500ms, 2m)")
+    if isinstance(v, bool):
+        raise ValueError(f"{v!r} is not a duration ({_DURATION_HINT})")
+    return timedelta(seconds=durations.parse_duration(
+        v, hint=_DURATION_HINT, units=("ns", "us", "ms", "s", "m", "h"), negative=None))
 
 
 def _short_hostname() -> str:

@@ -13,15 +13,16 @@ See ``collectors/gnmi/collector.sample.yaml`` for every field with its default.
 from __future__ import annotations
 
 import os
-import re
 import socket
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from flowtracer.schemas.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
+from flowtracer.schemas.durations import Duration
+from flowtracer.schemas.durations import parse_duration as parse_duration  # re-exported: part of this module's API
 from flowtracer.schemas.topics import COUNTERS
 from flowtracer.schemas.topology import Topology
 
@@ -30,28 +31,6 @@ from .paths import parse_path
 
 class ConfigError(ValueError):
     """A collector config is unreadable or invalid; ``str()`` names file, line and field."""
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)?\s*$")
-_UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(v: Any) -> float:
-    """``"250ms"``, ``"1s"``, ``"2m"``, ``1.5`` (seconds) -> seconds (float)."""
-    if isinstance(v, bool):
-        raise ValueError(f"{v!r} is not a duration")
-    if isinstance(v, int | float):
-        if v < 0:
-            raise ValueError(f"{v!r}: a duration cannot be negative")
-        return float(v)
-    m = _DURATION.match(str(v))
-    if not m:
-        raise ValueError(f"{v!r} is not a duration (e.g. 250ms, 1s, 2m)")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-"""Seconds, written as a duration in YAML."""
 
 
 class _Model(BaseModel):
@@ -344,23 +323,11 @@ def load_config(path: str | Path | None) -> CollectorConfig:
     if path is None:
         return CollectorConfig()
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read: {e}") from None
-    return parse_config(text, str(p))
+    return parse_config(read_text(p, ConfigError), str(p))
 
 
 def parse_config(text: str, source: str = "<config>") -> CollectorConfig:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark
-        where = f"{source}:{mark.line + 1}" if mark else source
-        raise ConfigError(f"{where}: YAML syntax error: {e.problem}") from None
+    data, lines = parse_yaml(text, source, ConfigError, column=False)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -368,41 +335,7 @@ def parse_config(text: str, source: str = "<config>") -> CollectorConfig:
     try:
         return CollectorConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown field {loc[-1]!r}"
-        elif err["type"] == "missing":
-            msg = f"missing required field {loc[-1]!r}"
-        raise ConfigError(f"{_where(node, loc, source)}: {_fmt_loc(loc)}: {msg}") from None
-
-
-def _fmt_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _where(node: yaml.Node | None, loc: tuple[Any, ...], source: str) -> str:
-    """``source:line`` of the deepest node of ``loc`` that exists in the YAML."""
-    line = None
-    for part in loc:
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-        nxt = None
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if k.value == str(part):
-                    nxt, line = v, k.start_mark.line + 1
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            nxt = node.value[part]
-            line = nxt.start_mark.line + 1
-        node = nxt
-    return f"{source}:{line}" if line else source
+        raise ConfigError(format_validation_error(e, source, lines, enum_choices=False)) from None
 
 
 def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Target]:
@@ -431,7 +364,7 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
                 base[o.name] = Target.model_validate({**base[o.name].model_dump(), **fields})
             except ValidationError as e:
                 err = e.errors()[0]
-                raise ConfigError(f"targets[{i}].{_fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
+                raise ConfigError(f"targets[{i}].{fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
         else:
             if o.address is None:
                 raise ConfigError(f"targets[{i}]: {o.name!r} is not a topology switch, so it needs an address")
@@ -441,7 +374,7 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
                 base[o.name] = Target(**fields)
             except ValidationError as e:
                 err = e.errors()[0]
-                raise ConfigError(f"targets[{i}].{_fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
+                raise ConfigError(f"targets[{i}].{fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
     names = {s.name for s in cfg.gnmi.subscriptions}
     for t in base.values():
         unknown = [s for s in t.subscriptions if s not in names]

@@ -1,0 +1,120 @@
+"""Located YAML config files: read one, parse it once, and say ``file:line: place: problem``.
+
+Every YAML file a user writes (topology, collector config) is read and checked the same way:
+:func:`read_text` reads it (``no such file`` / ``cannot read``), :func:`parse_yaml` parses it in
+one pass (libyaml's ``CSafeLoader`` when PyYAML has it) and keeps the node tree as a
+:class:`LineIndex`, and :func:`format_validation_error` turns a pydantic ``ValidationError`` into
+one line naming the file, the line, the field and the problem. Each caller keeps its own exception
+class: the functions here raise the ``error`` type they are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+ErrorType = Callable[[str], Exception]
+"""What the functions here raise: called with the one-line message (e.g. ``TopologyError``)."""
+
+
+def read_text(path: Path, error: ErrorType) -> str:
+    """The UTF-8 text of *path*; raises *error* ``"<path>: no such file"`` or
+    ``"<path>: cannot read: <why>"``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read: {e}") from None
+
+
+def parse_yaml(text: str, source: str, error: ErrorType, *, column: bool = True) -> tuple[Any, LineIndex]:
+    """Parse one YAML document: (data, its line index); data is None for an empty document.
+
+    A syntax error raises *error* ``"<source>:<line>[:<column>]: YAML syntax error: <problem>"``
+    (the column only when *column*); any other YAML error ``"<source>: YAML error: <error>"``.
+    """
+    # One pass: the node tree gives line numbers, the data is constructed from it.
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = source
+        if mark:
+            where = f"{source}:{mark.line + 1}:{mark.column + 1}" if column else f"{source}:{mark.line + 1}"
+        raise error(f"{where}: YAML syntax error: {e.problem}") from None
+    except yaml.YAMLError as e:
+        raise error(f"{source}: YAML error: {e}") from None
+    finally:
+        loader.dispose()
+    return data, LineIndex(node)
+
+
+class LineIndex:
+    """Maps a location (keys and list indexes, as pydantic gives them) to its line in the YAML."""
+
+    def __init__(self, root: yaml.Node | None) -> None:
+        self.root = root
+
+    def where(self, source: str, loc: tuple[Any, ...]) -> str:
+        """``source:line`` of the deepest node of *loc* that exists in the YAML, else ``source``."""
+        node, line = self.root, None
+        for part in loc:
+            if node is None:
+                break
+            line = node.start_mark.line + 1
+            nxt = None
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    if k.value == str(part):
+                        nxt = v
+                        line = k.start_mark.line + 1
+                        break
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                nxt = node.value[part]
+                line = nxt.start_mark.line + 1
+            node = nxt
+        return f"{source}:{line}" if line else source
+
+
+def fmt_loc(loc: Iterable[Any]) -> str:
+    """``("links", 2, "a")`` -> ``links[2].a``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def located(source: str, loc: tuple[Any, ...], problem: str, lines: LineIndex | None = None,
+            *, root: str = "") -> str:
+    """``source[:line]: place: problem``; *root* names the place when *loc* is empty."""
+    where = lines.where(source, loc) if lines is not None else source
+    return f"{where}: {fmt_loc(loc) or root}: {problem}"
+
+
+def format_validation_error(e: ValidationError, source: str, lines: LineIndex | None = None, *,
+                            enum_choices: bool = True, root: str = "") -> str:
+    """The first error of *e* as ``source[:line]: place: problem`` (see :func:`located`).
+
+    Wording: an unknown key is ``unknown field 'x'``, a missing one ``missing required field 'x'``,
+    a bad enum value ``'v' is not one of: a, b`` (only with *enum_choices*; else pydantic's
+    ``Input should be ...``); other messages are pydantic's without its ``Value error, `` prefix.
+    """
+    err = e.errors()[0]
+    loc = tuple(err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown field {loc[-1]!r}"
+    elif err["type"] == "missing":
+        msg = f"missing required field {loc[-1]!r}"
+    elif enum_choices and err["type"] == "enum":
+        msg = f"{err['input']!r} is not one of: {err['ctx']['expected']}"
+    return located(source, loc, msg, lines, root=root)
