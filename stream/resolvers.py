@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from .resolve import Resolver
 from .resolve_hash import HashResolver
+from .resolve_infer import InferResolver
 
-RESOLVERS: dict[str, type[Resolver]] = {cls.name: cls for cls in (HashResolver,)}
+RESOLVERS: dict[str, type[Resolver]] = {cls.name: cls for cls in (HashResolver, InferResolver)}
