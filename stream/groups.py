@@ -66,7 +66,9 @@ def fim_samples(group: EcmpGroup, hops: Sequence[GroupHop], window_start_ns: int
     links = [m.id for m in group.members]
     valid = [h.measured for h in hops if h.measured is not None]
     if valid:
-        x = np.sum(np.asarray(valid, dtype=np.float64), axis=0)
+        # Hops without trusted counters (a baseline after a reconnect, a gap) are left out, and the rest
+        # scaled to the whole window, so the group keeps its byte weight in the fabric FIM.
+        x = np.sum(np.asarray(valid, dtype=np.float64), axis=0) * (len(hops) / len(valid))
         out.append(_sample(group, analytics_pb2.LOAD_BASIS_MEASURED, x, None, links, window_start_ns, window_end_ns))
     if hops:
         x = np.sum(np.asarray([h.attributed for h in hops], dtype=np.float64), axis=0)

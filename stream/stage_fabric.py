@@ -7,6 +7,7 @@ from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 
 from .emitted import Emitted
 from .fim import fabric_fim
+from .stage_flows import REQUIRED_GRACE_NS
 from .window_tracker import WindowTracker
 
 FABRIC = "fabric"
@@ -19,7 +20,8 @@ class FabricStage:
         """``senders``: the counters partitions that own switches (each sends one batch per window)."""
         self.hop_ns = hop_ns
         self.rolling_hops = rolling_hops
-        self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders))
+        self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders),
+                                     required_grace_ns=3 * REQUIRED_GRACE_NS)
 
     def add(self, batch: internal_pb2.GroupFimBatch, token: object, now_ns: int) -> bool:
         source = f"groups:{batch.source_partition}"

@@ -21,6 +21,10 @@ from .links import LinkIndex
 from .resolve import Resolver
 from .window_tracker import WindowTracker
 
+#: How long a stage waits for a required upstream source that is missing (a failover in progress);
+#: each downstream stage waits one more multiple, so it never gives up before its upstream did.
+REQUIRED_GRACE_NS = 30_000_000_000
+
 
 def counter_identity(batch: counters_pb2.CounterBatch) -> tuple[str, str, int, int]:
     """A CounterBatch's identity: one instant may come as several batches, a redelivery repeats one."""
@@ -40,7 +44,11 @@ class FlowsStage:
         self.hop_ns = hop_ns
         self.uses_counters = uses_counters
         self.max_flows_per_link = max_flows_per_link
-        self.tracker = WindowTracker(hop_ns, grace_ns)
+        # The hosts cabled to this partition's leaves send a FlowBatch per window: require them, or a
+        # resolver that also reads counters (which arrive first) would learn to close windows without flows.
+        mine = frozenset(f"flows:{n.host}@{n.leaf}" for n in fabric.nics.values()
+                         if partition_for(n.leaf, partitions) == partition)
+        self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS)
         self.unattributed = Unattributed()
         self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}
 

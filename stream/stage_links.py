@@ -18,7 +18,7 @@ from .attribute import Share
 from .emitted import Emitted
 from .groups import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from .links import LinkIndex
-from .stage_flows import counter_identity
+from .stage_flows import REQUIRED_GRACE_NS, counter_identity
 from .window_tracker import WindowTracker
 
 
@@ -37,7 +37,8 @@ class LinksStage:
         # others never send). Switches are learned from what reported recently. The grace is twice the
         # flows stage's, so that a window is not closed while its upstream is still waiting out its own.
         senders = {partition_for(n.leaf, partitions) for n in fabric.nics.values()}
-        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=frozenset(f"attr:{q}" for q in senders))
+        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=frozenset(f"attr:{q}" for q in senders),
+                                     required_grace_ns=2 * REQUIRED_GRACE_NS)
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
         self.link_groups: dict[str, list[str]] = defaultdict(list)

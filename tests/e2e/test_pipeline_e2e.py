@@ -26,8 +26,8 @@ from flowtracer.stream.fim import fabric_fim, fim
 pytestmark = pytest.mark.slow
 
 S = 1_000_000_000
-RUN_S = 45
-WARMUP_HOPS = 4  # baseline samples and the first (grace-released) windows
+RUN_S = 60
+WARMUP_HOPS = 6  # agents and collectors starting, baseline samples, the first (grace-released) windows
 ROLLING = 10
 
 
@@ -70,7 +70,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, victoria: Any) -> Run:
     tmp = tmp_path_factory.mktemp("e2e")
     topo = tmp / "fabric16.yaml"
     topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16")).to_yaml())
-    options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash",), influx_url=victoria.url)
+    options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash", "infer"), influx_url=victoria.url)
     pipeline = LocalPipeline(options, tmp / "run")
     pipeline.env["INFLUX_TOKEN"] = "e2e-not-a-secret"
     with pipeline:
@@ -86,9 +86,14 @@ def run(tmp_path_factory: pytest.TempPathFactory, victoria: Any) -> Run:
         pipeline.stop_stages()
         out = _consume(pipeline.bootstrap)
     gt = GroundTruth.load(pipeline.ready["ground_truth"])
-    first = gt.start_ns + WARMUP_HOPS * S
-    last = gt.tick_ends[-1]
-    return Run(gt, out, victoria, first, last)
+    return Run(gt, out, victoria, gt.start_ns + WARMUP_HOPS * S, _last_scored(gt, out))
+
+
+def _last_scored(gt: GroundTruth, out: Outputs) -> int:
+    """The newest window both the simulator ran and every processor finalized before being stopped."""
+    finalized = min(max(f.window_end_ns for f in out.fims if f.group == "fabric" and f.resolver == r)
+                    for r in {f.resolver for f in out.fims if f.resolver})
+    return min(gt.tick_ends[-1], finalized)
 
 
 def _window_ok(r: Run, end: int) -> bool:
@@ -108,27 +113,33 @@ def test_measured_link_loads_equal_ground_truth(run: Run) -> None:
 
 
 def test_hash_attribution_explains_the_measured_bytes(run: Run) -> None:
-    loads = [ll for ll in run.out.link_loads if ll.measured_valid and _window_ok(run, ll.window_end_ns)]
+    loads = [ll for ll in run.out.link_loads
+             if ll.resolver == "hash" and ll.measured_valid and _window_ok(run, ll.window_end_ns)]
     measured = sum(ll.measured_bytes for ll in loads)
     unexplained = sum(abs(ll.unexplained_bytes) for ll in loads)
     assert measured > 0
     assert unexplained / measured < 0.01
 
 
-def test_path_loads_within_2_percent_of_ground_truth(run: Run) -> None:
-    start = run.gt.start_ns + 30 * S if run.last_end - run.gt.start_ns > 40 * S else run.first_end
+@pytest.mark.parametrize(("resolver", "tolerance"), [("hash", 0.02), ("infer", 0.05)])
+def test_path_loads_match_ground_truth_after_30_s(run: Run, resolver: str, tolerance: float) -> None:
+    """hash within 2% over the whole run; infer within 5% once it has had 30 s of evidence."""
+    start = run.gt.start_ns + 30 * S if resolver == "infer" else run.first_end
     got: dict[str, int] = defaultdict(int)
     for pl in run.out.path_loads:
-        if pl.resolver == "hash" and start < pl.window_end_ns <= run.last_end:
+        if pl.resolver == resolver and start < pl.window_end_ns <= run.last_end:
             got[pl.path_id] += pl.bytes
-    windows = sorted({pl.window_end_ns for pl in run.out.path_loads if start < pl.window_end_ns <= run.last_end})
+    windows = sorted({pl.window_end_ns for pl in run.out.path_loads
+                      if pl.resolver == resolver and start < pl.window_end_ns <= run.last_end})
     truth: dict[str, int] = defaultdict(int)
     for fw in run.gt.flows_in(windows[0] - S, windows[-1]):
         for path in fw.paths:
             truth["|".join(path)] += fw.bytes // len(fw.paths)
-    assert truth and set(got) == set(truth)
+    assert truth and set(got) >= set(truth)
     for pid, b in truth.items():
-        assert got[pid] == pytest.approx(b, rel=0.02), pid
+        assert got[pid] == pytest.approx(b, rel=tolerance), pid
+    stray = sum(b for pid, b in got.items() if pid not in truth)
+    assert stray <= tolerance * sum(truth.values()), "bytes placed on paths no flow took"
 
 
 def _gt_fims(r: Run, end: int) -> tuple[dict[str, float], dict[str, int]]:
@@ -142,11 +153,13 @@ def test_fim_series_within_002_of_ground_truth(run: Run) -> None:
         end = f.window_end_ns
         if end - ROLLING * S < run.first_end or end > run.last_end:
             continue  # the rolling window must lie inside fully measured time
+        if f.resolver == "infer" and end < run.gt.start_ns + 30 * S + ROLLING * S:
+            continue  # infer is judged once it has had 30 s of evidence
         fims, totals = _gt_fims(run, end)
         truth = fabric_fim(list(fims.values()), [totals[g] for g in fims]) if f.group == "fabric" else fims[f.group]
         assert f.fim == pytest.approx(truth, abs=0.02), (f.group, f.basis, end)
         checked += 1
-    assert checked >= 5 * 2 * (RUN_S - WARMUP_HOPS - ROLLING - 5)  # 4 groups + fabric, 2 bases
+    assert checked >= 5 * 3 * (RUN_S - WARMUP_HOPS - ROLLING - 5)  # 4 groups + fabric; measured, hash, infer
 
 
 def test_the_known_collision_is_reported_with_the_right_flows(run: Run) -> None:
@@ -169,14 +182,16 @@ def test_the_known_collision_is_reported_with_the_right_flows(run: Run) -> None:
     assert expected, "the scenario should contain a collision"
     got = {(c.group, c.window_end_ns): c for c in run.out.collisions if c.resolver == "hash"}
     matched = 0
+    absent = []
     for (gid, end), (link, flows) in expected.items():
         c = got.get((gid, end))
         if c is None:
+            absent.append(((end - run.gt.start_ns) // S, gid))
             continue
         assert c.link == link
         assert {(f.key.src_ip, f.key.dst_ip, f.key.udp_src_port) for f in c.flows} == flows
         matched += 1
-    assert matched >= 0.9 * len(expected)
+    assert matched >= 0.9 * len(expected), f"no collision reported at (second of the run, group): {sorted(absent)}"
     assert all(c.flows and c.idle_utilization < c.link_utilization for c in got.values())
 
 
@@ -191,20 +206,64 @@ def test_dead_letters_name_the_problem_and_processing_continues(run: Run) -> Non
 
 def test_store_holds_what_kafka_holds(run: Run) -> None:
     """VictoriaMetrics received the points through influxdb-client: same values, window-end timestamps."""
-    kafka = {(f.window_end_ns // 1_000_000, f.basis): f.fim for f in run.out.fims if f.group == "fabric"}
-    series = run.victoria.export('fim_fim{group="fabric"}')
+    kafka = {(f.window_end_ns // 1_000_000, f.basis, f.resolver): f.fim
+             for f in run.out.fims if f.group == "fabric" and f.basis == analytics_pb2.LOAD_BASIS_ATTRIBUTED}
     stored = {}
-    for s in series:
-        basis = analytics_pb2.LOAD_BASIS_MEASURED if s["metric"]["basis"] == "measured" else \
-            analytics_pb2.LOAD_BASIS_ATTRIBUTED
+    for s in run.victoria.export('fim_fim{group="fabric",basis="attributed"}'):
         for ts, v in zip(s["timestamps"], s["values"], strict=True):
-            stored[(ts, basis)] = v
+            stored[(ts, analytics_pb2.LOAD_BASIS_ATTRIBUTED, s["metric"]["resolver"])] = v
     assert set(kafka) <= set(stored)
     for k, v in kafka.items():
         assert stored[k] == pytest.approx(v, abs=1e-9)
     by_ts = {}
-    for s in run.victoria.export('link_load_measured_bytes{link="leaf01:Ethernet5>spine01:Ethernet1"}'):
+    for s in run.victoria.export('link_load_measured_bytes{link="leaf01:Ethernet5>spine01:Ethernet1",resolver="hash"}'):
         by_ts.update(zip(s["timestamps"], s["values"], strict=True))  # a series may come in several lines
     for ll in run.out.link_loads:
-        if ll.link == "leaf01:Ethernet5>spine01:Ethernet1" and ll.measured_valid:
+        if ll.link == "leaf01:Ethernet5>spine01:Ethernet1" and ll.measured_valid and ll.resolver == "hash":
             assert by_ts[ll.window_end_ns // 1_000_000] == ll.measured_bytes
+
+
+@pytest.fixture(scope="module")
+def wrong_seed(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The operator's topology says seed 0; the switches really hash with seed 7 (and so does the simulator).
+
+    CRC16 is affine in its initial value: seed 7 flips the low bit of the hash of every 13-byte 5-tuple,
+    so with two uplinks the believed model puts every flow on the uplink it does not take.
+    """
+    tmp = tmp_path_factory.mktemp("e2e-seed")
+    real = tmp / "fabric16-seed7.yaml"
+    real.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16", hash_seed=7)).to_yaml())
+    believed = tmp / "fabric16-seed0.yaml"
+    believed.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16", hash_seed=0)).to_yaml())
+    options = PipelineOptions(topology=real, partitions=4, resolvers=("hash", "infer"), processor_topology=believed)
+    with LocalPipeline(options, tmp / "run") as pipeline:
+        pipeline.wait(50)
+        pipeline.stop_stages()
+        out = _consume(pipeline.bootstrap)
+    gt = GroundTruth.load(pipeline.ready["ground_truth"])
+    return Run(gt, out, None, gt.start_ns + WARMUP_HOPS * S, _last_scored(gt, out))
+
+
+def _unexplained_share(r: Run, resolver: str) -> float:
+    loads = [ll for ll in r.out.link_loads if ll.resolver == resolver and ll.measured_valid
+             and ll.window_end_ns > r.gt.start_ns + 30 * S and ll.window_end_ns <= r.last_end]
+    return sum(abs(ll.unexplained_bytes) for ll in loads) / max(1, sum(ll.measured_bytes for ll in loads))
+
+
+def test_a_wrong_hash_seed_shows_as_unexplained_bytes_and_infer_still_finds_the_paths(wrong_seed: Run) -> None:
+    r = wrong_seed
+    assert _unexplained_share(r, "hash") > 0.05, "the wrong seed puts flows on the wrong uplinks"
+    assert _unexplained_share(r, "infer") < 0.01
+    start = r.gt.start_ns + 30 * S
+    truth: dict[str, int] = defaultdict(int)
+    got: dict[str, int] = defaultdict(int)
+    windows = sorted({pl.window_end_ns for pl in r.out.path_loads
+                      if pl.resolver == "infer" and start < pl.window_end_ns <= r.last_end})
+    for pl in r.out.path_loads:
+        if pl.resolver == "infer" and windows[0] <= pl.window_end_ns <= windows[-1]:
+            got[pl.path_id] += pl.bytes
+    for fw in r.gt.flows_in(windows[0] - S, windows[-1]):
+        for path in fw.paths:
+            truth["|".join(path)] += fw.bytes // len(fw.paths)
+    for pid, b in truth.items():
+        assert got[pid] == pytest.approx(b, rel=0.05), pid
