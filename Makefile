@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo test lint bench proto clean
+.PHONY: setup system-deps demo test lint bench proto reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,11 @@ lint: setup
 
 test: setup system-deps lint
 	$(BIN)/pytest
+
+# FlowTracer's ECMP-vs-static experiment on the simulator, recorded through the real pipeline:
+# regenerates docs/reproduction.md and docs/figures/.
+reproduce: setup
+	$(BIN)/flowtracer whatif --experiment flowtracer-16
 
 proto: setup
 	$(BIN)/python -m flowtracer.schemas.codegen

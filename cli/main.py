@@ -10,9 +10,11 @@ import click
 from . import __version__
 from .cmd_agent import agent
 from .cmd_collect import collect
+from .cmd_export import export
 from .cmd_process import process
 from .cmd_sim import sim
 from .cmd_topology import topology
+from .cmd_whatif import whatif
 from .logs import FORMATS, setup_logging
 
 EXIT_FAILURE = 1
@@ -39,6 +41,8 @@ cli.add_command(process)
 cli.add_command(sim)
 cli.add_command(collect)
 cli.add_command(agent)
+cli.add_command(whatif)
+cli.add_command(export)
 
 
 def _not_built(name: str, issue: int, what: str) -> click.Command:
@@ -52,7 +56,6 @@ def _not_built(name: str, issue: int, what: str) -> click.Command:
 
 
 for _name, _issue, _what in (
-    ("whatif", 7, "replay recorded traffic under other routing strategies"),
     ("demo", 8, "run the whole pipeline on the embedded default with a live dashboard"),
 ):
     cli.add_command(_not_built(_name, _issue, _what))

@@ -3,8 +3,8 @@
 Time advances in ticks of ``tick_ns`` whose ends are multiples of the tick (wall-clock aligned in
 real time, or from a chosen start in virtual time). Inside a tick the engine is a fluid
 simulation: between events (an op starting, a transfer finishing, a compute gap ending) every
-active transfer moves at its max-min fair rate (``maxmin``), recomputed at each event. Faults act
-at tick boundaries, so a flow has one path per tick.
+active transfer moves at its max-min fair rate (``flowtracer.schemas.maxmin``), recomputed at each
+event. Faults act at tick boundaries, so a flow has one path per tick.
 
 Forwarding: each flow direction's path is ``Fabric.hash_path`` with the simulator's own topology
 hash models and the current out-of-service links; a path changes only when that set changes.
@@ -39,6 +39,7 @@ import numpy as np
 
 from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.maxmin import max_min_rates
 from flowtracer.schemas.topology import Topology
 
 from .addressing import p2p_addresses
@@ -58,7 +59,6 @@ from .flows import (
 from .ground_truth import GroundTruthWriter
 from .host_state import HostState, NicInfo, PortCounters, QpState
 from .jobs import COMM_NAME, JobRun
-from .maxmin import max_min_rates
 from .rdma import NicEnd, QpnAllocator, QpPair, random_psn
 from .switch_state import Event, EventKind, SwitchState
 from .workload import Workload, WorkloadError

@@ -61,6 +61,11 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
             schema_version=1, host=src, leaf=s.leaf, window_start_ns=0, window_end_ns=S,
             flows=[flows_pb2.Flow(rdma_device="mlx5_0", lqpn=lqpn, rqpn=rqpn, src_ip=s.nic.ip, dst_ip=d.nic.ip,
                                   udp_src_port=sport, udp_dst_port=4791, tx_bytes=GB, job_id="job7")]))
+    # The other hosts' agents report too, with no flows (as agents do every window).
+    for host in ("host03", "host04"):
+        nic = fabric.nics[f"{host}:mlx5_0"]
+        batches.append(flows_pb2.FlowBatch(schema_version=1, host=host, leaf=nic.leaf, window_start_ns=0,
+                                           window_end_ns=S))
     # Every switch reports counters that agree with the truth (0 on idle links).
     counters = []
     for sw in sorted(fabric.switch_names):

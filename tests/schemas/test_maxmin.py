@@ -1,4 +1,4 @@
-"""Max-min fairness by progressive filling, on cases small enough to solve by hand."""
+"""Max-min fairness by progressive filling (schemas/maxmin.py), on cases small enough to solve by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from flowtracer.sim.maxmin import max_min_rates
+from flowtracer.schemas.maxmin import max_min_rates
 
 
 def solve(groups: list[list[list[int]]], capacity: list[float], demand: list[float] | None = None) -> list[float]:
@@ -75,3 +75,24 @@ def test_allocation_is_feasible_and_every_flow_has_a_bottleneck() -> None:
         assert any(load[link] >= cap[link] * (1 - 1e-9)
                    and all(rates[h] <= rates[g] * (1 + 1e-9) for h, fl in enumerate(groups)
                            if link in {x for p in fl for x in p}) for link in links)
+
+
+def test_weights_model_a_flow_split_over_two_paths() -> None:
+    # One flow sprayed evenly over links 0 and 1 (weight 0.5 each) runs at the sum of both: 20.
+    rates = max_min_rates(np.array([0, 0], dtype=np.intp), np.array([0, 1], dtype=np.intp), np.array([10.0, 10.0]),
+                          1, entry_weight=np.array([0.5, 0.5]))
+    assert rates.tolist() == pytest.approx([20.0])
+
+
+def test_a_split_flow_is_held_by_its_busier_half() -> None:
+    # Group 0 sprays evenly over links 0 and 1; group 1 sits on link 0. Link 0 carries 0.5 r0 + r1 and fills
+    # first at r0 = r1 = 10 / 1.5; the even split stops group 0 from using what is left on link 1.
+    rates = max_min_rates(np.array([0, 0, 1], dtype=np.intp), np.array([0, 1, 0], dtype=np.intp),
+                          np.array([10.0, 10.0]), 2, entry_weight=np.array([0.5, 0.5, 1.0]))
+    assert rates.tolist() == pytest.approx([20 / 3, 20 / 3])
+
+
+def test_unit_weights_change_nothing() -> None:
+    eg, el, cap = np.array([0, 0, 1], dtype=np.intp), np.array([0, 1, 0], dtype=np.intp), np.array([10.0, 4.0])
+    plain = max_min_rates(eg, el, cap, 2)
+    assert max_min_rates(eg, el, cap, 2, entry_weight=np.ones(3)).tolist() == pytest.approx(plain.tolist())

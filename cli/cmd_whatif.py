@@ -1,0 +1,264 @@
+"""``flowtracer whatif``: replay recorded traffic under other routing strategies; ``--experiment`` reproduces
+FlowTracer's ECMP-vs-static result and regenerates docs/reproduction.md.
+
+Recorded traffic comes from Kafka (``--kafka``, the flow topic and the processor's outputs over a
+time range) or from a file ``flowtracer export`` wrote (``--input``). Every strategy is replayed on
+the healthy fabric and, when ``--degrade``/``--fail`` are given, under those conditions too. Output:
+a table (stdout), ``--json``, ``--out DIR`` (PNG figures and a self-contained report.html),
+``--plan FILE`` (per-flow source ports / QPs as CSV). docs/whatif.md describes the strategies and
+metrics.
+
+Exit codes: 0 done; 1 runtime failure (broker unreachable, pipeline died); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.topology import TopologyError, load_topology
+
+from .cmd_export import narrow, range_options, read_range
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+log = logging.getLogger("flowtracer.whatif")
+
+EXPERIMENTS = ("flowtracer-16",)
+
+
+def _fail(code: int, msg: str) -> None:
+    click.echo(f"flowtracer whatif: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.command("whatif")
+@click.option("--topology", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Topology YAML of the recorded fabric (required unless --experiment).")
+@click.option("--kafka", metavar="HOST:PORT", default=None, help="Read the recording from this Kafka.")
+@click.option("--input", "input_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Read the recording from a `flowtracer export` file.")
+@range_options
+@click.option("-s", "--strategy", "strategies", multiple=True, metavar="NAME[:k=v,...]",
+              help="Strategy to replay (repeatable): ecmp, e-ecmp, static-dst, sport-plan, qp-scale, spray, "
+                   "spray-adaptive, least-utilized [default: all, ecmp first].")
+@click.option("--degrade", multiple=True, metavar="END=FRACTION",
+              help="Also replay with this cable (switch:port or host:rdma_device) at FRACTION of its capacity.")
+@click.option("--fail", multiple=True, metavar="END", help="Also replay with this cable out of service.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full results as JSON instead of the table.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write figures (PNG) and a self-contained report.html here.")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the per-flow plans (sport-plan ports and flow labels, qp-scale QPs) as CSV.")
+@click.option("--idle", "idle_s", type=float, default=3.0, show_default=True,
+              help="Kafka: stop reading after this many seconds without a new record.")
+@click.option("--experiment", type=click.Choice(EXPERIMENTS), default=None,
+              help="Run a reproduction end to end (records through the real pipeline) and write its report.")
+@click.option("--docs", "docs_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("docs"),
+              show_default=True, help="--experiment: where reproduction.md and figures/ go.")
+@click.option("--record-seconds", type=float, default=32.0, show_default=True,
+              help="--experiment: seconds of traffic to record through the pipeline.")
+@click.option("--draws", type=int, default=100, show_default=True,
+              help="--experiment: ECMP hash seeds and QP numberings to replay.")
+@click.option("--save-recording", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="--experiment: also export the recording to this file.")
+def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, from_ns: int | None,
+           to_ns: int | None, last_ns: int | None, strategies: tuple[str, ...], degrade: tuple[str, ...],
+           fail: tuple[str, ...], as_json: bool, out_dir: Path | None, plan_file: Path | None, idle_s: float,
+           experiment: str | None, docs_dir: Path, record_seconds: float, draws: int,
+           save_recording: Path | None) -> None:
+    """Replay recorded flows under other routing strategies: FIM, max link utilization, completion time.
+
+    Examples:
+
+      flowtracer whatif --topology fabric.yaml --kafka 127.0.0.1:9092 --last 60s --degrade leaf01:Ethernet5=0.5
+
+      flowtracer whatif --topology fabric.yaml --input rec.jsonl -s ecmp -s sport-plan --plan plan.csv
+
+      flowtracer whatif --experiment flowtracer-16
+    """
+    if experiment is not None:
+        if draws < 1:
+            _fail(EXIT_BAD_INPUT, "--draws must be at least 1")
+        run_experiment(docs_dir, record_seconds, draws, save_recording)
+        return
+    from flowtracer.stream.whatif_fabric import ConditionError, ReplayFabric, parse_conditions
+    from flowtracer.stream.whatif_record import RecordingError, read_export, windows
+    from flowtracer.stream.whatif_replay import measured, replay_all
+    from flowtracer.stream.whatif_report import document, plan_csv, table
+    from flowtracer.stream.whatif_strategies import DEFAULT_STRATEGIES, StrategyError, parse_strategy
+
+    if topology is None:
+        _fail(EXIT_BAD_INPUT, "--topology is required (the fabric the traffic was recorded on)")
+    if (kafka is None) == (input_file is None):
+        _fail(EXIT_BAD_INPUT, "give exactly one of --kafka and --input")
+    assert topology is not None
+    try:
+        fabric = Fabric(load_topology(topology))
+    except TopologyError as e:
+        _fail(EXIT_BAD_INPUT, f"invalid topology: {e}")
+    try:
+        specs = [parse_strategy(s) for s in (strategies or DEFAULT_STRATEGIES)]
+    except StrategyError as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    try:
+        conds = [ReplayFabric(fabric)]
+        if degrade or fail:
+            conds.append(ReplayFabric(fabric, parse_conditions(fabric, degrade, fail)))
+    except ConditionError as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    if input_file is not None:
+        try:
+            rec = narrow(read_export(input_file), from_ns, to_ns, last_ns)
+        except RecordingError as e:
+            _fail(EXIT_BAD_INPUT, str(e))
+    else:
+        assert kafka is not None
+        rec = read_range(kafka, from_ns, to_ns, last_ns, idle_s, prog="flowtracer whatif")
+    wins, lost = windows(rec, fabric)
+    if not wins:
+        _fail(EXIT_BAD_INPUT, f"no flow records in the range from {rec.source or input_file}")
+    if lost.flows:
+        log.warning("%d flows (%d bytes) name NICs the topology does not have; left out", lost.flows, lost.bytes)
+    results = replay_all(wins, conds, specs)
+    meas = {conds[0].conditions.label: measured(rec, conds[0])}
+    meta = {"source": rec.source, "from_ns": wins[0].start_ns, "to_ns": wins[-1].end_ns, "windows": len(wins),
+            "topology": str(topology), "strategies": [s.label for s in specs]}
+    if plan_file is not None:
+        try:
+            plan_file.write_text(plan_csv(results), encoding="utf-8")
+        except OSError as e:
+            _fail(EXIT_FAILURE, f"cannot write {plan_file}: {e.strerror or e}")
+    if out_dir is not None:
+        write_report(out_dir, results, meta)
+    if as_json:
+        click.echo(json.dumps(document(results, meta, meas), indent=1))
+    else:
+        click.echo(table(results, meas))
+
+
+def write_report(out_dir: Path, results: list[Any], meta: dict[str, Any]) -> None:
+    """PNG figures and a self-contained report.html in ``out_dir``."""
+    from flowtracer.stream.whatif_figures import FiguresUnavailable, strategy_figures
+    from flowtracer.stream.whatif_report import html_page
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        figs = strategy_figures(results)
+        for f in figs:
+            (out_dir / f"{f.name}.png").write_bytes(f.png)
+        intro = (f"Replay of {meta['windows']} windows from {meta['source']} on {meta['topology']}; "
+                 "FIM per docs/fim.md, time = communication time of the recorded volume under max-min fair sharing.")
+        page = html_page("flowtracer what-if", intro, results, [(f.caption, f.svg) for f in figs])
+        (out_dir / "report.html").write_text(page, encoding="utf-8")
+    except OSError as e:
+        _fail(EXIT_FAILURE, f"cannot write to {out_dir}: {e.strerror or e}")
+    except FiguresUnavailable as e:
+        _fail(EXIT_FAILURE, str(e))
+    click.echo(f"wrote {len(figs)} figures and report.html to {out_dir}", err=True)
+
+
+# -- the reproduction ------------------------------------------------------------------------------------
+
+#: The job order of the second phase: a topology-unaware placement (a fixed shuffle of the 16 hosts).
+SHUFFLE_SEED = 16
+#: Phase A starts once collectors and agents are connected and runs ~10 s (an iteration takes ~60 ms:
+#: 2 GB per NIC at 400G plus 50 ms of compute); phase B starts well after it ended.
+PHASE_A_START_S = 2.0
+PHASE_A_ITERATIONS = 160
+PHASE_B_START_S = 15.0
+
+
+def experiment_workload(hosts: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Two ring all-reduce jobs on all 16 hosts, one after the other: ranks in leaf order, then shuffled."""
+    shuffled = hosts[:]
+    random.Random(SHUFFLE_SEED).shuffle(shuffled)
+    op = {"collective": "allreduce", "algorithm": "ring", "size": "1GiB"}
+    job = {"channels": 2, "qps_per_connection": 1, "compute_gap": "50ms", "ops": [op]}
+    return {"seed": 7, "mtu": 4096, "jobs": [
+        {"name": "ring-leaf-order", "hosts": hosts, "start": PHASE_A_START_S, "iterations": PHASE_A_ITERATIONS,
+         **job},
+        {"name": "ring-shuffled", "hosts": shuffled, "start": PHASE_B_START_S, **job},
+    ]}, shuffled
+
+
+def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
+    """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
+    import yaml
+
+    from flowtracer.local_pipeline import LocalPipeline, PipelineError, PipelineOptions
+    from flowtracer.schemas.topology_generate import FabricSpec, generate
+    from flowtracer.stream.whatif_experiment import analyse, split_phases
+    from flowtracer.stream.whatif_figures import FiguresUnavailable, experiment_figures, pyplot
+    from flowtracer.stream.whatif_kafka import read_kafka
+    from flowtracer.stream.whatif_record import windows, write_export
+    from flowtracer.stream.whatif_reproduction import markdown
+
+    t0 = time.monotonic()
+    try:
+        pyplot()  # before half a minute of recording, not after
+    except FiguresUnavailable as e:
+        _fail(EXIT_FAILURE, str(e))
+    topo = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))
+    fabric = Fabric(topo)
+    hosts = [h.name for h in topo.hosts]
+    workload, shuffled = experiment_workload(hosts)
+    with tempfile.TemporaryDirectory(prefix="flowtracer-repro-") as tmp:
+        run_dir = Path(tmp)
+        topo_file = run_dir / "ft16.yaml"
+        topo_file.write_text(topo.to_yaml(), encoding="utf-8")
+        wl_file = run_dir / "workload.yaml"
+        wl_file.write_text(yaml.safe_dump(workload, sort_keys=False), encoding="utf-8")
+        click.echo(f"recording {record_seconds:.0f} s of traffic through the pipeline (sim, collect, agent, "
+                   "process on an embedded Tansu broker)...", err=True)
+        pipeline = LocalPipeline(PipelineOptions(topology=topo_file, workload=str(wl_file), partitions=4,
+                                                 log_level="warning"), run_dir / "run")
+        try:
+            with pipeline:
+                pipeline.wait(record_seconds)
+                pipeline.stop_stages()
+                rec = read_kafka(pipeline.bootstrap, idle_s=3.0)
+        except PipelineError as e:
+            _fail(EXIT_FAILURE, f"the pipeline failed: {e}")
+        except Exception as e:  # kafka-python's errors: one line, not a trace
+            _fail(EXIT_FAILURE, f"cannot read the recording from the embedded broker: {type(e).__name__}: {e}")
+        recorded_at = time.monotonic()
+        if save_recording is not None:
+            try:
+                with save_recording.open("w", encoding="utf-8") as fh:
+                    write_export(rec, fh)
+            except OSError as e:
+                _fail(EXIT_FAILURE, f"cannot write {save_recording}: {e.strerror or e}")
+    wins, _ = windows(rec, fabric)
+    phases = split_phases(wins, [("leaf-order", "ranks in leaf order"),
+                                 ("shuffled", "ranks placed without regard to leaves")])
+    if len(phases) < 2:
+        _fail(EXIT_FAILURE, f"the recording has {len(phases)} usable job phases, expected 2 "
+                            "(try a longer --record-seconds)")
+    exp = analyse(rec, fabric, phases, draws=draws, seeds=draws)
+    exp.meta.update({"ring_orders": {"leaf-order": hosts, "shuffled": shuffled}, "record_seconds": record_seconds,
+                     "recording_source": "sim -> collect/agent -> Kafka (Tansu) -> process",
+                     "flow_batches": len(rec.flow_batches), "link_loads": len(rec.link_loads),
+                     "fim_samples": len(rec.fims), "pipeline_s": round(recorded_at - t0, 1)})
+    figs_dir = docs_dir / "figures"
+    figs = experiment_figures(exp)
+    exp.meta["total_s"] = round(time.monotonic() - t0, 1)
+    try:
+        figs_dir.mkdir(parents=True, exist_ok=True)
+        for f in figs:
+            (figs_dir / f"{f.name}.png").write_bytes(f.png)
+        (figs_dir / "reproduction.json").write_text(json.dumps(exp.to_dict(), indent=1), encoding="utf-8")
+        (docs_dir / "reproduction.md").write_text(markdown(exp, figs), encoding="utf-8")
+    except OSError as e:
+        _fail(EXIT_FAILURE, f"cannot write to {docs_dir}: {e.strerror or e}")
+    click.echo(f"wrote {docs_dir / 'reproduction.md'} and {len(figs)} figures in {exp.meta['total_s']:.0f} s",
+               err=True)
