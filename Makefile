@@ -16,18 +16,23 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-# VictoriaMetrics stands in for InfluxDB 2 in tests (it accepts the InfluxDB v2 write API).
+# VictoriaMetrics stands in for InfluxDB 2 in tests (it accepts the InfluxDB v2 write API); headless
+# Chromium and its driver run the dashboard's browser test.
+SYSTEM_PKGS := victoria-metrics chromium chromium-driver
 system-deps:
-	@command -v victoria-metrics >/dev/null 2>&1 || { \
-	  echo "installing victoria-metrics (Debian package)"; \
+	@command -v victoria-metrics >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
+	 command -v chromedriver >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq victoria-metrics; }
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PKGS); }
 
-# The main job on the embedded default. Until `flowtracer demo` exists: generate the FlowTracer-like
-# 16-node fabric and validate it.
+# The main job on the embedded default: the whole pipeline on a simulated 16-node fabric for 60 s, with the
+# live dashboard at http://127.0.0.1:6066/dashboard/ and a summary checked against ground truth.
 demo: setup
-	$(BIN)/flowtracer topology generate --hosts 16 --nics-per-host 1 --leaves 4 --spines 2 -o .ft-fabric16.yaml
-	$(BIN)/flowtracer topology check .ft-fabric16.yaml
+	$(BIN)/flowtracer demo --duration 60 --summary-json .ft-demo/summary.json
+
+# Every benchmark of bench/, one table, regenerates docs/benchmarks.md (about 7 minutes).
+bench: setup system-deps
+	$(BIN)/python bench/run_all.py
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,6 +1,6 @@
 """The ``flowtracer`` command: one subcommand per stage.
 
-Exit codes: 0 success; 1 runtime failure; 2 bad input (usage, config, topology); 3 not built yet.
+Exit codes: 0 success; 1 runtime failure; 2 bad input (usage, config, topology); 4 no RDMA (agent).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import click
 from . import __version__
 from .cmd_agent import agent
 from .cmd_collect import collect
+from .cmd_demo import demo
 from .cmd_export import export
 from .cmd_process import process
 from .cmd_sim import sim
@@ -19,7 +20,6 @@ from .logs import FORMATS, setup_logging
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
-EXIT_NOT_BUILT = 3
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -43,22 +43,7 @@ cli.add_command(collect)
 cli.add_command(agent)
 cli.add_command(whatif)
 cli.add_command(export)
-
-
-def _not_built(name: str, issue: int, what: str) -> click.Command:
-    @click.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-                   help=f"{what} (not built yet: issue #{issue}).")
-    def cmd() -> None:
-        click.echo(f"flowtracer {name}: not built yet (issue #{issue}: {what})", err=True)
-        raise SystemExit(EXIT_NOT_BUILT)
-
-    return cmd
-
-
-for _name, _issue, _what in (
-    ("demo", 8, "run the whole pipeline on the embedded default with a live dashboard"),
-):
-    cli.add_command(_not_built(_name, _issue, _what))
+cli.add_command(demo)
 
 
 def main() -> None:

@@ -117,6 +117,8 @@ class Processor:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._dirty_flows: set[int] = set()
         self._dirty_links: set[int] = set()
+        #: Called with every published finalization (the dashboard's feed); must not raise or block.
+        self.observers: list[Callable[[Emitted], None]] = []
 
     def flows_stage(self, p: int) -> FlowsStage:
         if p not in self.flows:
@@ -303,6 +305,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                 await asyncio.sleep(0.2)
                 sink.raise_if_failed()
         pending.append(_Pending(ticket, futures, e.tokens))
+        for observe in proc.observers:
+            observe(e)
         if e.fims:
             proc.metrics.last_window.set(max(f.window_end_ns for f in e.fims) / 1e9)
 

@@ -66,6 +66,10 @@ def run_worker(cfg: ProcessorConfig, sink: Any, metrics_port: int = 0) -> int:
     lines = (lambda e: []) if isinstance(sink, NullSink) else emitted_lines
     ensure_changelog(cfg.kafka, state_changelog_topic(cfg), cfg.partitions)
     app, proc = build_app(cfg, sink, lines)
+    if cfg.web_port:
+        from .dashboard import register_dashboard
+
+        register_dashboard(app, proc)
     if metrics_port:
         start_http_server(metrics_port, addr="127.0.0.1", registry=proc.metrics.registry)
     worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True,

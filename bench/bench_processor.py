@@ -1,0 +1,279 @@
+"""Benchmark: stream-processor records/s per worker against the rate of merely decoding the same batches.
+
+Scenario: a generated rail-optimized fabric (default 256 hosts x 8 NICs on 8 rails, 64 leaves, 16
+spines: 2,048 NICs, 80 switches). Every NIC keeps ``--qps`` RC QPs to random NICs of its rail on other
+hosts; per 1 s window the host agents' FlowBatches (one per host and leaf: 2,048 of ``--qps`` flows
+each, with NCCL tags) and the collectors' CounterBatches (one per switch: every port's ten counters
+with exact deltas that equal the bytes the fabric's ECMP hash puts on each link, plus the leaves'
+uplink next hops) are built once, serialized, and fed to one worker's ``Processor`` in this process,
+exactly as ``stream/app.py`` feeds it from Kafka: ``accept`` (decode, check, buffer) for every input
+record, ``finalize``, every output serialized for Kafka, the line protocol for the store, and the
+internal attribution and group-FIM records fed back through ``accept`` (Kafka round trip left out).
+The worker owns all ``--partitions`` partitions, so it does the whole fabric's work.
+
+Reported (per window, median over the measured windows, after ``--warmup`` windows):
+
+* ``decode``: ``ParseFromString`` of the same input batches into fresh messages: the library limit;
+* ``worker``: everything above; ``ratio`` = worker records/s / decode records/s;
+* the rates in input batches/s, flow records/s and counter records/s (one interface's counters);
+* the worker's time split: accept, finalize (stages), serialize (Kafka values), lines (store);
+* ``realtime_share``: worker seconds per 1 s window (below 1: one worker keeps up with this fabric).
+
+    .venv/bin/python bench/bench_processor.py                 # ~40 s on 2 cores
+    .venv/bin/python bench/bench_processor.py --hosts 64 --leaves 16 --spines 8 --windows 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flowtracer.schemas import topics
+from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.roce import rocev2_udp_sport
+from flowtracer.schemas.topics import partition_for
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
+from flowtracer.stream.app import Processor
+from flowtracer.stream.config import ProcessorConfig
+from flowtracer.stream.emitted import Emitted
+from flowtracer.stream.resolvers import RESOLVERS
+from flowtracer.stream.runner import emitted_lines
+
+S = 1_000_000_000
+T0 = 1_800_000_000 * S
+COUNTER_NAMES = ("in_octets", "out_octets", "in_pkts", "out_pkts", "in_unicast_pkts", "out_unicast_pkts",
+                 "in_discards", "out_discards", "in_errors", "out_errors")
+
+
+@dataclass
+class Qp:
+    src_nic: str
+    dst_nic: str
+    host: str
+    leaf: str
+    device: str
+    src_ip: str
+    dst_ip: str
+    lqpn: int
+    rqpn: int
+    path: tuple[str, ...]
+
+
+@dataclass
+class Window:
+    """One window's serialized input records: (topic, key, value)."""
+
+    end_ns: int
+    records: list[tuple[str, str, bytes]] = field(default_factory=list)
+    flows: int = 0
+    interfaces: int = 0
+
+
+def build_qps(fabric: Fabric, qps: int, rng: random.Random) -> list[Qp]:
+    by_rail: dict[int, list[Any]] = defaultdict(list)
+    for ref in fabric.nics.values():
+        by_rail[ref.nic.rail].append(ref)
+    out = []
+    for s in fabric.nics.values():
+        peers = [d for d in by_rail[s.nic.rail] if d.host != s.host]
+        for _ in range(qps):
+            d = rng.choice(peers)
+            lqpn, rqpn = rng.randrange(0x100, 1 << 24), rng.randrange(0x100, 1 << 24)
+            sport = rocev2_udp_sport(lqpn, rqpn)
+            path = fabric.hash_path(HeaderFields(str(s.nic.ip), str(d.nic.ip), sport, 4791, dst_qpn=rqpn),
+                                    s.name, d.name)
+            assert path is not None
+            out.append(Qp(s.name, d.name, s.host, s.leaf, s.nic.rdma_device, str(s.nic.ip), str(d.nic.ip),
+                          lqpn, rqpn, path))
+    return out
+
+
+def _counter(delta: int, total: int) -> common_pb2.Counter:
+    return common_pb2.Counter(value=total, delta=delta, status=common_pb2.DELTA_STATUS_OK)
+
+
+def build_window(fabric: Fabric, qps: list[Qp], k: int, rng: random.Random) -> Window:
+    """Serialized FlowBatches and CounterBatches of window k (ends at T0 + k s)."""
+    end = T0 + k * S
+    w = Window(end)
+    link_bytes: dict[str, int] = defaultdict(int)
+    per_batch: dict[tuple[str, str], list[flows_pb2.Flow]] = defaultdict(list)
+    for q in qps:
+        pkts = rng.randrange(10_000, 2_000_000)
+        b = pkts * 4158
+        for lid in q.path:
+            link_bytes[lid] += b
+        per_batch[(q.host, q.leaf)].append(flows_pb2.Flow(
+            rdma_device=q.device, port=1, netdev="eth0", lqpn=q.lqpn, rqpn=q.rqpn, qp_type=flows_pb2.QP_TYPE_RC,
+            qp_state=flows_pb2.QP_STATE_RTS, qp_generation=T0, src_ip=q.src_ip, dst_ip=q.dst_ip,
+            udp_src_port=rocev2_udp_sport(q.lqpn, q.rqpn), udp_dst_port=4791, tx_bytes=b, tx_packets=pkts,
+            byte_source=flows_pb2.BYTE_SOURCE_QP_COUNTER, pid=4242, comm="python3",
+            nccl=flows_pb2.NcclTag(comm_id="0x7ce42c8218072e8c", rank=1, nranks=8, peer_rank=2, channel=0,
+                                   collective="AllReduce", op_count=k)))
+    for (host, leaf), flows in sorted(per_batch.items()):
+        batch = flows_pb2.FlowBatch(schema_version=1, host=host, leaf=leaf, window_start_ns=end - S,
+                                    window_end_ns=end, agent_id="bench", sequence=k, flows=flows)
+        w.records.append((topics.FLOWS.name, leaf, batch.SerializeToString()))
+        w.flows += len(flows)
+    for sw in sorted(fabric.switch_names):
+        batch = counters_pb2.CounterBatch(schema_version=1, switch=sw, timestamp_ns=end, collector_id="bench",
+                                          sequence=k, received_ns=end + 5_000_000, session=1)
+        ports: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for lk in fabric.links.values():
+            if lk.src_node == sw:
+                ports[lk.src_port]["out_octets"] += link_bytes.get(lk.id, 0)
+                ports[lk.src_port]["speed"] = lk.speed_bps
+            if lk.dst_node == sw:
+                ports[lk.dst_port]["in_octets"] += link_bytes.get(lk.id, 0)
+        for name, c in sorted(ports.items()):
+            itf = batch.interfaces.add(name=name, oper_status=counters_pb2.OPER_STATUS_UP, speed_bps=c["speed"],
+                                       interval_ns=S, last_clear_ns=T0 - 3600 * S)
+            for cname in COUNTER_NAMES:
+                octets = c.get("in_octets" if cname.startswith("in") else "out_octets", 0)
+                delta = octets if cname.endswith("octets") else octets // 4158 if "pkts" in cname else 0
+                getattr(itf, cname).CopyFrom(_counter(delta, k * delta))
+        for i, lk in enumerate(lk for lk in fabric.out_links.get(sw, []) if not lk.host_link):
+            b = link_bytes.get(lk.id, 0)
+            batch.next_hops.add(group="1", index=i + 1, egress_interface=lk.src_port, next_hop_ip=f"10.255.{i}.1",
+                                weight=1, interval_ns=S, octets_forwarded=_counter(b, k * b),
+                                packets_forwarded=_counter(b // 4158, k * b // 4158))
+        w.records.append((topics.COUNTERS.name, sw, batch.SerializeToString()))
+        w.interfaces += len(batch.interfaces)
+    return w
+
+
+DECODE = {topics.COUNTERS.name: counters_pb2.CounterBatch, topics.FLOWS.name: flows_pb2.FlowBatch}
+
+
+def decode_seconds(w: Window) -> float:
+    """ParseFromString of every input record of the window into a fresh message (the library limit)."""
+    started = time.process_time()
+    for topic, _, value in w.records:
+        DECODE[topic]().ParseFromString(value)
+    return time.process_time() - started
+
+
+@dataclass
+class Split:
+    accept: float = 0.0
+    finalize: float = 0.0
+    serialize: float = 0.0
+    lines: float = 0.0
+    windows: int = 0
+    outputs: int = 0
+
+    @property
+    def total(self) -> float:
+        return self.accept + self.finalize + self.serialize + self.lines
+
+
+def run_window(proc: Processor, w: Window, now_ns: int, partitions: int) -> Split:
+    """Feed one window through the worker as the Faust app does (without Kafka I/O)."""
+    sp = Split()
+    t = time.process_time()
+    for topic, key, value in w.records:
+        proc.accept(topic, partition_for(key, partitions), value, None, now_ns)
+    sp.accept += time.process_time() - t
+    while True:
+        t = time.process_time()
+        e: Emitted = proc.finalize(now_ns)
+        sp.finalize += time.process_time() - t
+        if not e.windows:
+            break
+        sp.windows += e.windows
+        t = time.process_time()
+        values = [m.SerializeToString() for m in (*e.link_loads, *e.path_loads, *e.fims, *e.collisions)]
+        internal = [(dest, ab.SerializeToString()) for dest, ab in e.attributions]
+        groups = [gb.SerializeToString() for gb in e.group_fims]
+        proc.states_to_save()
+        sp.serialize += time.process_time() - t
+        sp.outputs += len(values) + len(internal) + len(groups)
+        t = time.process_time()
+        emitted_lines(e)
+        sp.lines += time.process_time() - t
+        t = time.process_time()
+        for dest, value in internal:
+            proc.accept(topics.ATTRIBUTIONS.name, dest, value, None, now_ns)
+        for value in groups:
+            proc.accept(topics.GROUP_FIM.name, 0, value, None, now_ns)
+        sp.accept += time.process_time() - t
+    return sp
+
+
+def bench(spec: FabricSpec, qps: int, windows: int, warmup: int, partitions: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    started = time.process_time()
+    fabric = Fabric(generate(spec))
+    flows = build_qps(fabric, qps, rng)
+    data = [build_window(fabric, flows, k + 1, rng) for k in range(warmup + windows)]
+    setup_s = time.process_time() - started
+    with tempfile.TemporaryDirectory() as tmp:
+        topo = Path(tmp) / "fabric.yaml"
+        topo.write_text(fabric.topology.to_yaml())
+        cfg = ProcessorConfig(topology=topo, kafka="127.0.0.1:9", partitions=partitions, data_dir=Path(tmp))
+        proc = Processor(cfg, fabric, RESOLVERS["hash"])
+        # Window 1 has no history: its stages release it after the grace; later ones complete at once.
+        now = T0 + S + cfg.grace_ns + S // 10
+        splits = []
+        for k, w in enumerate(data):
+            splits.append(run_window(proc, w, now + k * S, partitions))
+    measured = splits[warmup:]
+    dec = [decode_seconds(w) for w in data[warmup:]]
+    fin = {s: proc.metrics.registry.get_sample_value("flowtracer_processor_windows_total", {"stage": s})
+           for s in ("flows", "links", "fabric")}
+    w0 = data[-1]
+    per_window_s = statistics.median(s.total for s in measured)
+    decode_s = statistics.median(dec)
+    records = len(w0.records)
+    return {
+        "fabric": {"hosts": spec.hosts, "nics": len(fabric.nics), "leaves": spec.leaves, "spines": spec.spines,
+                   "switches": len(fabric.switch_names), "links": len(fabric.links), "groups": len(fabric.ecmp_groups)},
+        "per_window": {"batches": records, "flows": w0.flows, "interfaces": w0.interfaces,
+                       "input_mib": round(sum(len(v) for _, _, v in w0.records) / 2**20, 2),
+                       "outputs": measured[-1].outputs},
+        "partitions": partitions, "windows": windows, "setup_s": round(setup_s, 1),
+        "windows_finalized": fin,
+        "decode": {"s_per_window": round(decode_s, 4), "batches_per_s": round(records / decode_s),
+                   "flows_per_s": round(w0.flows / decode_s), "counters_per_s": round(w0.interfaces / decode_s)},
+        "worker": {"s_per_window": round(per_window_s, 4), "batches_per_s": round(records / per_window_s),
+                   "flows_per_s": round(w0.flows / per_window_s),
+                   "counters_per_s": round(w0.interfaces / per_window_s),
+                   "split_s": {k: round(statistics.median(getattr(s, k) for s in measured), 4)
+                               for k in ("accept", "finalize", "serialize", "lines")}},
+        "ratio": round(decode_s / per_window_s, 4),
+        "realtime_share": round(per_window_s / (S / 1e9), 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=int, default=256)
+    ap.add_argument("--nics-per-host", type=int, default=8)
+    ap.add_argument("--rails", type=int, default=8)
+    ap.add_argument("--leaves", type=int, default=64)
+    ap.add_argument("--spines", type=int, default=16)
+    ap.add_argument("--qps", type=int, default=4, help="QPs per NIC")
+    ap.add_argument("--windows", type=int, default=6, help="measured windows")
+    ap.add_argument("--warmup", type=int, default=2, help="windows before measuring (caches, history)")
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    spec = FabricSpec(hosts=a.hosts, nics_per_host=a.nics_per_host, rails=a.rails, leaves=a.leaves, spines=a.spines,
+                      name="bench-processor")
+    print(json.dumps(bench(spec, a.qps, a.windows, a.warmup, a.partitions, a.seed), indent=1))
+
+
+if __name__ == "__main__":
+    main()

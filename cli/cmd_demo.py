@@ -1,0 +1,315 @@
+"""``flowtracer demo``: the whole pipeline on one machine, with a live status and a live dashboard.
+
+Starts an embedded Tansu broker, the simulated fabric (FlowTracer's 16-node cluster running NCCL
+ring all-reduce, with a known ECMP collision and a link degraded later), the gNMI collector, the
+host agents and one processor worker, each as its own ``flowtracer`` subprocess (LocalPipeline).
+Output: InfluxDB with ``--influx-url``, else a line-protocol file. The terminal shows a compact
+status read from the output topics; the processor serves the dashboard on 127.0.0.1. At the end
+(``--duration`` or Ctrl-C) everything is stopped and a summary is printed (``--summary-json``
+writes it in full), with the fabric FIM set against the simulator's ground truth. docs/demo.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED_AT_START = 130
+ROLLING_S = 10.0
+HOP_S = 1.0
+PARTITIONS = 4
+MARKER = ".flowtracer-demo-run"
+TOKEN_ENVS = ("FLOWTRACER_INFLUX_TOKEN", "INFLUX_TOKEN")
+
+
+def _fail(code: int, msg: str) -> None:
+    click.echo(f"flowtracer demo: {msg}", err=True)
+    sys.exit(code)
+
+
+def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> str | None:
+    """None when ``port`` can be bound on ``host``, else a one-line message naming it and the fix."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return (f"port {host}:{port} ({what}) is already in use by another program; "
+                        f"choose another with --web-port N, or --web-port 0 for no dashboard")
+            return f"cannot bind {host}:{port} ({what}): {e.strerror or e}"
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def prepare_run_dir(run_dir: Path) -> None:
+    """Create ``run_dir``; a previous demo run there is replaced, anything else is refused (ValueError)."""
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise ValueError(f"--run-dir {run_dir}: exists and is not a directory")
+        if any(run_dir.iterdir()):
+            if not (run_dir / MARKER).exists():
+                raise ValueError(f"--run-dir {run_dir}: exists, is not empty and is not a previous demo run; "
+                                 "choose another directory")
+            shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / MARKER).write_text("flowtracer demo run directory: replaced by the next demo run\n")
+
+
+class _Stop:
+    """SIGINT/SIGTERM after start-up: ask the main loop to stop, and keep asking nicely while it does."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reason = "duration"
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.event.is_set():
+            click.echo("flowtracer demo: still stopping the pipeline, please wait", err=True)
+            return
+        self.reason = "interrupt" if signum == signal.SIGINT else "terminated"
+        self.event.set()
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command("demo")
+@click.option("--duration", type=float, default=None,
+              help="Stop after this many seconds (default: run until Ctrl-C).")
+@click.option("--web-port", type=int, default=6066, show_default=True,
+              help="Dashboard port on 127.0.0.1 (served by the processor); 0 = no dashboard, -1 = any free port.")
+@click.option("--influx-url", default=None,
+              help="Write to this InfluxDB 2; the token comes from $INFLUX_TOKEN or $FLOWTRACER_INFLUX_TOKEN. "
+                   "Default: a line-protocol file.")
+@click.option("--influx-org", default="flowtracer", show_default=True, help="InfluxDB organization.")
+@click.option("--influx-bucket", default="flowtracer", show_default=True, help="InfluxDB bucket.")
+@click.option("--line-protocol-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Line-protocol output without --influx-url [default: RUN_DIR/flowtracer.lp].")
+@click.option("--summary-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the final summary (JSON, docs/demo.md) to this file.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".ft-demo"),
+              show_default=True, help="Logs, simulator output and scenario files (replaced by the next demo run).")
+@click.option("--degrade-at", "degrade_at", type=float, default=30.0, show_default=True,
+              help="Seconds into the run when a link drops to half capacity; negative = never.")
+@click.option("--status-every", type=float, default=2.0, show_default=True,
+              help="Seconds between status updates in the terminal.")
+def demo(duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
+         line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float,
+         status_every: float) -> None:
+    """Run the whole pipeline on the embedded default, with a live status and dashboard.
+
+    Simulated FlowTracer-like 16-node fabric (NCCL ring all-reduce with an ECMP collision, a link
+    degraded after --degrade-at), embedded Kafka-protocol broker, gNMI collector, host agents and
+    the stream processor. Ctrl-C or the end of --duration stops everything and prints a summary.
+    """
+    if duration is not None and duration <= 0:
+        _fail(EXIT_BAD_INPUT, f"--duration {duration}: must be positive")
+    if status_every <= 0:
+        _fail(EXIT_BAD_INPUT, f"--status-every {status_every}: must be positive")
+    if influx_url is not None and not any(os.environ.get(v) for v in TOKEN_ENVS):
+        _fail(EXIT_BAD_INPUT, f"--influx-url given but no token: export {' or '.join(TOKEN_ENVS)} "
+                              "(never on the command line)")
+    if web_port < -1 or web_port > 65535:
+        _fail(EXIT_BAD_INPUT, f"--web-port {web_port}: must be 0..65535 (or -1 for any free port)")
+    if web_port == -1:
+        web_port = free_port()
+    if web_port:
+        problem = check_port_free(web_port, "dashboard, --web-port")
+        if problem:
+            _fail(EXIT_BAD_INPUT, problem)
+    run_dir = run_dir.resolve()
+    try:
+        prepare_run_dir(run_dir)
+    except (ValueError, OSError) as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    code = run_demo(duration=duration, web_port=web_port, influx_url=influx_url, influx_org=influx_org,
+                    influx_bucket=influx_bucket, line_protocol_file=line_protocol_file, summary_json=summary_json,
+                    run_dir=run_dir, degrade_at=degrade_at if degrade_at >= 0 else None, status_every=status_every)
+    sys.exit(code)
+
+
+def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
+             line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float | None,
+             status_every: float) -> int:
+    """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
+    from flowtracer.local_pipeline import PipelineError, PipelineOptions
+    from flowtracer.sim.tansu import TansuError
+
+    from .demo_pipeline import DemoPipeline, broker_shielded_from_ctrl_c
+    from .demo_scenario import DEMO_SPEC, write_scenario
+    from .demo_status import Observed, OutputWatcher, StatusPrinter, status_lines
+    from .demo_summary import build_summary, summary_lines
+
+    out = click.get_text_stream("stdout")
+    printer = StatusPrinter(lambda s: (out.write(s), out.flush()), tty=out.isatty())
+    scenario = write_scenario(run_dir / "scenario", degrade_at_s=degrade_at)
+    if influx_url is None:
+        line_protocol_file = (line_protocol_file or run_dir / "flowtracer.lp").resolve()
+        line_protocol_file.parent.mkdir(parents=True, exist_ok=True)
+        line_protocol_file.unlink(missing_ok=True)
+    else:
+        line_protocol_file = None
+    processor_args = ["--rolling-window", f"{ROLLING_S:g}", "--influx-org", influx_org,
+                      "--influx-bucket", influx_bucket]
+    if web_port:
+        processor_args += ["--web-port", str(web_port)]
+    options = PipelineOptions(topology=scenario.topology, workload=str(scenario.workload), hop_s=HOP_S,
+                              partitions=PARTITIONS, resolvers=("hash",), influx_url=influx_url,
+                              line_protocol_file=line_protocol_file, processor_args=processor_args)
+    pipeline = DemoPipeline(options, run_dir)
+    dashboard = f"http://127.0.0.1:{web_port}/dashboard/" if web_port else None
+    started_at = datetime.now(UTC)
+    printer.message(f"flowtracer demo: {DEMO_SPEC.hosts} hosts, {DEMO_SPEC.leaves} leaves, {DEMO_SPEC.spines} "
+                    f"spines, NCCL ring all-reduce"
+                    + (f"; {scenario.degrade_link} degraded to {scenario.capacity:.0%} at {degrade_at:g} s"
+                       if scenario.degrade_link else "")
+                    + f"; logs in {run_dir}")
+    printer.message("starting: broker, simulator, processor, collector, agents ...")
+    previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    watcher: OutputWatcher | None = None
+    stop = _Stop()
+    code = 0
+    failure: str | None = None
+    t0 = time.monotonic()
+    try:
+        try:
+            with broker_shielded_from_ctrl_c():
+                pipeline.start()
+        except KeyboardInterrupt:
+            pipeline.stop()
+            printer.message("flowtracer demo: interrupted while starting; everything started was stopped")
+            return EXIT_INTERRUPTED_AT_START
+        except (PipelineError, TansuError) as e:
+            click.echo(f"flowtracer demo: {_explain(str(e))}", err=True)
+            return EXIT_FAILURE
+        except Exception as e:  # e.g. topics that cannot be created: one line, not a traceback
+            pipeline.stop()
+            click.echo(f"flowtracer demo: could not start the pipeline: {type(e).__name__}: {e}", err=True)
+            return EXIT_FAILURE
+        for s in previous:
+            signal.signal(s, stop)
+        switches = frozenset(sw for sw in _switch_names(scenario.topology))
+        watcher = OutputWatcher(pipeline.bootstrap, Observed(switch_names=switches))
+        watcher.start()
+        printer.message(f"running since {started_at.astimezone():%H:%M:%S}"
+                        + (f" for {duration:g} s" if duration else " until Ctrl-C")
+                        + (f"; dashboard: {dashboard}" if dashboard else "")
+                        + (f"; writing {line_protocol_file}" if line_protocol_file else f"; writing {influx_url}"))
+        printer.message("the first rolling FIM appears after ~15 s (baselines, 3 s grace, 10 s rolling window)")
+        t0 = time.monotonic()
+        next_status = t0
+        while not stop.event.is_set():
+            now = time.monotonic()
+            if duration is not None and now - t0 >= duration:
+                break
+            try:
+                pipeline.check()
+            except PipelineError as e:
+                failure = _explain(str(e))
+                stop.reason = "stage-failure"
+                break
+            if now >= next_status:
+                with watcher.lock:
+                    lines = status_lines(watcher.observed, now - t0, duration,
+                                         [(st.name, st.alive()) for st in pipeline.stages], time.time_ns())
+                printer.show(lines)
+                next_status = now + status_every
+            stop.event.wait(0.2)
+    finally:
+        for s in previous:
+            signal.signal(s, stop)  # a Ctrl-C while stopping must not leave processes behind
+        ran_s = time.monotonic() - t0
+        if watcher is not None:
+            printer.message(f"stopping ({stop.reason}) ...")
+        pipeline.stop_stages()
+        if watcher is not None:
+            watcher.drain()
+        pipeline.stop()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if failure:
+        click.echo(f"flowtracer demo: {failure}", err=True)
+        code = EXIT_FAILURE
+    assert watcher is not None
+    stages = [{"name": st.name, "exit_code": st.proc.returncode, "log": str(st.log_path)} for st in pipeline.stages]
+    stages.append({"name": "broker (tansu)", "exit_code": None,
+                   "log": str(pipeline.broker.log_path) if pipeline.broker and pipeline.broker.log_path else None})
+    sink: dict[str, Any]
+    if line_protocol_file is not None:
+        load = f"influx write --bucket {influx_bucket} --org {influx_org} --file {line_protocol_file}"
+        sink = {"kind": "line-protocol-file", "path": str(line_protocol_file),
+                "lines": _count_lines(line_protocol_file), "load_with": load}
+    else:
+        sink = {"kind": "influxdb", "url": influx_url, "org": influx_org, "bucket": influx_bucket}
+    extra = {
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "ran_s": round(ran_s, 1), "stopped_by": stop.reason, "failure": failure,
+        "scenario": {"topology": str(scenario.topology), "workload": str(scenario.workload),
+                     "hosts": DEMO_SPEC.hosts, "leaves": DEMO_SPEC.leaves, "spines": DEMO_SPEC.spines,
+                     "degrade": {"link": scenario.degrade_link, "at_s": scenario.degrade_at_s,
+                                 "capacity": scenario.capacity} if scenario.degrade_link else None},
+        "sink": sink, "dashboard": dashboard, "run_dir": str(run_dir), "stages": stages,
+        "watcher_error": watcher.error,
+    }
+    summary = build_summary(watcher.observed, ground_truth_dir=pipeline.ready.get("ground_truth"),
+                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra)
+    printer.message(f"flowtracer demo: ran {ran_s:.0f} s, stopped by {stop.reason}; every process stopped")
+    for line in summary_lines(summary):
+        printer.message("  " + line)
+    if line_protocol_file is not None:
+        printer.message(f"  line protocol: {line_protocol_file} ({sink['lines']} lines; load with "
+                        f"`{sink['load_with']}`)")
+    if summary_json is not None:
+        try:
+            summary_json.parent.mkdir(parents=True, exist_ok=True)
+            summary_json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+            printer.message(f"  summary: {summary_json}")
+        except OSError as e:
+            click.echo(f"flowtracer demo: cannot write --summary-json {summary_json}: {e.strerror or e}", err=True)
+            code = code or EXIT_FAILURE
+    return code
+
+
+def _switch_names(topology: Path) -> list[str]:
+    from flowtracer.schemas.topology import load_topology
+
+    return [s.name for s in load_topology(topology).switches]
+
+
+def _count_lines(path: Path) -> int:
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    return 0
+
+
+def _explain(message: str) -> str:
+    """A stage's failure, with a hint when its log shows a port conflict."""
+    low = message.lower()
+    if "address already in use" in low or "errno 98" in low or "already in use" in low:
+        return ("a port the pipeline needs is already in use (another demo or processor still running? "
+                f"pick another --web-port): {message}")
+    return message

@@ -1,0 +1,284 @@
+"""What the demo learns from the processor's output topics, and the terminal status built from it.
+
+:class:`OutputWatcher` is a thread with a kafka-python consumer on ``fim``, ``collisions``,
+``link-loads`` and ``dead-letter`` (manual assignment from the beginning: no consumer group, so
+nothing to rebalance on an embedded broker). It folds every record into :class:`Observed`, which
+is pure (tests feed it messages). :func:`status_lines` renders a compact status from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowtracer.schemas import topics
+from flowtracer.schemas.v1 import analytics_pb2
+
+log = logging.getLogger(__name__)
+
+S = 1_000_000_000
+BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
+WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.DEAD_LETTER.name)
+
+
+@dataclass
+class CollisionSeen:
+    """One (group, shared member) collision over the run. Times are window ends, ns."""
+
+    group: str
+    switch: str
+    link: str
+    idle_link: str
+    first_end_ns: int
+    last_end_ns: int
+    windows: int = 0
+    max_link_utilization: float = 0.0
+    min_idle_utilization: float = 1.0
+    #: (src_ip, dst_ip, udp_src_port) -> flow details (job, collective, comm, hosts, max bytes in a hop)
+    flows: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Observed:
+    """Everything the demo has read from the output topics (pure: ``add`` takes topic, value, Kafka time)."""
+
+    #: fabric FIM: window end ns -> basis -> fim
+    fabric_fim: dict[int, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
+    #: newest measured FIM per ECMP group: group -> (window end ns, fim)
+    group_fim: dict[str, tuple[int, float]] = field(default_factory=dict)
+    collisions: dict[tuple[str, str], CollisionSeen] = field(default_factory=dict)
+    #: window end ns -> measured bytes over switch-to-switch links (leaf uplinks and spine downlinks)
+    fabric_bytes: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    #: window end ns -> measured bytes per directed link (switch-to-switch links only)
+    link_bytes: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
+    #: window end ns -> switches that measured at least one link
+    switches: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: (window end ns, seconds from the window's end, the switch sample instant, to its LinkLoad reaching Kafka)
+    latencies: list[tuple[int, float]] = field(default_factory=list)
+    dead_letters: int = 0
+    dead_letter_reasons: list[str] = field(default_factory=list)
+    records: int = 0
+    newest_end_ns: int = 0
+    #: the topology's switch names (to tell switch-to-switch links and measuring switches)
+    switch_names: frozenset[str] = frozenset()
+    undecodable: int = 0
+
+    def add(self, topic: str, value: bytes | None, kafka_ts_ms: int) -> None:
+        """Fold one output record in; a record that does not decode is counted, never raised."""
+        self.records += 1
+        try:
+            if topic == topics.FIM.name:
+                self._fim(analytics_pb2.FimSample.FromString(value or b""))
+            elif topic == topics.COLLISIONS.name:
+                self._collision(analytics_pb2.Collision.FromString(value or b""))
+            elif topic == topics.LINK_LOADS.name:
+                self._link_load(analytics_pb2.LinkLoad.FromString(value or b""), kafka_ts_ms)
+            elif topic == topics.DEAD_LETTER.name:
+                dl = analytics_pb2.DeadLetter.FromString(value or b"")
+                self.dead_letters += 1
+                if len(self.dead_letter_reasons) < 10:
+                    self.dead_letter_reasons.append(f"{dl.topic}[{dl.partition}]@{dl.offset}: {dl.reason}")
+        except Exception:  # a status display must not die on one odd record
+            self.undecodable += 1
+
+    def _fim(self, f: analytics_pb2.FimSample) -> None:
+        basis = BASIS.get(f.basis)
+        if basis is None:
+            return
+        if f.group == "fabric":
+            self.fabric_fim[f.window_end_ns][basis] = f.fim
+            self.newest_end_ns = max(self.newest_end_ns, f.window_end_ns)
+        elif basis == "measured":
+            old = self.group_fim.get(f.group)
+            if old is None or f.window_end_ns >= old[0]:
+                self.group_fim[f.group] = (f.window_end_ns, f.fim)
+
+    def _collision(self, c: analytics_pb2.Collision) -> None:
+        key = (c.group, c.link)
+        seen = self.collisions.get(key)
+        if seen is None:
+            seen = self.collisions[key] = CollisionSeen(c.group, c.switch, c.link, c.idle_link, c.window_end_ns,
+                                                        c.window_end_ns)
+        seen.windows += 1
+        seen.first_end_ns = min(seen.first_end_ns, c.window_end_ns)
+        seen.last_end_ns = max(seen.last_end_ns, c.window_end_ns)
+        seen.max_link_utilization = max(seen.max_link_utilization, c.link_utilization)
+        seen.min_idle_utilization = min(seen.min_idle_utilization, c.idle_utilization)
+        for f in c.flows:
+            k = (f.key.src_ip, f.key.dst_ip, f.key.udp_src_port)
+            d = seen.flows.setdefault(k, {"src_ip": f.key.src_ip, "dst_ip": f.key.dst_ip,
+                                          "udp_src_port": f.key.udp_src_port, "src_host": f.src_host,
+                                          "dst_host": f.dst_host, "job_id": f.job_id, "collective": f.collective,
+                                          "comm_id": f.comm_id, "max_bytes_per_hop": 0, "windows": 0})
+            d["max_bytes_per_hop"] = max(d["max_bytes_per_hop"], f.bytes)
+            d["windows"] += 1
+            d["collective"] = d["collective"] or f.collective
+            d["job_id"] = d["job_id"] or f.job_id
+
+    def _link_load(self, ll: analytics_pb2.LinkLoad, kafka_ts_ms: int) -> None:
+        if kafka_ts_ms > 0:
+            self.latencies.append((ll.window_end_ns, kafka_ts_ms / 1e3 - ll.window_end_ns / 1e9))
+        if not ll.measured_valid:
+            return
+        # The switch that measures a link: its transmitter, or the leaf a host transmits to.
+        self.switches[ll.window_end_ns].add(ll.src_node if ll.src_node in self.switch_names else ll.dst_node)
+        if ll.src_node in self.switch_names and ll.dst_node in self.switch_names:
+            self.fabric_bytes[ll.window_end_ns] += ll.measured_bytes
+            self.link_bytes[ll.window_end_ns][ll.link] = ll.measured_bytes
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def latest_fabric(self) -> tuple[int, dict[str, float]] | None:
+        """(window end ns, {basis: fim}) of the newest fabric sample."""
+        if not self.fabric_fim:
+            return None
+        end = max(self.fabric_fim)
+        return end, dict(self.fabric_fim[end])
+
+    def current_collisions(self, hops: int = 3) -> list[CollisionSeen]:
+        """Collisions seen within ``hops`` windows of the newest one, hottest first."""
+        newest = max((c.last_end_ns for c in self.collisions.values()), default=0)
+        now = [c for c in self.collisions.values() if c.last_end_ns > newest - hops * S]
+        return sorted(now, key=lambda c: (-c.max_link_utilization, c.group))
+
+    def latency_stats(self, from_end_ns: int = 0) -> dict[str, float | int | None]:
+        """p50 / p99 / max seconds from switch sample instant (window end) to the LinkLoad in Kafka,
+        over windows ending at or after ``from_end_ns``."""
+        xs = sorted(v for end, v in self.latencies if end >= from_end_ns)
+        if not xs:
+            return {"p50_s": None, "p99_s": None, "max_s": None, "samples": 0}
+        return {"p50_s": round(statistics.median(xs), 3), "p99_s": round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 3),
+                "max_s": round(xs[-1], 3), "samples": len(xs)}
+
+
+class OutputWatcher(threading.Thread):
+    """Consumes the output topics into an :class:`Observed` until stopped. ``lock`` guards ``observed``."""
+
+    def __init__(self, bootstrap: str, observed: Observed | None = None, poll_ms: int = 300) -> None:
+        super().__init__(name="demo-output-watcher", daemon=True)
+        self.bootstrap = bootstrap
+        self.observed = observed or Observed()
+        self.lock = threading.Lock()
+        self.poll_ms = poll_ms
+        self._stop_event = threading.Event()
+        self.error: str | None = None
+        self.last_record_monotonic = time.monotonic()
+
+    def run(self) -> None:
+        try:
+            from kafka import KafkaConsumer, TopicPartition
+
+            consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None,
+                                     client_id="flowtracer-demo-status", auto_offset_reset="earliest")
+        except Exception as e:  # the demo goes on without a live status
+            self.error = f"cannot consume the output topics: {e}"
+            return
+        try:
+            parts = []
+            deadline = time.monotonic() + 30
+            for t in WATCHED:
+                ps = consumer.partitions_for_topic(t)
+                while not ps and time.monotonic() < deadline and not self._stop_event.is_set():
+                    time.sleep(0.5)
+                    ps = consumer.partitions_for_topic(t)
+                parts += [TopicPartition(t, p) for p in sorted(ps or ())]
+            consumer.assign(parts)
+            consumer.seek_to_beginning(*parts)
+            while not self._stop_event.is_set():
+                self._poll(consumer)
+        except Exception as e:
+            self.error = f"output watcher stopped: {type(e).__name__}: {e}"
+            log.warning("%s", self.error)
+        finally:
+            consumer.close()
+
+    def _poll(self, consumer: Any) -> int:
+        batch = consumer.poll(timeout_ms=self.poll_ms)
+        n = 0
+        with self.lock:
+            for records in batch.values():
+                for r in records:
+                    self.observed.add(r.topic, r.value, r.timestamp if r.timestamp_type == 0 else 0)
+                    n += 1
+        if n:
+            self.last_record_monotonic = time.monotonic()
+        return n
+
+    def drain(self, quiet_s: float = 2.0, max_s: float = 15.0) -> None:
+        """Wait until no record arrived for ``quiet_s`` (the processor's last outputs), then stop."""
+        deadline = time.monotonic() + max_s
+        while self.is_alive() and time.monotonic() < deadline:
+            if time.monotonic() - self.last_record_monotonic >= quiet_s:
+                break
+            time.sleep(0.2)
+        self.stop()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout)
+
+
+def _fmt(v: float | None) -> str:
+    return "  –  " if v is None else f"{v:.3f}"
+
+
+def status_lines(obs: Observed, elapsed_s: float, duration_s: float | None, stages: Sequence[tuple[str, bool]],
+                 now_ns: int, top: int = 3) -> list[str]:
+    """A compact status: progress, fabric FIM, top collisions, pipeline health (one string per line)."""
+    progress = f"{elapsed_s:5.0f}s" + (f"/{duration_s:.0f}s" if duration_s else "")
+    latest = obs.latest_fabric()
+    if latest is None:
+        fim = "fabric FIM: waiting for the first rolling window"
+    else:
+        end, v = latest
+        fim = (f"fabric FIM measured {_fmt(v.get('measured'))}  attributed {_fmt(v.get('attributed'))}  "
+               f"(window ending {time.strftime('%H:%M:%S', time.localtime(end / S))})")
+    lines = [f"[{progress}] {fim}"]
+    cols = obs.current_collisions()
+    if not cols:
+        lines.append("  collisions: none now" + (f" ({len(obs.collisions)} seen earlier)" if obs.collisions else ""))
+    for c in cols[:top]:
+        flows = ", ".join(f"{f['src_host'] or f['src_ip']}>{f['dst_host'] or f['dst_ip']}:{f['udp_src_port']}"
+                          for f in list(c.flows.values())[:4])
+        lines.append(f"  collision {c.group}: {len(c.flows)} flows on {c.link} ({c.max_link_utilization:.0%}) "
+                     f"while {c.idle_link} idles ({c.min_idle_utilization:.0%}) [{flows}]")
+    if len(cols) > top:
+        lines.append(f"  ... and {len(cols) - top} more collisions")
+    lag = (now_ns - obs.newest_end_ns) / S if obs.newest_end_ns else None
+    recent = [e for e in obs.switches if e > obs.newest_end_ns - 3 * S]
+    switches = len(set().union(*(obs.switches[e] for e in recent))) if recent else 0
+    down = [name for name, alive in stages if not alive]
+    health = (f"  health: lag {'–' if lag is None else f'{lag:.1f}s'}, windows {len(obs.fabric_fim)}, "
+              f"switches reporting {switches}, dead letters {obs.dead_letters}, "
+              + (f"STOPPED: {', '.join(down)}" if down else f"{len(stages)} stages up"))
+    lines.append(health)
+    return lines
+
+
+class StatusPrinter:
+    """Prints status blocks: redrawn in place on a terminal, plain appended lines otherwise."""
+
+    def __init__(self, write: Callable[[str], None], tty: bool) -> None:
+        self.write = write
+        self.tty = tty
+        self._shown = 0
+
+    def show(self, lines: list[str]) -> None:
+        if self.tty:
+            prefix = f"\x1b[{self._shown}F\x1b[J" if self._shown else ""
+            self.write(prefix + "\n".join(lines) + "\n")
+            self._shown = len(lines)
+        else:
+            self.write(" | ".join(s.strip() for s in lines) + "\n")
+
+    def message(self, text: str) -> None:
+        """A line that stays (not overwritten by the next status block)."""
+        self.write(text + "\n")
+        self._shown = 0

@@ -1,0 +1,255 @@
+"""`flowtracer demo` with the live dashboard, driven in real headless Chromium (selenium + chromedriver).
+
+One run (module fixture): the demo's default scenario for RUN_S seconds, writing to VictoriaMetrics
+(``--influx-url``, token from the environment). While it runs, Chromium loads the dashboard and the
+test records what a person would see; after the demo has stopped, the assertions compare that with
+the store, the simulator's ground truth (through the demo's summary) and the process table. A
+screenshot is saved under ``artifacts/`` (git-ignored) and pytest's tmp dir.
+
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (the test fails, naming them, when
+they are missing) and the ``selenium`` package (dev extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+RUN_S = 32
+KNOWN_COLLISIONS = {"leaf01:spine01|spine02", "leaf02:spine01|spine02"}
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1750")
+
+
+READ_PAGE = """
+const q = (sel) => Array.from(document.querySelectorAll(sel));
+const fim = document.getElementById("fim-fabric-measured");
+const dts = q("#health dt"), dds = q("#health dd");
+return {
+  title: document.title, fimText: fim.textContent, fim: fim.dataset.fim, fimEnd: fim.dataset.windowEndMs,
+  collisions: q("#collisions tr.collision").map((r) => [r.dataset.group, r.dataset.link,
+                                                         r.querySelector("td.flows").innerText]),
+  linksDrawn: q("#fabric line.link").length, linksColoured: q("#fabric line.link[data-util]").filter(
+    (l) => l.getAttribute("data-util") !== "").length,
+  switches: q("#fabric g.switch text").map((t) => t.textContent),
+  health: Object.fromEntries(dts.map((dt, i) => [dt.textContent, dds[i] ? dds[i].textContent : ""])),
+  status: document.getElementById("status").textContent,
+};
+"""
+
+
+@dataclass
+class Seen:
+    """What the page showed."""
+
+    title: str = ""
+    fim_text: str = ""
+    fim: float | None = None
+    fim_window_end_ms: int | None = None
+    collisions: list[tuple[str, str, str]] = field(default_factory=list)  # group, link, flows text
+    links_drawn: int = 0
+    links_coloured: int = 0
+    switches: list[str] = field(default_factory=list)
+    health: dict[str, str] = field(default_factory=dict)
+    status: str = ""
+    screenshot: Path | None = None
+
+
+@dataclass
+class DemoRun:
+    seen: Seen
+    code: int
+    stdout: str
+    stderr: str
+    summary: dict[str, Any]
+    run_dir: Path
+    port: int
+    victoria: Any
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _need_browser() -> tuple[str, str]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail("the dashboard test drives headless Chromium: install the Debian packages with "
+                    "`apt-get install -y chromium chromium-driver` (make system-deps)", pytrace=False)
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.fail("the dashboard test needs selenium: pip install -e '.[dev]'", pytrace=False)
+    return chromium, driver
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as r:
+        return json.loads(r.read())
+
+
+def _wait_for_results(proc: subprocess.Popen[bytes], base: str, timeout_s: float) -> dict[str, Any]:
+    """Poll the dashboard's API until it has a measured fabric FIM and a collision."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the demo exited with {proc.returncode} before the dashboard showed results")
+        try:
+            last = _get_json(base + "api/state")
+            if last["fabric"]["measured"] and last["collisions"]:
+                return last
+        except (OSError, ValueError) as e:
+            last = e
+        time.sleep(0.5)
+    pytest.fail(f"no measured fabric FIM and collision on the dashboard after {timeout_s} s; last: {last!r}")
+
+
+def _drive_browser(url: str, tmp: Path) -> Seen:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    chromium, chromedriver = _need_browser()
+    opts = Options()
+    opts.binary_location = chromium
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(options=opts, service=Service(executable_path=chromedriver,
+                                                            log_output=str(tmp / "chromedriver.log")))
+    seen = Seen()
+    try:
+        driver.set_page_load_timeout(20)
+        driver.get(url)
+
+        def ready(d: Any) -> bool:
+            return bool(d.execute_script(
+                "return !!document.getElementById('fim-fabric-measured').dataset.fim"
+                " && document.querySelectorAll('#collisions tr.collision').length > 0"))
+
+        WebDriverWait(driver, 20, poll_frequency=0.25).until(ready)
+        time.sleep(1.5)  # one more poll, so the charts have a few points
+        # One script reads everything at once: the page redraws every second, so element handles go stale.
+        dom = driver.execute_script(READ_PAGE)
+        seen.title = dom["title"]
+        seen.fim_text, seen.fim, seen.fim_window_end_ms = dom["fimText"], float(dom["fim"]), int(dom["fimEnd"])
+        seen.collisions = [tuple(c) for c in dom["collisions"]]
+        seen.links_drawn, seen.links_coloured = dom["linksDrawn"], dom["linksColoured"]
+        seen.switches, seen.health, seen.status = dom["switches"], dom["health"], dom["status"]
+        shot = tmp / "dashboard.png"
+        driver.save_screenshot(str(shot))
+        ARTIFACTS.mkdir(exist_ok=True)
+        shutil.copy(shot, ARTIFACTS / "test_demo_dashboard.png")
+        seen.screenshot = shot
+    finally:
+        driver.quit()
+    return seen
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory, victoria: Any) -> Iterator[DemoRun]:
+    _need_browser()
+    tmp = tmp_path_factory.mktemp("demo-dashboard")
+    port = _free_port()
+    run_dir = tmp / "run"
+    summary = tmp / "summary.json"
+    env = {**os.environ, "INFLUX_TOKEN": "demo-test-not-a-secret"}
+    cmd = [sys.executable, "-m", "flowtracer", "demo", "--duration", str(RUN_S), "--web-port", str(port),
+           "--influx-url", victoria.url, "--run-dir", str(run_dir), "--summary-json", str(summary)]
+    out, err = open(tmp / "demo.out", "wb"), open(tmp / "demo.err", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=tmp)
+    try:
+        base = f"http://127.0.0.1:{port}/dashboard/"
+        _wait_for_results(proc, base, RUN_S)
+        seen = _drive_browser(base, tmp)
+        code = proc.wait(RUN_S + 60)
+    finally:
+        if proc.poll() is None:  # only on a failure above: stop the demo as Ctrl-C would
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+        out.close()
+        err.close()
+    yield DemoRun(seen, code, (tmp / "demo.out").read_text(), (tmp / "demo.err").read_text(),
+                  json.loads(summary.read_text()) if summary.exists() else {}, run_dir, port, victoria)
+
+
+def test_dashboard_renders_the_fabric_charts_and_health(demo: DemoRun) -> None:
+    s = demo.seen
+    assert s.title == "flowtracer: live fabric"
+    assert sorted(s.switches) == ["leaf01", "leaf02", "leaf03", "leaf04", "spine01", "spine02"]
+    # 16 host cables + 8 leaf-spine cables, each drawn as its two directions; nearly all measured and coloured.
+    assert s.links_drawn == 48
+    assert s.links_coloured >= 40, s.links_coloured
+    assert s.health["switches reporting"] == "6 / 6"
+    assert s.health["dead letters"] == "0"
+    assert s.status.startswith("live"), s.status
+    assert s.screenshot is not None and s.screenshot.stat().st_size > 20_000
+
+
+def test_dashboard_fim_matches_the_store(demo: DemoRun) -> None:
+    s = demo.seen
+    assert s.fim is not None and s.fim_window_end_ms is not None
+    assert s.fim_text == f"{s.fim:.3f}"
+    stored = {}
+    for series in demo.victoria.export('fim_fim{group="fabric",basis="measured"}'):
+        stored.update(zip(series["timestamps"], series["values"], strict=True))
+    assert s.fim_window_end_ms in stored, (s.fim_window_end_ms, sorted(stored)[-5:])
+    assert stored[s.fim_window_end_ms] == pytest.approx(s.fim, abs=1e-9)
+
+
+def test_dashboard_shows_the_known_collision_with_its_flows(demo: DemoRun) -> None:
+    groups = {g for g, _, _ in demo.seen.collisions}
+    assert groups == KNOWN_COLLISIONS
+    for group, link, flows in demo.seen.collisions:
+        assert link.startswith(group.split(":")[0] + ":")
+        assert flows.count("sport") == 2 and "AllReduce" in flows, flows
+
+
+def test_demo_summary_reports_the_collision_and_a_fim_consistent_with_ground_truth(demo: DemoRun) -> None:
+    assert demo.code == 0, demo.stderr[-3000:]
+    s = demo.summary
+    assert s["stopped_by"] == "duration"
+    assert {c["group"] for c in s["collisions"]} == KNOWN_COLLISIONS
+    for c in s["collisions"]:
+        assert {f["job_ground_truth"] for f in c["flows"]} == {"ring-allreduce"}
+    vs = s["fabric_fim"]["vs_ground_truth"]
+    assert vs["windows_compared"] >= 8 and vs["consistent"], vs
+    assert s["sink"] == {"kind": "influxdb", "url": demo.victoria.url, "org": "flowtracer", "bucket": "flowtracer"}
+    assert all(st["exit_code"] in (0, None) for st in s["stages"]), s["stages"]
+    assert "every process stopped" in demo.stdout
+
+
+def test_demo_leaves_nothing_running(demo: DemoRun) -> None:
+    left = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmdline = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(demo.run_dir) in cmdline:
+                left.append(cmdline)
+    assert not left
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", demo.port)) != 0, "the dashboard port still accepts connections"
