@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Run a flowtracer stage and relay its loopback-only ``/metrics`` and ``/healthz`` to another address.
+
+``flowtracer agent`` and ``flowtracer process`` serve their Prometheus endpoint on 127.0.0.1 only
+(by design: "metrics are for the local scraper or a sidecar", collectors/self_metrics.py), and
+neither has a flag to bind elsewhere. In a container, 127.0.0.1 is unreachable from Prometheus, so
+the deployments start those stages through this wrapper::
+
+    flowtracer-metrics-relay --listen 0.0.0.0:9475 --upstream 127.0.0.1:9465 -- \\
+        flowtracer process --metrics-port 9465 ...
+
+It serves ``GET /metrics`` and ``GET /healthz`` on ``--listen`` by fetching the same path from
+``--upstream`` (status code, content type and body as the stage answered; 503 when the stage does
+not answer) and nothing else (404). It starts the command as its child, forwards SIGTERM, SIGINT,
+SIGHUP and SIGQUIT to it, and exits with the child's exit code (128 + signal number when the child
+was killed), so it can be a container's PID 1. Without a command it only relays (a sidecar).
+
+Standard library only; reads no environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+PATHS = ("/metrics", "/healthz")
+"""The only paths relayed."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) -> (host, port); ValueError naming the text otherwise."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def make_server(listen: tuple[str, int], upstream: tuple[str, int], timeout_s: float = 5.0) -> ThreadingHTTPServer:
+    """An HTTP server on ``listen`` relaying :data:`PATHS` from ``upstream`` (not started)."""
+    base = f"http://{upstream[0]}:{upstream[1]}"
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path not in PATHS:
+                self._reply(404, "text/plain", f"only {' and '.join(PATHS)} are relayed\n".encode())
+                return
+            try:
+                with urllib.request.urlopen(base + path, timeout=timeout_s) as r:
+                    self._reply(r.status, r.headers.get("Content-Type", "text/plain"), r.read())
+            except urllib.error.HTTPError as e:  # e.g. /healthz 503: relay it as it is
+                self._reply(e.code, e.headers.get("Content-Type", "text/plain"), e.read())
+            except OSError as e:
+                self._reply(503, "text/plain", f"upstream {base}{path} does not answer: {e}\n".encode())
+
+        def _reply(self, code: int, ctype: str, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # scrapes every few seconds would flood the stage's log
+
+    server = ThreadingHTTPServer(listen, Handler)
+    server.daemon_threads = True
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="flowtracer-metrics-relay", description=__doc__.splitlines()[0])
+    ap.add_argument("--listen", required=True, metavar="HOST:PORT", help="where Prometheus scrapes")
+    ap.add_argument("--upstream", required=True, metavar="HOST:PORT", help="the stage's --metrics-port on loopback")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (omit to only relay)")
+    args = ap.parse_args(argv)
+    try:
+        listen, upstream = parse_address(args.listen), parse_address(args.upstream)
+    except ValueError as e:
+        print(f"flowtracer-metrics-relay: {e}", file=sys.stderr)
+        return 2
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        server = make_server(listen, upstream)
+    except OSError as e:
+        print(f"flowtracer-metrics-relay: cannot listen on {args.listen}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    threading.Thread(target=server.serve_forever, name="metrics-relay", daemon=True).start()
+    stop = threading.Event()
+    received: list[int] = []  # signals not yet passed to the child
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+        else:  # no child (yet): remember it
+            received.append(signum)
+            stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, forward)
+    bound = f"{listen[0]}:{server.server_address[1]}"
+    print(f"flowtracer-metrics-relay: http://{bound}{{{','.join(PATHS)}}} -> http://{args.upstream}",
+          file=sys.stderr, flush=True)
+    try:
+        if not command:
+            stop.wait()
+            return 0
+        if received:  # stopped before the command started
+            return 128 + received[0]
+        try:
+            child = subprocess.Popen(command)
+        except OSError as e:
+            print(f"flowtracer-metrics-relay: cannot run {command[0]!r}: {e.strerror or e}", file=sys.stderr)
+            return 127
+        while received:  # arrived while the child was starting
+            child.send_signal(received.pop(0))
+        code = child.wait()
+        return 128 - code if code < 0 else code
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
