@@ -123,7 +123,8 @@ class Processor:
     def flows_stage(self, p: int) -> FlowsStage:
         if p not in self.flows:
             stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.resolver_cls(self.fabric),
-                               self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link)
+                               self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link,
+                               self.cfg.heavy_share)
             saved = self.saved_state(f"flows:{p}")
             if saved:
                 stage.resolver.restore(saved)

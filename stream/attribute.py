@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -89,7 +90,8 @@ def flow_ref(flow: FlowObs, nbytes: float) -> common_pb2.FlowRef:
         collective=flow.collective, comm_id=flow.comm_id, bytes=round(nbytes))
 
 
-def heaviest(flows: Iterable[tuple[float, FlowObs]], limit: int) -> list[common_pb2.FlowRef]:
-    """At most ``limit`` FlowRefs, heaviest first (ties by flow id, so replays are identical)."""
-    ranked = sorted(flows, key=lambda bf: (-bf[0], bf[1].flow_id))[:limit]
+def heaviest(flows: Iterable[tuple[float, FlowObs]], limit: int, min_bytes: float = 0.0) -> list[common_pb2.FlowRef]:
+    """At most ``limit`` FlowRefs of flows with at least ``min_bytes``, heaviest first (ties by flow id,
+    so replays are identical)."""
+    ranked = heapq.nsmallest(limit, (bf for bf in flows if bf[0] >= min_bytes), key=lambda bf: (-bf[0], bf[1].flow_id))
     return [flow_ref(f, b) for b, f in ranked]

@@ -12,9 +12,9 @@ from collections import defaultdict
 
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
-from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2
 
-from .attribute import attribute, heaviest
+from .attribute import Share, attribute, heaviest
 from .emitted import Emitted
 from .flow_obs import Unattributed, flow_observations
 from .links import LinkIndex
@@ -35,7 +35,8 @@ class FlowsStage:
     """Window state and finalization of one flows partition."""
 
     def __init__(self, partition: int, partitions: int, fabric: Fabric, links: LinkIndex, resolver: Resolver,
-                 hop_ns: int, grace_ns: int, uses_counters: bool, max_flows_per_link: int = 16) -> None:
+                 hop_ns: int, grace_ns: int, uses_counters: bool, max_flows_per_link: int = 16,
+                 heavy_share: float = 0.1) -> None:
         self.partition = partition
         self.partitions = partitions
         self.fabric = fabric
@@ -44,6 +45,10 @@ class FlowsStage:
         self.hop_ns = hop_ns
         self.uses_counters = uses_counters
         self.max_flows_per_link = max_flows_per_link
+        # Flows are named only where a collision can be reported: on ECMP members, and only the flows
+        # heavy enough to count there (the links stage's rule), in bytes per hop.
+        self._named_min_bytes = {m.id: heavy_share * m.speed_bps / 8 * hop_ns / 1e9
+                                 for g in fabric.ecmp_groups.values() for m in g.members}
         # The hosts cabled to this partition's leaves send a FlowBatch per window: require them, or a
         # resolver that also reads counters (which arrive first) would learn to close windows without flows.
         mine = frozenset(f"flows:{n.host}@{n.leaf}" for n in fabric.nics.values()
@@ -77,6 +82,12 @@ class FlowsStage:
             out.windows += 1
         return out
 
+    def _named(self, link: str, share: Share) -> list[common_pb2.FlowRef]:
+        threshold = self._named_min_bytes.get(link)
+        if threshold is None:
+            return []
+        return heaviest(share.flows, self.max_flows_per_link, threshold)
+
     def _window(self, end: int, items: list[object]) -> Emitted:
         start = end - self.hop_ns
         obs = []
@@ -106,7 +117,7 @@ class FlowsStage:
             owner = self.links.owner[lid]
             per_dest[self._dest[owner]].append(internal_pb2.LinkShare(
                 link=lid, switch=owner, bytes=round(share.bytes), flow_count=share.flow_count,
-                flows=heaviest(share.flows, self.max_flows_per_link), confidence=share.confidence))
+                flows=self._named(lid, share), confidence=share.confidence))
         for dest in range(self.partitions):
             out.attributions.append((dest, internal_pb2.AttributionBatch(
                 schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end,
