@@ -138,6 +138,7 @@ class Processor:
             saved = self.saved_state(f"links:{p}")
             if saved:
                 stage.history.restore(saved)
+            log.debug("links stage of partition %d: %s", p, "restored" if saved else "no saved state")
             self.link_stages[p] = stage
         return self.link_stages[p]
 
