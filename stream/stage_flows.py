@@ -53,6 +53,8 @@ class FlowsStage:
         # resolver that also reads counters (which arrive first) would learn to close windows without flows.
         mine = frozenset(f"flows:{n.host}@{n.leaf}" for n in fabric.nics.values()
                          if partition_for(n.leaf, partitions) == partition)
+        if uses_counters:  # and the leaves' counters, for resolvers that learn from them
+            mine |= frozenset(f"counters:{lf}" for lf in fabric.leaves if partition_for(lf, partitions) == partition)
         self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS)
         self.unattributed = Unattributed()
         self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}

@@ -37,7 +37,11 @@ class LinksStage:
         # others never send). Switches are learned from what reported recently. The grace is twice the
         # flows stage's, so that a window is not closed while its upstream is still waiting out its own.
         senders = {partition_for(n.leaf, partitions) for n in fabric.nics.values()}
-        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=frozenset(f"attr:{q}" for q in senders),
+        # The switches this partition owns report every sample too: also required, or a stage created at a
+        # rebalance could close a window from the attributions alone before the counters are replayed.
+        mine_switches = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
+        required = frozenset(f"attr:{q}" for q in senders) | frozenset(f"counters:{sw}" for sw in mine_switches)
+        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=required,
                                      required_grace_ns=2 * REQUIRED_GRACE_NS)
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
