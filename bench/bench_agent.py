@@ -3,12 +3,16 @@
 1. ``parse_build``: 10,000 RC QPs as ``rdma -j resource show qp`` prints them (compact JSON,
    iproute2 key order) and the matching ``rdma -j statistic qp show`` (one counter per QP, Linux
    >= 6.15 optional byte counters). Timed per window (median of ``--repeat``), in this process:
-   ``json_loads`` (the stdlib decoder on the QP text alone: the raw library limit), ``parse_res_qp``
-   (our parser: decode + validate into records), ``build_flowbatch`` (QP generations and deltas,
-   peer lookup, FlowBatch assembly and serialization, for one host whose 10k QPs all moved data),
-   ``parse_plus_build`` (the issue's figure, PSN path) and its ``ratio_to_json_loads``; then the
-   same with per-QP counters (parsing ``rdma statistic qp show`` too). The 1-minute load average is
-   printed: on a shared machine the absolute numbers move with it, the ratio much less.
+   ``json_loads`` (the stdlib decoder on the QP text alone: the raw library limit the issue's
+   figure is compared with; ``msgspec_decode`` too when installed, untyped, the fastest decoder at
+   hand), ``parse_res_qp`` (our parser: decode + validate into records and columns; ``parser``
+   says which decoder it used), ``build_flowbatch`` (the agent's per-host step: adding the host's
+   QP ends to a fresh peer directory, QP generations and deltas, peer lookup, FlowBatch assembly
+   into the serialized bytes the agent sends, for one host whose 10k QPs all moved data; the peer
+   host's ends are added untimed), ``parse_plus_build`` (the issue's figure, PSN path) and its
+   ``ratio_to_json_loads``; then the same with per-QP counters (parsing ``rdma statistic qp show``
+   too). The 1-minute load average is printed: on a shared machine the absolute numbers move with
+   it, the ratio much less.
 2. ``agent_cpu``: one host with 2,000 QPs in the simulator's host-view format (files on tmpfs,
    per-QP counters on), the ``sim`` source reading it through the real parsers, ``Agent.window``
    once per (virtual) second: CPU seconds of this process per window = CPU share at a 1 s interval.
@@ -29,6 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from flowtracer.collectors.agent import rdma_json
 from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.host_pipeline import HostPipeline, HostSample, PipelineConfig
@@ -68,17 +75,20 @@ switches: [{name: leaf1, role: leaf}]
 hosts: [{name: h1, nics: [{rdma_device: mlx5_0, netdev: eth0, ip: 10.0.0.1, leaf: "leaf1:e1"}]}]
 """)
     port = PortView("mlx5_0", 1, gids=[Gid(3, "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "eth0")])
-    peers = PeerDirectory()
     h2 = Endpoint("h2", "mlx5_0", 1, "10.0.0.2")
-    for i in range(n):  # the peers' ends, as an agent acting for several hosts would know them
-        peers.add(h2, 0x80000 + i, 0x1000 + i)
+    h2_lqpns, h2_rqpns = 0x80000 + np.arange(n), 0x1000 + np.arange(n)
     docs = [qp_docs(n, s) for s in range(repeat + 1)]
+    msgspec = rdma_json.msgspec
     times: dict[str, list[float]] = {}
     sizes = {}
     for mode in ("psn", "counters"):
         pipe = HostPipeline("h1", Inventory(topo), PipelineConfig(agent_id="bench"))
         for step, (qp_text, stat_text) in enumerate(docs):
             clock = time.perf_counter
+            if msgspec is not None:
+                tm = clock()
+                msgspec.json.decode(qp_text)
+                times.setdefault("msgspec_decode", []).append(clock() - tm)
             t0 = clock()
             json.loads(qp_text)
             t1 = clock()
@@ -88,9 +98,12 @@ hosts: [{name: h1, nics: [{rdma_device: mlx5_0, netdev: eth0, ip: 10.0.0.1, leaf
             t3 = clock()
             sample = HostSample("h1", T0 + step * G, q.records, None if c is None else c.records,
                                 SysfsView({("mlx5_0", 1): port}))
-            pipe.prepare(sample, PeerDirectory())
-            batches, stats = pipe.window(sample, T0 + (step - 1) * G, T0 + step * G, peers)
-            out = [b.SerializeToString() for b in batches]
+            peers = PeerDirectory()  # new every window, as in Agent.window
+            peers.add_many(h2, h2_lqpns, h2_rqpns)  # the peer host's ends (its own prepare)
+            t3 = clock()
+            pipe.prepare(sample, peers)
+            batches, stats = pipe.window_encoded(sample, T0 + (step - 1) * G, T0 + step * G, peers)
+            out = [b.value for b in batches]
             t4 = clock()
             if step:
                 assert stats.flows == n and stats.exact == (n if mode == "counters" else 0), stats
@@ -102,8 +115,10 @@ hosts: [{name: h1, nics: [{rdma_device: mlx5_0, netdev: eth0, ip: 10.0.0.1, leaf
     total = med["parse_res_qp"] + med["build_psn"]
     total_c = med["parse_res_qp"] + med["parse_stat_qp_counters"] + med["build_counters"]
     return {"qps": n, "qp_json_bytes": len(docs[0][0]), "stat_json_bytes": len(docs[0][1]),
-            "flowbatch_bytes": sizes["psn"],
-            "json_loads_ms": round(med["json_loads"], 2), "parse_res_qp_ms": round(med["parse_res_qp"], 2),
+            "flowbatch_bytes": sizes["psn"], "parser": "json" if msgspec is None else "msgspec",
+            "json_loads_ms": round(med["json_loads"], 2),
+            **({} if msgspec is None else {"msgspec_decode_ms": round(med["msgspec_decode"], 2)}),
+            "parse_res_qp_ms": round(med["parse_res_qp"], 2),
             "build_flowbatch_ms": round(med["build_psn"], 2),
             "parse_plus_build_ms": round(total, 2), "ratio_to_json_loads": round(total / med["json_loads"], 2),
             "with_qp_counters": {"parse_stat_qp_ms": round(med["parse_stat_qp_counters"], 2),

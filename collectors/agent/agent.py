@@ -25,6 +25,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from flowtracer.schemas.topics import key as topic_key
 from flowtracer.schemas.topology import Topology
+from flowtracer.schemas.v1 import flows_pb2 as pb
 
 from ..self_metrics import SelfMetrics
 from .config import AgentConfig
@@ -53,8 +54,6 @@ class StdoutSink:
         self.out = out or sys.stdout
 
     def send(self, topic: str, key: bytes, value: bytes) -> None:
-        from flowtracer.schemas.v1 import flows_pb2 as pb
-
         msg = pb.FlowBatch.FromString(value)
         self.out.write(json.dumps({"topic": topic, "key": key.decode(), "value": MessageToDict(msg)}) + "\n")
         self.out.flush()
@@ -178,12 +177,12 @@ class Agent:
         for s in samples:
             seen.add(s.host)
             start = self._last_ok.get(s.host, boundary)
-            batches, ws = self.pipelines[s.host].window(s, start, boundary, peers)
+            batches, ws = self.pipelines[s.host].window_encoded(s, start, boundary, peers)
             self._last_ok[s.host] = boundary
             for b in batches:
-                self.sink.send(self.cfg.topic, topic_key(b.leaf or b.host), b.SerializeToString())
+                self.sink.send(self.cfg.topic, topic_key(b.leaf or b.host), b.value)
                 if self.on_batch is not None:
-                    self.on_batch(b)
+                    self.on_batch(pb.FlowBatch.FromString(b.value))
             sent += len(batches)
             self._count(ws, len(batches))
         if self.metrics is not None:

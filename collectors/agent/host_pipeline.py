@@ -5,27 +5,49 @@ A round of the agent is two steps per host, so that peers can be matched across 
 then ``window(sample, start_ns, end_ns, peers)``. Each Flow is the transmit direction of one QP
 from this host: ``src_ip`` is the local NIC, ``udp_src_port`` the port upstream Linux derives from
 (lqpn, rqpn) with flow label 0 (``schemas.roce``), bytes are window deltas.
+
+The per-window work runs on columns (10k QPs per window on a big host): ``qp_windows`` computes
+the deltas, and the batches are assembled as serialized bytes (``flow_wire``) from each QP
+generation's cached Flow fields plus the window's numbers, without a message object per flow.
+``window_encoded`` returns those bytes (what the agent sends); ``window`` the same as messages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
 
 from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import flows_pb2 as pb
 
+from .flow_wire import NCCL_TAG, FlowParts, encode_flows, varint
 from .inventory import Inventory, NicInfo
 from .nccl_log import NcclLog, QpTag
 from .peers import Endpoint, PeerDirectory
-from .qp_windows import FLOW_QP_TYPES, PortDelta, PortTracker, QpDelta, QpTracker, Totals, psn_error_bounds
-from .rdma_json import QpCounter, QpRecord, per_qp_counters
+from .qp_windows import (
+    PSN_ESTIMATE,
+    QP_COUNTER,
+    PortDelta,
+    PortTracker,
+    QpRows,
+    QpTracker,
+    QpWindow,
+    Totals,
+    psn_bounds,
+    sample_arrays,
+)
+from .rdma_json import QpColumns, QpCounter, QpRecord, per_qp_counter_columns
 from .sysfs import Gid, PortView, SysfsView, roce_path_mtu
 
 _QP_TYPES = {"RC": pb.QP_TYPE_RC, "UC": pb.QP_TYPE_UC, "UD": pb.QP_TYPE_UD, "XRC_INI": pb.QP_TYPE_XRC,
              "XRC_TGT": pb.QP_TYPE_XRC, "RAW_PACKET": pb.QP_TYPE_RAW}
 _QP_STATES = {"RESET": pb.QP_STATE_RESET, "INIT": pb.QP_STATE_INIT, "RTR": pb.QP_STATE_RTR,
               "RTS": pb.QP_STATE_RTS, "SQD": pb.QP_STATE_SQD, "SQE": pb.QP_STATE_SQE, "ERR": pb.QP_STATE_ERR}
+_NO_SRC = ("", "", "")
+_MAX_INTERNED = 1 << 16
 
 
 @dataclass(slots=True)
@@ -90,6 +112,9 @@ class HostPipeline:
         self._nccl_malformed = 0
         self._carry_malformed = 0
         self._primed = False
+        self._cache = _FlowCache()  # one row per row of self.qps.rows: that QP generation's Flow bytes
+        self._tag_ids: dict[tuple[str, int, int, int, int], int] = {}
+        self._addr_ids: dict[str | tuple[str, str], int] = {}  # IPs and (IP, netdev) -> small ids
 
     # -- step 1 -----------------------------------------------------------------------------
 
@@ -107,14 +132,19 @@ class HostPipeline:
             self.nccl.feed(sample.nccl_lines)
         if sample.qps is None:
             return
+        qps = QpColumns.from_records(sample.qps)
+        a = sample_arrays(qps)
+        rows = a.peer_rows()
+        if not rows.any():
+            return
         ends = self._ends
-        add = peers.add
-        for r in sample.qps:
-            if r.rqpn is not None and r.rqpn != r.lqpn and r.qp_type in FLOW_QP_TYPES:
-                end = ends.get((r.device, r.port))
+        for i, key in enumerate(a.pairs):
+            r = rows & (a.pair_of == i) if len(a.pairs) > 1 else rows
+            if r.any():
+                end = ends.get(key)
                 if end is None:
-                    end = ends[(r.device, r.port)] = self._endpoint(r.device, r.port)
-                add(end, r.lqpn, r.rqpn)
+                    end = ends[key] = self._endpoint(*key)
+                peers.add_many(end, a.lqpn[r], a.rqpn[r])
 
     def _endpoint(self, device: str, port: int) -> Endpoint:
         s = self._src.get((device, port))
@@ -143,16 +173,24 @@ class HostPipeline:
         """Deltas since the previous sample as FlowBatches, one per leaf of this host.
 
         The first call returns no batches (baselines only). A host without topology entry gets
-        one batch with an empty leaf.
+        one batch with an empty leaf. (``window_encoded`` gives the same batches serialized,
+        without building messages: what the agent sends.)
         """
+        encoded, stats = self.window_encoded(sample, start_ns, end_ns, peers)
+        return [pb.FlowBatch.FromString(e.value) for e in encoded], stats
+
+    def window_encoded(self, sample: HostSample, start_ns: int, end_ns: int,
+                       peers: PeerDirectory) -> tuple[list[EncodedBatch], WindowStats]:
+        """``window``, each batch as its serialized ``FlowBatch`` bytes."""
         stats = WindowStats()
         primed, self._primed = self._primed, True
-        counters = None if sample.counters is None else per_qp_counters(sample.counters)
+        counters = None if sample.counters is None else per_qp_counter_columns(sample.counters)
         mtu = {k: roce_path_mtu(v) for k, v in self._netdev_mtu.items()}
-        deltas = self.qps.update(sample.qps or [], counters, sample.taken_ns, mtu)
+        w = self.qps.update_columns(QpColumns.from_records(sample.qps or []), counters, sample.taken_ns, mtu)
+        self._cache = self._cache.take(w.prev)
         port_deltas = self.ports.update(_totals(sample.sysfs),
                                         None if sample.sysfs_before is None else _totals(sample.sysfs_before))
-        self._bound(deltas, port_deltas, mtu)
+        error_bound = self._bounds(w, port_deltas, mtu)
         malformed = sample.malformed + self.nccl.malformed - self._nccl_malformed
         self._nccl_malformed = self.nccl.malformed
         stats.malformed = malformed
@@ -162,95 +200,271 @@ class HostPipeline:
         malformed += self._carry_malformed
         self._carry_malformed = 0
 
-        leaves = self.inventory.leaves(self.host)
-        batches: dict[str, pb.FlowBatch] = {}
-        for leaf in leaves:
-            batches[leaf] = self._batch(leaf, start_ns, end_ns)
+        batches: dict[str, _Batch] = {leaf: _Batch() for leaf in self.inventory.leaves(self.host)}
         src = self._src
-        for d in deltas:
-            if not (d.tx_bytes or d.rx_bytes or d.tx_packets or d.rx_packets):
-                continue
-            st = d.qp
-            s = src.get((st.device, st.port)) or ("", "", "")
-            b = batches.get(s[2])
-            if b is None:
-                b = batches[s[2]] = self._batch(s[2], start_ns, end_ns)
-            if not self._add_flow(b, d, s, peers):
-                stats.unresolved_dst += 1
-            stats.flows += 1
-            if d.byte_source == pb.BYTE_SOURCE_QP_COUNTER:
-                stats.exact += 1
-            else:
-                stats.estimated += 1
+        flows = self._flows(w, error_bound, peers, stats)
+        for leaf, data in flows.items():
+            batches.setdefault(leaf, _Batch()).flows = data
         for p in port_deltas:
-            s = src.get((p.device, p.port)) or ("", "", "")
-            b = batches.get(s[2])
-            if b is None:
-                b = batches[s[2]] = self._batch(s[2], start_ns, end_ns)
-            b.ports.add(rdma_device=p.device, port=p.port, netdev=s[1], tx_bytes=p.tx_bytes,
-                        rx_bytes=p.rx_bytes, tx_packets=p.tx_packets, rx_packets=p.rx_packets)
+            s = src.get((p.device, p.port)) or _NO_SRC
+            batches.setdefault(s[2], _Batch()).ports.append(pb.PortTotals(
+                rdma_device=p.device, port=p.port, netdev=s[1], tx_bytes=p.tx_bytes, rx_bytes=p.rx_bytes,
+                tx_packets=p.tx_packets, rx_packets=p.rx_packets))
         if not batches:
-            batches[""] = self._batch("", start_ns, end_ns)
-        out = [batches[k] for k in sorted(batches)]
-        out[0].malformed_records = malformed  # once per host and window, on the first leaf's batch
-        for b in out:
-            seq = self._seq.get(b.leaf, 0) + 1
-            self._seq[b.leaf] = seq
-            b.sequence = seq
+            batches[""] = _Batch()
+        out = []
+        for leaf in sorted(batches):
+            b = batches[leaf]
+            seq = self._seq.get(leaf, 0) + 1
+            self._seq[leaf] = seq
+            head = pb.FlowBatch(schema_version=SCHEMA_VERSION, host=self.host, leaf=leaf, window_start_ns=start_ns,
+                                window_end_ns=end_ns, agent_id=self.cfg.agent_id, sequence=seq)
+            # once per host and window, on the first leaf's batch
+            tail = pb.FlowBatch(ports=b.ports, malformed_records=0 if out else malformed)
+            out.append(EncodedBatch(leaf, self.host, seq, head.SerializeToString() + b.flows
+                                    + tail.SerializeToString()))
         return out, stats
 
-    def _bound(self, deltas: list[QpDelta], port_deltas: list[PortDelta], mtu: dict[tuple[str, int], int]) -> None:
-        """Error bounds of PSN estimates, port by port, from the ports' exact totals."""
-        by_port: dict[tuple[str, int], list[QpDelta]] = {}
-        for d in deltas:
-            by_port.setdefault((d.qp.device, d.qp.port), []).append(d)
+    def _bounds(self, w: QpWindow, port_deltas: list[PortDelta], mtu: dict[tuple[str, int], int]) -> np.ndarray:
+        """Error bounds of the window's deltas: PSN estimates narrowed port by port from the
+        ports' exact totals (``qp_windows.psn_bounds``), 0 for exact ones."""
+        eb = w.error_bound
+        est = w.byte_source == PSN_ESTIMATE
+        if not est.any():
+            return eb
         pd = {(p.device, p.port): p for p in port_deltas}
-        for key, ds in by_port.items():
+        gid = w.qps.gid
+        for g in np.unique(gid[est]).tolist():
+            key = self.qps.port_keys[g]
+            rows = gid == g
             p = pd.get(key)
-            psn_error_bounds(ds, mtu.get(key, self.cfg.default_mtu), self.cfg.frame_overhead,
-                             None if p is None else p.tx_bytes_lower, None if p is None else p.tx_packets_upper)
+            b = psn_bounds(w.tx_bytes[rows], w.tx_packets[rows], est[rows], mtu.get(key, self.cfg.default_mtu),
+                           self.cfg.frame_overhead, None if p is None else p.tx_bytes_lower,
+                           None if p is None else p.tx_packets_upper)
+            if b.dtype == object and eb.dtype != object:
+                eb = eb.astype(object)
+            eb[rows & est] = b
+        return eb
 
-    def _batch(self, leaf: str, start_ns: int, end_ns: int) -> pb.FlowBatch:
-        return pb.FlowBatch(schema_version=SCHEMA_VERSION, host=self.host, leaf=leaf, window_start_ns=start_ns,
-                            window_end_ns=end_ns, agent_id=self.cfg.agent_id)
+    def _flows(self, w: QpWindow, error_bound: np.ndarray, peers: PeerDirectory,
+               stats: WindowStats) -> dict[str, bytes]:
+        """The encoded ``flows`` field of each leaf's batch: one Flow per QP that moved data."""
+        if len(self._addr_ids) + len(self._tag_ids) > _MAX_INTERNED:  # ids of long-gone jobs: start over
+            self._addr_ids.clear()
+            self._tag_ids.clear()
+            self._cache.valid[:] = False
+        moved = (w.tx_bytes != 0) | (w.rx_bytes != 0) | (w.tx_packets != 0) | (w.rx_packets != 0)
+        every = bool(moved.all())
+        act = np.flatnonzero(moved)
+        n = len(act)
+        if not n:
+            return {}
+        q = w.qps if every else w.qps.take(act)
+        slot = w.slot if every else w.slot[act]
+        src = w.byte_source if every else w.byte_source[act]
+        stats.flows = n
+        stats.exact = int((src == QP_COUNTER).sum())
+        stats.estimated = n - stats.exact
+        # per (device, port): source address, leaf and each QP's peer
+        dst_id = np.full(n, -1, np.int64)
+        addr = np.zeros(n, np.int64)
+        leaf_of: dict[str, np.ndarray] = {}
+        gids = np.unique(q.gid).tolist()
+        for g in gids:
+            key = self.qps.port_keys[g]
+            rows = q.gid == g if len(gids) > 1 else np.ones(n, bool)
+            s = self._src.get(key) or _NO_SRC
+            end = self._ends.get(key) or self._endpoint(*key)
+            dst_id[rows] = peers.peers(end, q.lqpn[rows], q.rqpn[rows])
+            addr[rows] = _intern(self._addr_ids, (s[0], s[1]))
+            leaf_of[s[2]] = rows if s[2] not in leaf_of else leaf_of[s[2]] | rows
+        ips = peers.ips()
+        dst = np.array([_intern(self._addr_ids, ip) for ip in ips.tolist()], np.int64)[dst_id]
+        stats.unresolved_dst = int((dst_id < 0).sum())
+        tags, tag_id = self._tags(q)
+        # cached Flow bytes: valid while the generation's address, state, comm and NCCL tag stay
+        c = self._cache
+        cached = slot >= 0
+        aligned = len(c) == n and _is_range(slot, n)  # flow i is cache row i
+        if len(c):
+            cs = slot if aligned else np.where(cached, slot, 0)
+            pick = (lambda a: a) if aligned else (lambda a: a[cs])
+            ok = (pick(c.valid) & (pick(c.dst) == dst) & (pick(c.addr) == addr) & (pick(c.tag) == tag_id)
+                  & (pick(c.state) == q.state) & (pick(c.comm) == q.comm))
+            if not aligned:
+                ok &= cached
+        else:
+            ok = np.zeros(n, bool)
+        fresh: dict[int, _Template] = {}
+        if not ok.all():
+            fresh = self._templates(q, np.flatnonzero(~ok), slot, ips[dst_id], dst, addr, tags, tag_id)
+        ghosts = [i for i in fresh if slot[i] < 0]
+        spliced = self._collectives(tags, slot, fresh) if tags is not None else {}
+        if aligned and not ghosts and not spliced:
+            parts = c.parts  # every flow's bytes are in the cache, in order
+        else:
+            parts = c.parts.take(np.where(cached, slot, -1))
+            parts.set(ghosts, [fresh[i].pre for i in ghosts], [fresh[i].suf for i in ghosts])
+            parts.set(list(spliced), None, list(spliced.values()))
+        columns = (w.tx_bytes, w.rx_bytes, w.tx_packets, w.rx_packets, w.byte_source, error_bound)
+        values = np.stack(columns if every else [a[act] for a in columns], axis=1)
+        if len(leaf_of) == 1:
+            (leaf,) = leaf_of
+            return {leaf: encode_flows(parts, values)}
+        out = {}
+        for leaf, rows in leaf_of.items():
+            r = np.flatnonzero(rows)
+            out[leaf] = encode_flows(parts.take(r), values[r])
+        return out
 
-    def _add_flow(self, batch: pb.FlowBatch, d: QpDelta, s: tuple[str, str, str], peers: PeerDirectory) -> bool:
-        """Append the Flow of one QP delta; False when its destination could not be resolved."""
-        st = d.qp
-        end = self._ends.get((st.device, st.port)) or self._endpoint(st.device, st.port)
-        peer = peers.peer(end, st.lqpn, st.rqpn)
-        dst = peer.ip if peer is not None else ""
-        tag = self.nccl.tag(st.pid, st.device, st.lqpn)
-        key = (dst, s[0], s[1], st.state, st.comm, None if tag is None else (tag.comm.id, tag.comm.rank,
-                                                                              tag.comm.nranks, tag.channel,
-                                                                              tag.peer_rank))
-        cache = st.cache
-        if cache is None or cache[0] != key:
-            cache = st.cache = (key, self._template(d, s, dst, tag))
-        f = batch.flows.add()
-        f.MergeFrom(cache[1])
-        f.tx_bytes, f.rx_bytes, f.tx_packets, f.rx_packets = d.tx_bytes, d.rx_bytes, d.tx_packets, d.rx_packets
-        f.byte_source = d.byte_source
-        if d.error_bound:
-            f.byte_error_bound = d.error_bound
-        if tag is not None and tag.comm.collective:
-            f.nccl.collective, f.nccl.op_count = tag.comm.collective, tag.comm.op_count
-        return bool(dst)
+    def _tags(self, q: QpRows) -> tuple[list[QpTag | None] | None, np.ndarray]:
+        """NCCL tag of each QP (None: the log says nothing about any) and an id per distinct tag."""
+        n = len(q)
+        if not self.nccl.knows_anything():
+            return None, np.full(n, -1, np.int64)
+        tag = self.nccl.tag
+        keys = self.qps.port_keys
+        tags = [tag(pid, keys[g][0], lqpn)
+                for pid, g, lqpn in zip(q.pid.tolist(), q.gid.tolist(), q.lqpn.tolist(), strict=True)]
+        ids = self._tag_ids
+        out = [-1 if t is None else _intern(ids, (t.comm.id, t.comm.rank, t.comm.nranks, t.channel, t.peer_rank))
+               for t in tags]
+        return tags, np.array(out, np.int64)
 
-    def _template(self, d: QpDelta, s: tuple[str, str, str], dst: str, tag: QpTag | None) -> pb.Flow:
-        """The parts of a QP's Flow that do not change from window to window."""
-        st = d.qp
-        tc = self.nccl.traffic_class(st.pid)
-        f = pb.Flow(rdma_device=st.device, port=st.port, netdev=s[1], lqpn=st.lqpn, rqpn=st.rqpn,
-                    qp_type=_QP_TYPES.get(st.qp_type, pb.QP_TYPE_UNSPECIFIED),
-                    qp_state=_QP_STATES.get(st.state, pb.QP_STATE_UNSPECIFIED), qp_generation=st.generation,
-                    src_ip=s[0], dst_ip=dst, udp_src_port=rocev2_udp_sport(st.lqpn, st.rqpn),
-                    udp_dst_port=ROCEV2_UDP_DPORT, dscp=(tc >> 2) if tc is not None else self.cfg.dscp,
-                    pid=st.pid, comm=st.comm, job_id=self.cfg.job_id)
-        if tag is not None:
-            f.nccl.comm_id, f.nccl.rank, f.nccl.nranks = tag.comm.id, tag.comm.rank, tag.comm.nranks
-            f.nccl.peer_rank, f.nccl.channel = tag.peer_rank, tag.channel
-        return f
+    def _templates(self, q: QpRows, rows: np.ndarray, slot: np.ndarray, dst_ip: np.ndarray, dst: np.ndarray,
+                   addr: np.ndarray, tags: list[QpTag | None] | None, tag_id: np.ndarray) -> dict[int, _Template]:
+        """Build the fixed Flow bytes of ``rows`` (new generations, or whose address, state, comm
+        or NCCL tag changed); store them in the cache, and return them by row."""
+        c = self._cache
+        keys = self.qps.port_keys
+        cfg = self.cfg
+        out: dict[int, _Template] = {}
+        store: list[int] = []
+        cols = [a[rows].tolist() for a in (q.gid, q.lqpn, q.rqpn, q.pid, q.comm, q.qp_type, q.state, q.generation,
+                                           dst_ip, slot)]
+        for i, (g, lqpn, rqpn, pid, comm, qp_type, state, gen, d, sl) in zip(rows.tolist(), zip(*cols, strict=True),
+                                                                            strict=True):
+            device, port = keys[g]
+            sip, netdev, _ = self._src.get((device, port)) or _NO_SRC
+            tag = tags[i] if tags is not None else None
+            tc = self.nccl.traffic_class(pid)
+            f = pb.Flow(rdma_device=device, port=port, netdev=netdev, lqpn=lqpn, rqpn=rqpn,
+                        qp_type=_QP_TYPES.get(qp_type, pb.QP_TYPE_UNSPECIFIED),
+                        qp_state=_QP_STATES.get(state, pb.QP_STATE_UNSPECIFIED), qp_generation=gen,
+                        src_ip=sip, dst_ip=d, udp_src_port=rocev2_udp_sport(lqpn, rqpn),
+                        udp_dst_port=ROCEV2_UDP_DPORT, dscp=(tc >> 2) if tc is not None else cfg.dscp,
+                        pid=pid, comm=comm, job_id=cfg.job_id)
+            if tag is not None:
+                f.nccl.comm_id, f.nccl.rank, f.nccl.nranks = tag.comm.id, tag.comm.rank, tag.comm.nranks
+                f.nccl.peer_rank, f.nccl.channel = tag.peer_rank, tag.channel
+            full = f.SerializeToString()
+            base = pb.Flow(pid=pid, comm=comm, job_id=cfg.job_id).SerializeToString()
+            nccl = f.nccl.SerializeToString() if f.HasField("nccl") else None
+            suf = base if nccl is None else base + NCCL_TAG + varint(len(nccl)) + nccl
+            if not full.endswith(suf):  # protobuf writes fields in number order; checked, not assumed
+                raise AssertionError("Flow serialization is not in field-number order")
+            t = out[i] = _Template(full[:len(full) - len(suf)], suf, None if nccl is None else (base, nccl))
+            if sl >= 0:
+                store.append(i)
+                c.valid[sl] = True
+                c.dst[sl], c.addr[sl], c.tag[sl] = dst[i], addr[i], tag_id[i]
+                c.state[sl], c.comm[sl], c.nccl[sl] = state, comm, t.nccl
+        c.parts.set([int(slot[i]) for i in store], [out[i].pre for i in store], [out[i].suf for i in store])
+        return out
+
+    def _collectives(self, tags: list[QpTag | None], slot: np.ndarray,
+                     fresh: dict[int, _Template]) -> dict[int, bytes]:
+        """``suf`` of each flow whose communicator enqueued a collective: the last collective and
+        its op count spliced into the NCCL tag."""
+        c = self._cache
+        done: dict[tuple[str, int], bytes] = {}
+        out: dict[int, bytes] = {}
+        for i, t in enumerate(tags):
+            if t is None or not t.comm.collective:
+                continue
+            k = (t.comm.collective, t.comm.op_count)
+            dyn = done.get(k)
+            if dyn is None:
+                dyn = done[k] = pb.NcclTag(collective=k[0], op_count=k[1]).SerializeToString()
+            sl = int(slot[i])
+            base, nccl = c.nccl[sl] if sl >= 0 else fresh[i].nccl
+            body = nccl + dyn
+            out[i] = base + NCCL_TAG + varint(len(body)) + body
+        return out
+
+
+def _is_range(idx: np.ndarray, n: int) -> bool:
+    """``idx`` is 0, 1, ..., n - 1."""
+    return len(idx) == n and (not n or (idx[0] == 0 and idx[-1] == n - 1 and bool((np.diff(idx) == 1).all())))
+
+
+def _intern(ids: dict, value: object) -> int:
+    """A small int per distinct value (stable for the pipeline's life)."""
+    i = ids.get(value)
+    if i is None:
+        i = ids[value] = len(ids)
+    return i
+
+
+class _Template(NamedTuple):
+    """The fixed bytes of one QP generation's Flow: fields 1-13, fields 20-23, and (NCCL-tagged
+    QPs) fields 20-22 and the tag's body apart, to splice the collective in."""
+
+    pre: bytes
+    suf: bytes
+    nccl: tuple[bytes, bytes] | None
+
+
+@dataclass(slots=True)
+class _Batch:
+    flows: bytes = b""
+    ports: list[pb.PortTotals] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """One serialized ``FlowBatch`` (``value``) and the fields its Kafka key comes from."""
+
+    leaf: str
+    host: str
+    sequence: int
+    value: bytes
+
+
+class _FlowCache:
+    """Per QP generation (rows aligned with ``QpTracker.rows``): its fixed Flow bytes and what
+    they were built from (destination IP, source address, NCCL tag as interned ids; state, comm)."""
+
+    __slots__ = ("addr", "comm", "dst", "nccl", "parts", "state", "tag", "valid")
+
+    def __init__(self, n: int = 0) -> None:
+        self.parts = FlowParts(n)
+        self.valid = np.zeros(n, bool)
+        self.dst = np.full(n, -1, np.int64)
+        self.addr = np.full(n, -1, np.int64)
+        self.tag = np.full(n, -1, np.int64)
+        self.state = np.full(n, None, dtype=object)
+        self.comm = np.full(n, None, dtype=object)
+        self.nccl = np.full(n, None, dtype=object)
+
+    def __len__(self) -> int:
+        return len(self.valid)
+
+    def take(self, idx: np.ndarray) -> _FlowCache:
+        """Rows ``idx`` of the previous state; -1 (a new generation) gives an empty row."""
+        n = len(idx)
+        if n == len(self) and _is_range(idx, n):
+            return self  # the same QPs in the same order
+        if not len(self):
+            return _FlowCache(n)
+        out = _FlowCache()
+        missing = idx < 0
+        i = np.where(missing, 0, idx)
+        out.parts = self.parts.take(idx)
+        out.valid = self.valid[i] & ~missing
+        for k in ("dst", "addr", "tag", "state", "comm", "nccl"):
+            setattr(out, k, getattr(self, k)[i])
+        return out
 
 
 def _totals(view: SysfsView) -> Totals:

@@ -217,6 +217,10 @@ class NcclLog:
             self._by_dev[(device, qpn)] = tag
         self._by_pid[(pid, qpn)] = tag
 
+    def knows_anything(self) -> bool:
+        """False while no ``tag`` or ``traffic_class`` can be anything but None (no NCCL lines yet)."""
+        return bool(self._procs or self._by_dev or self._by_pid)
+
     def tag(self, pid: int, device: str, lqpn: int) -> QpTag | None:
         """The tag of a QP, or a communicator-only tag (channel and peer -1) for a QP of a process
         with exactly one known communicator; None when the log says nothing about it."""

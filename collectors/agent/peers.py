@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+_I64 = np.int64
+
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
@@ -23,31 +27,98 @@ class Endpoint:
     ip: str
 
 
+def _keys(a: np.ndarray | list[int], b: np.ndarray | list[int]) -> np.ndarray:
+    """(a, b) pairs of QP numbers (0 <= n < 2^32) as one int64 each."""
+    a = np.asarray(a, dtype=_I64)
+    b = np.asarray(b, dtype=_I64)
+    if len(a) and (int(min(a.min(), b.min())) < 0 or int(max(a.max(), b.max())) >> 32):
+        raise ValueError("QP numbers must be 0 <= qpn < 2^32")
+    return (a << 32) | b
+
+
 class PeerDirectory:
-    """Index of QP ends by (lqpn, rqpn) over every host this agent sees."""
+    """Index of QP ends by (lqpn, rqpn) over every host this agent sees.
+
+    Ends are added per NIC port in bulk (``add_many``, or one by one with ``add``) and looked up
+    in bulk (``peers``): one sorted array of every end, built at the first lookup after an add.
+    """
 
     def __init__(self) -> None:
-        self._ends: dict[tuple[int, int], list[Endpoint]] = {}
+        self._end_list: list[Endpoint] = []
+        self._end_ids: dict[Endpoint, int] = {}
+        self._chunks: list[tuple[int, np.ndarray]] = []  # (end id, keys lqpn << 32 | rqpn)
+        self._single: list[tuple[int, int]] = []  # (end id, key) from ``add``
+        self._index: tuple[np.ndarray, np.ndarray] | None = None  # sorted keys, their end ids
         self.ambiguous = 0
+
+    def _id(self, end: Endpoint) -> int:
+        i = self._end_ids.get(end)
+        if i is None:
+            i = self._end_ids[end] = len(self._end_list)
+            self._end_list.append(end)
+        return i
 
     def add(self, end: Endpoint, lqpn: int, rqpn: int) -> None:
         """Record that NIC port ``end`` has QP ``lqpn`` connected to ``rqpn``."""
-        lst = self._ends.get((lqpn, rqpn))
-        if lst is None:
-            self._ends[(lqpn, rqpn)] = [end]
-        else:
-            lst.append(end)
+        if not (0 <= lqpn < 1 << 32 and 0 <= rqpn < 1 << 32):
+            raise ValueError("QP numbers must be 0 <= qpn < 2^32")
+        self._single.append((self._id(end), lqpn << 32 | rqpn))
+        self._index = None
+
+    def add_many(self, end: Endpoint, lqpns: np.ndarray, rqpns: np.ndarray) -> None:
+        """``add`` for every (lqpns[i], rqpns[i]) of NIC port ``end``."""
+        if len(lqpns):
+            self._chunks.append((self._id(end), _keys(lqpns, rqpns)))
+            self._index = None
+
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._index is None:
+            keys = [k for _, k in self._chunks]
+            ids = [np.full(len(k), i, _I64) for i, k in self._chunks]
+            if self._single:
+                ids.append(np.array([i for i, _ in self._single], _I64))
+                keys.append(np.array([k for _, k in self._single], _I64))
+            k = np.concatenate(keys) if keys else np.zeros(0, _I64)
+            e = np.concatenate(ids) if ids else np.zeros(0, _I64)
+            order = np.argsort(k, kind="stable")
+            self._index = (k[order], e[order])
+        return self._index
+
+    def endpoint(self, i: int) -> Endpoint:
+        """The end with id ``i`` (as returned by ``peers``)."""
+        return self._end_list[i]
+
+    def ips(self) -> np.ndarray:
+        """IP of every end id, as an object array with one extra "" at the end (for id -1)."""
+        out = np.empty(len(self._end_list) + 1, dtype=object)
+        out[:-1] = [e.ip for e in self._end_list]
+        out[-1] = ""
+        return out
+
+    def peers(self, end: Endpoint, lqpns: np.ndarray, rqpns: np.ndarray) -> np.ndarray:
+        """Id of the remote end of each QP ``lqpns[i]`` -> ``rqpns[i]`` on ``end``, -1 when unknown
+        or ambiguous (``endpoint(id)`` gives the end)."""
+        n = len(lqpns)
+        out = np.full(n, -1, _I64)
+        k, e = self._sorted()
+        if not n or not len(k):
+            return out
+        q = _keys(rqpns, lqpns)  # the peer's (lqpn, rqpn)
+        lo = np.searchsorted(k, q, "left")
+        count = np.searchsorted(k, q, "right") - lo
+        one = count == 1
+        out[one] = e[lo[one]]  # (loopback QPs, lqpn == rqpn, are never added)
+        me = self._end_ids.get(end, -1)
+        for i in np.flatnonzero(count > 1).tolist():
+            # QP numbers are per device, so two NICs can each have a QP pair with these numbers.
+            others = [x for x in e[lo[i]:lo[i] + count[i]].tolist() if x != me]
+            if len(others) == 1:
+                out[i] = others[0]
+            else:
+                self.ambiguous += 1
+        return out
 
     def peer(self, end: Endpoint, lqpn: int, rqpn: int) -> Endpoint | None:
         """The remote end of QP ``lqpn`` -> ``rqpn`` on ``end``, or None when unknown or ambiguous."""
-        found = self._ends.get((rqpn, lqpn))
-        if not found:
-            return None
-        if len(found) == 1:
-            return found[0]  # (loopback QPs, lqpn == rqpn, are never added)
-        # QP numbers are per device, so two NICs can each have a QP pair with these numbers.
-        others = [e for e in found if e != end]
-        if len(others) == 1:
-            return others[0]
-        self.ambiguous += 1
-        return None
+        (i,) = self.peers(end, np.array([lqpn], _I64), np.array([rqpn], _I64)).tolist()
+        return None if i < 0 else self._end_list[i]

@@ -17,13 +17,26 @@ criterion that separates QPs); otherwise it sums several QPs.
 Both parsers are pure: text in, records and a count of malformed entries out. They never raise on
 bad input; a malformed entry is skipped and counted, and a document that is not JSON at all counts
 as one malformed record.
+
+``parse_res_qp`` is the agent's hot path (10k QPs per window on a big host). It returns the QPs as
+columns (``QpColumns``, which is also a sequence of ``QpRecord``). When msgspec is installed, a
+well-formed document is decoded and validated in one typed pass (about 4x faster than
+``json.loads`` alone); any document it rejects goes through the stdlib decoder and the per-entry
+checks, which decide exactly which entries are malformed. Both give the same records.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from itertools import repeat
+from typing import Annotated, Any, NamedTuple
+
+try:
+    import msgspec
+except ImportError:  # optional: the stdlib path gives the same records, slower
+    msgspec = None
 
 QPN_MASK = 0xFFFFFF
 """QP numbers and PSNs are 24-bit."""
@@ -43,6 +56,50 @@ class QpRecord(NamedTuple):
     sq_psn: int
     pid: int  # 0 for kernel QPs
     comm: str
+
+
+_QP_FIELDS = ("device", "port", "lqpn", "rqpn", "qp_type", "state", "rq_psn", "sq_psn", "pid", "comm")
+
+
+def _read_only(self: QpColumns, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError("QpColumns is read-only (its columns must stay equal to its records)")
+
+
+class QpColumns(list[QpRecord]):
+    """A list of ``QpRecord`` that also holds its QPs column by column (one sequence per field, same
+    order): the form the per-window arithmetic reads without touching a Python object per QP.
+    Read-only, so the two views cannot disagree."""
+
+    __slots__ = (*_QP_FIELDS, "arrays")
+
+    def __init__(self, device: Sequence[str], port: Sequence[int], lqpn: Sequence[int], rqpn: Sequence[int | None],
+                 qp_type: Sequence[str], state: Sequence[str], rq_psn: Sequence[int | None], sq_psn: Sequence[int],
+                 pid: Sequence[int], comm: Sequence[str], records: list[QpRecord] | None = None) -> None:
+        cols = (device, port, lqpn, rqpn, qp_type, state, rq_psn, sq_psn, pid, comm)
+        super().__init__(map(tuple.__new__, repeat(QpRecord), zip(*cols, strict=True)) if records is None
+                         else records)
+        self.device, self.port, self.lqpn, self.rqpn, self.qp_type = device, port, lqpn, rqpn, qp_type
+        self.state, self.rq_psn, self.sq_psn, self.pid, self.comm = state, rq_psn, sq_psn, pid, comm
+        #: derived numpy columns, memoized by their users (qp_windows)
+        self.arrays: dict[str, Any] = {}
+
+    @classmethod
+    def from_records(cls, records: Iterable[QpRecord]) -> QpColumns:
+        """Columns of any iterable of ``QpRecord`` (returned as is when it already is ``QpColumns``)."""
+        if isinstance(records, QpColumns):
+            return records
+        records = list(records)
+        cols = [list(c) for c in zip(*records, strict=True)] if records else [[] for _ in _QP_FIELDS]
+        return cls(*cols, records=records)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return QpColumns, tuple(getattr(self, f) for f in _QP_FIELDS)
+
+    def __copy__(self) -> list[QpRecord]:
+        return list(self)
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,23 +162,86 @@ def _entries(doc: Any) -> tuple[list[Any], int]:
     return [], 1
 
 
+def _decode(text: str | bytes) -> Any:
+    """``json.loads``, through msgspec's faster untyped decoder when it accepts the text (it gives
+    the same values; whatever it rejects, ``json.loads`` decides)."""
+    if msgspec is not None:
+        try:
+            return msgspec.json.decode(text)
+        except (msgspec.MsgspecError, ValueError):
+            pass
+    return json.loads(text)
+
+
 def _load(text: str | bytes) -> tuple[list[Any], int]:
     if not text or not text.strip():
         return [], 0  # no devices / no QPs: rdma prints nothing or "[]"
     try:
-        doc = json.loads(text)
+        doc = _decode(text)
     except (ValueError, UnicodeDecodeError):
         return [], 1
     return _entries(doc)
 
 
+if msgspec is not None:
+    _Qpn = Annotated[int, msgspec.Meta(ge=0, le=QPN_MASK)]
+    _Unsigned = Annotated[int, msgspec.Meta(ge=0)]
+
+    class _QpEntry(msgspec.Struct, gc=False, kw_only=True):
+        """One entry as ``parse_res_qp`` accepts it, fields in ``QpRecord`` order (strict: no
+        bool or float for an int, no null)."""
+
+        device: Annotated[str, msgspec.Meta(min_length=1)] = msgspec.field(name="ifname")
+        port: _Unsigned = 0
+        lqpn: _Qpn
+        rqpn: _Qpn | None = None
+        qp_type: str = msgspec.field(name="type")
+        state: str
+        rq_psn: _Qpn | None = msgspec.field(default=None, name="rq-psn")
+        sq_psn: _Qpn = msgspec.field(name="sq-psn")
+        pid: _Unsigned = 0
+        comm: Any = ""
+
+    _QP_DECODER = msgspec.json.Decoder(list[_QpEntry])
+    _astuple = msgspec.structs.astuple
+
+
+def _fast_res_qp(text: str | bytes) -> QpColumns | None:
+    """The records of a document whose every entry is well formed, from one typed decode; None
+    when msgspec is not installed or rejects anything (then the per-entry path decides)."""
+    if msgspec is None:
+        return None
+    if not isinstance(text, str) and not text.isascii():
+        try:  # json.loads rejects invalid UTF-8 anywhere, even in keys msgspec skips
+            text.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return None
+    try:
+        entries = _QP_DECODER.decode(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        return None
+    records = list(map(tuple.__new__, repeat(QpRecord), map(_astuple, entries)))
+    if not records:
+        return QpColumns.from_records(records)
+    cols = list(zip(*records, strict=True))
+    try:
+        "".join(cols[9])
+    except TypeError:  # a comm that is not a string reads as ""
+        records = [r if type(r.comm) is str else r._replace(comm="") for r in records]
+        cols[9] = tuple(r.comm for r in records)
+    return QpColumns(*cols, records=records)
+
+
 def parse_res_qp(text: str | bytes) -> Parsed:
-    """Parse ``rdma -j resource show qp`` output into ``QpRecord``s (``Parsed.records``).
+    """Parse ``rdma -j resource show qp`` output into ``QpRecord``s (``Parsed.records``, as
+    ``QpColumns``).
 
     An entry is malformed when ``ifname``, ``lqpn``, ``type``, ``state`` or ``sq-psn`` (the
     attributes iproute2 itself requires) is missing or of the wrong type, or a QP number / PSN is
     outside 24 bits.
     """
+    if text and (fast := _fast_res_qp(text)) is not None:
+        return Parsed(fast, 0)
     entries, bad = _load(text)
     out: list[QpRecord] = []
     append = out.append
@@ -145,7 +265,7 @@ def parse_res_qp(text: str | bytes) -> Parsed:
         # tuple.__new__ skips NamedTuple's Python-level __new__ (a third of this loop's time)
         append(new(QpRecord, (dev, port, lqpn, rqpn, qp_type, state, rq_psn, sq_psn, pid,
                               comm if type(comm) is str else "")))
-    return Parsed(out, bad)
+    return Parsed(QpColumns.from_records(out), bad)
 
 
 _COUNTER_META = frozenset({"ifindex", "ifname", "port", "cntn", "qp-type", "pid", "comm", "lqpn"})
@@ -190,6 +310,32 @@ def counter_values(c: QpCounter) -> tuple[int, int, int, int] | None:
 
 QpBytes = tuple[int, tuple[int, int, int, int]]
 """(counter id, (tx_bytes, rx_bytes, tx_packets, rx_packets)) of one QP's own counter."""
+
+
+class QpCounterColumns(NamedTuple):
+    """``per_qp_counters`` as columns: one row per QP with its own counter (a later counter of the
+    same QP replaces an earlier one, as in the dict). ``values`` rows are (tx_bytes, rx_bytes,
+    tx_packets, rx_packets)."""
+
+    device: Sequence[str]
+    port: Sequence[int]
+    lqpn: Sequence[int]
+    cntn: Sequence[int]
+    values: Sequence[tuple[int, int, int, int]]
+
+
+_BYTE_COUNTERS = ("rdma_tx_bytes", "rdma_rx_bytes", "rdma_tx_packets", "rdma_rx_packets")
+
+
+def per_qp_counter_columns(counters: list[QpCounter]) -> QpCounterColumns:
+    """``per_qp_counters`` without a dict entry per QP (the agent's per-window path)."""
+    own = [c for c in counters if len(c.lqpns) == 1]
+    vals = [[c.values.get(k) for c in own] for k in _BYTE_COUNTERS]
+    if own and not all(set(map(type, col)) == {int} and min(col) >= 0 for col in vals):
+        own = [c for c in own if counter_values(c) is not None]
+        vals = [[c.values[k] for c in own] for k in _BYTE_COUNTERS]
+    return QpCounterColumns([c.device for c in own], [c.port for c in own], [c.lqpns[0] for c in own],
+                            [c.cntn for c in own], list(zip(*vals, strict=True)))
 
 
 def per_qp_counters(counters: list[QpCounter]) -> dict[tuple[str, int, int], QpBytes]:
