@@ -38,6 +38,8 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 
+from .flow_obs import Unattributed, placed_ends
+
 FORMAT = "flowtracer-recording"
 VERSION = 1
 
@@ -145,14 +147,6 @@ class Recording:
         return sorted({b.window_end_ns for b in self.flow_batches})
 
 
-@dataclass
-class Unattributed:
-    """Flows that name a NIC the topology does not have: counted, never silently dropped."""
-
-    flows: int = 0
-    bytes: int = 0
-
-
 def windows(recording: Recording, fabric: Fabric) -> tuple[list[Window], Unattributed]:
     """Per-window flows of the recording, named with ``fabric``'s NICs (pure).
 
@@ -166,19 +160,16 @@ def windows(recording: Recording, fabric: Fabric) -> tuple[list[Window], Unattri
     per_end: dict[int, list[RecordedFlow]] = {}
     starts: dict[int, int] = {}
     lost = Unattributed()
-    nics, by_ip = fabric.nics, fabric.nic_by_ip
     for (host, _, end), b in sorted(latest.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         starts[end] = min(starts.get(end, b.window_start_ns), b.window_start_ns)
         out = per_end.setdefault(end, [])
         for f in b.flows:
             if not f.tx_bytes:
                 continue
-            src = nics.get(f"{host}:{f.rdma_device}") or by_ip.get(f.src_ip)
-            dst = by_ip.get(f.dst_ip)
-            if src is None or dst is None:
-                lost.flows += 1
-                lost.bytes += f.tx_bytes
+            ends = placed_ends(host, f, fabric, lost)
+            if ends is None:
                 continue
+            src, dst = ends
             tagged = f.HasField("nccl")
             out.append(RecordedFlow(
                 flow_id=f"{src.name}/{f.lqpn}/{f.qp_generation}", src_nic=src.name, dst_nic=dst.name,
