@@ -12,8 +12,9 @@ Run this once per cluster (the compose stack's ``kafka-init`` service, the Kuber
 Names and counts come from the code, not from a copy: the contract topics of
 ``flowtracer.schemas.topics`` with ``ensure_topics``' counts (inputs and every output topic
 ``--partitions``; per app id ``<app-id>.flowtracer.attributions.v1`` ``--partitions`` and
-``<app-id>.flowtracer.group-fim.v1`` 1) and the processor's state changelog
-(``<app-id>-stage-state-changelog``, ``--partitions``, compacted). Existing topics are left as they
+``<app-id>.flowtracer.group-fim.v1`` 1) and the processor's state changelogs
+(``<app-id>-stage-state-changelog``, ``--partitions``, and ``<app-id>-fabric-state-changelog``, 1,
+both compacted). Existing topics are left as they
 are, but a co-partitioned topic (or the group-FIM topic) with the wrong partition count is an error:
 co-partitioning cannot be repaired in place (docs/operations.md, "Changing the partition count").
 
@@ -68,11 +69,19 @@ def duration_ms(text: str) -> int:
 
 
 def changelog_name(app_id: str) -> str:
-    """The processor's state-table changelog for ``app_id`` (the processor's own naming function)."""
+    """The processor's stage-state changelog for ``app_id`` (the processor's own naming function)."""
     from flowtracer.stream.app import state_changelog_topic
     from flowtracer.stream.config import ProcessorConfig
 
     return state_changelog_topic(ProcessorConfig.model_construct(app_id=app_id))
+
+
+def fabric_changelog_name(app_id: str) -> str:
+    """The processor's fabric-state changelog for ``app_id`` (one partition, like the group-FIM topic)."""
+    from flowtracer.stream.app import fabric_changelog_topic
+    from flowtracer.stream.config import ProcessorConfig
+
+    return fabric_changelog_topic(ProcessorConfig.model_construct(app_id=app_id))
 
 
 def plan(partitions: int = DEFAULT_PARTITIONS, app_ids: tuple[str, ...] = (DEFAULT_APP_ID,), replication: int = 1,
@@ -95,6 +104,7 @@ def plan(partitions: int = DEFAULT_PARTITIONS, app_ids: tuple[str, ...] = (DEFAU
                                  {**common, "retention.ms": str(retention_internal_ms)},
                                  strict=t is GROUP_FIM or t.name.endswith(CO_PARTITIONED)))
         out.append(TopicPlan(changelog_name(app), partitions, {**common, "cleanup.policy": "compact"}, strict=True))
+        out.append(TopicPlan(fabric_changelog_name(app), 1, {**common, "cleanup.policy": "compact"}, strict=True))
     return out
 
 

@@ -36,6 +36,8 @@ from flowtracer.schemas.topics import partition_for
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
 
+from . import faust_seek
+from .ack_ledger import AckLedger
 from .config import ProcessorConfig
 from .emitted import Emitted
 from .groups import CollisionRule
@@ -51,6 +53,8 @@ log = logging.getLogger(__name__)
 
 LinesFn = Callable[[Emitted], list[str]]
 STATE_TABLE = "stage-state"
+FABRIC_TABLE = "fabric-state"
+FABRIC_KEY = "fabric"
 _INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name})
 
 
@@ -74,9 +78,13 @@ class NullSink:
 
 @dataclass
 class _Pending:
+    """A published finalization: its outputs, then the stage states saved once those are durable."""
+
     ticket: int
     futures: list[asyncio.Future[Any]]
     tokens: list[Any]
+    states: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    saving: list[Any] | None = None  # the state sends, once started
 
 
 @dataclass
@@ -92,6 +100,8 @@ class Metrics:
         self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
         self.unattributed = Gauge("flowtracer_processor_unattributed_flows",
                                   "Flows whose ends are not in the topology (cumulative)", registry=r)
+        self.incomplete = Gauge("flowtracer_processor_incomplete_windows",
+                                "Windows finalized without a source that was expected (cumulative)", registry=r)
         self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
                              registry=r)
         self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
@@ -110,13 +120,14 @@ class Processor:
         self.uses_counters = resolver_cls.name != "hash"
         self.flows: dict[int, FlowsStage] = {}
         self.link_stages: dict[int, LinksStage] = {}
-        senders = frozenset(partition_for(sw, cfg.partitions) for sw in fabric.switch_names)
-        self.fabric_stage = FabricStage(cfg.hop_ns, cfg.grace_ns, cfg.rolling_hops, senders)
+        self._senders = frozenset(partition_for(sw, cfg.partitions) for sw in fabric.switch_names)
+        self._fabric: FabricStage | None = None
         self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link)
         self.metrics = Metrics()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._dirty_flows: set[int] = set()
         self._dirty_links: set[int] = set()
+        self._dirty_fabric = False
         #: Called with every published finalization (the dashboard's feed); must not raise or block.
         self.observers: list[Callable[[Emitted], None]] = []
 
@@ -127,7 +138,8 @@ class Processor:
                                self.cfg.heavy_share)
             saved = self.saved_state(f"flows:{p}")
             if saved:
-                stage.resolver.restore(saved)
+                stage.restore(saved)
+            log.info("flows stage of partition %d: %s", p, _restored(saved))
             self.flows[p] = stage
         return self.flows[p]
 
@@ -137,26 +149,40 @@ class Processor:
                                self.cfg.grace_ns, self.cfg.rolling_hops, self.rule, self.resolver_cls.name)
             saved = self.saved_state(f"links:{p}")
             if saved:
-                stage.history.restore(saved)
-            log.debug("links stage of partition %d: %s", p, "restored" if saved else "no saved state")
+                stage.restore(saved)
+            log.info("links stage of partition %d: %s", p, _restored(saved))
             self.link_stages[p] = stage
         return self.link_stages[p]
 
+    @property
+    def fabric_stage(self) -> FabricStage:
+        if self._fabric is None:
+            self._fabric = FabricStage(self.cfg.hop_ns, self.cfg.grace_ns, self.cfg.rolling_hops, self._senders)
+            saved = self.saved_state(FABRIC_KEY)
+            if saved:
+                self._fabric.restore(saved)
+            log.info("fabric stage: %s", _restored(saved))
+        return self._fabric
+
     def saved_state(self, key: str) -> dict[str, Any] | None:
-        """State a previous owner of the partition saved (set by the app to read its Faust table)."""
+        """State a previous owner of the partition saved (set by the app to read its Faust tables)."""
         return None
 
     def states_to_save(self) -> list[tuple[int, str, dict[str, Any]]]:
-        """(partition, key, state) of every stage that finalized windows since the last call."""
+        """(partition, key, state) of every stage that finalized windows since the last call; the
+        fabric stage's key is ``FABRIC_KEY`` (partition 0 of its own one-partition table)."""
         out = []
         for p in sorted(self._dirty_flows):
-            if p in self.flows and self.uses_counters:
-                out.append((p, f"flows:{p}", self.flows[p].resolver.state()))
+            if p in self.flows:
+                out.append((p, f"flows:{p}", self.flows[p].state()))
         for p in sorted(self._dirty_links):
             if p in self.link_stages:
-                out.append((p, f"links:{p}", self.link_stages[p].history.state()))
+                out.append((p, f"links:{p}", self.link_stages[p].state()))
+        if self._dirty_fabric and self._fabric is not None:
+            out.append((0, FABRIC_KEY, self._fabric.state()))
         self._dirty_flows.clear()
         self._dirty_links.clear()
+        self._dirty_fabric = False
         return out
 
     def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int) -> int:
@@ -184,8 +210,11 @@ class Processor:
         return holds
 
     def _late(self) -> int:
-        return (sum(s.tracker.late for s in (*self.flows.values(), *self.link_stages.values()))
-                + self.fabric_stage.tracker.late)
+        return sum(s.tracker.late for s in self._stages())
+
+    def _stages(self) -> list[FlowsStage | LinksStage | FabricStage]:
+        fabric = [self._fabric] if self._fabric is not None else []
+        return [*self.flows.values(), *self.link_stages.values(), *fabric]
 
     def finalize(self, now_ns: int) -> Emitted:
         """Everything every stage can finalize now."""
@@ -198,13 +227,16 @@ class Processor:
                     dirty.add(p)
                     self.metrics.windows.labels(name).inc(e.windows)
                 out.extend(e)
-        e = self.fabric_stage.finalize(now_ns)
-        self.metrics.windows.labels("fabric").inc(e.windows)
-        out.extend(e)
+        if self._fabric is not None:
+            e = self._fabric.finalize(now_ns)
+            if e.windows:
+                self._dirty_fabric = True
+                self.metrics.windows.labels("fabric").inc(e.windows)
+            out.extend(e)
         unattributed = sum(s.unattributed.flows for s in self.flows.values())
         self.metrics.unattributed.set(unattributed)
-        late = sum(s.tracker.late for s in (*self.flows.values(), *self.link_stages.values()))
-        self.metrics.late.set(late + self.fabric_stage.tracker.late)
+        self.metrics.late.set(self._late())
+        self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
         return out
 
     def drop_partitions(self, partitions: set[int]) -> None:
@@ -212,6 +244,20 @@ class Processor:
         for p in partitions:
             self.flows.pop(p, None)
             self.link_stages.pop(p, None)
+
+    def partitions(self) -> set[int]:
+        """Partitions with a flows or links stage."""
+        return set(self.flows) | set(self.link_stages)
+
+    def drop_fabric(self) -> None:
+        """Forget the fabric stage (its partition was revoked): the new owner replays its records."""
+        self._fabric = None
+
+
+def _restored(saved: dict[str, Any] | None) -> str:
+    if not saved:
+        return "no saved state, starting afresh"
+    return f"restored, continuing after window end {saved.get('released_up_to')}"
 
 
 def _describe(msg: Any) -> str:
@@ -223,13 +269,19 @@ def _describe(msg: Any) -> str:
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
-    """Name Faust gives the state table's changelog (created explicitly with the input partition count)."""
+    """Name Faust gives the stage-state table's changelog (created explicitly with the input partition count)."""
     return f"{cfg.app_id}-{STATE_TABLE}-changelog"
+
+
+def fabric_changelog_topic(cfg: ProcessorConfig) -> str:
+    """Name Faust gives the fabric-state table's changelog (created explicitly with one partition)."""
+    return f"{cfg.app_id}-{FABRIC_TABLE}-changelog"
 
 
 def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None
               ) -> tuple[faust.App, Processor]:
     """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
+    faust_seek.install()
     fabric = fabric or Fabric(load_topology(cfg.topology))
     proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver])
     settings: dict[str, Any] = {
@@ -261,17 +313,27 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     out = {t.name: app.topic(t.name, **raw) for t in topics.OUTPUT_TOPICS}
     out[topics.ATTRIBUTIONS.name] = app.topic(attributions, **raw)
     out[topics.GROUP_FIM.name] = app.topic(group_fim, **raw)
-    # Per-partition stage state (rolling FIM history, resolver knowledge), written with the partition
-    # explicitly because it is saved after finalizing windows, outside any one event's context.
-    state = app.Table(STATE_TABLE, partitions=cfg.partitions, key_type=str)  # values: the app's json codec
+    # Per-partition stage state (the last published window, rolling FIM history, resolver knowledge),
+    # written with the partition explicitly because it is saved after the outputs are durable, outside
+    # any one event's context. The fabric stage's state has a one-partition table of its own, so that
+    # the assignor gives its changelog to the owner of the one-partition group-FIM topic. Faust
+    # recovers a worker's tables before its streams resume, so a stage created at its partition's
+    # first record finds what the previous owner saved.
+    stage_state = app.Table(STATE_TABLE, partitions=cfg.partitions, key_type=str)  # values: json
+    fabric_state = app.Table(FABRIC_TABLE, partitions=1, key_type=str)
 
     def saved_state(key: str) -> Any:
-        # Recovered keys may come back as bytes (raw key codec); look up both spellings.
-        return state.data.get(key) or state.data.get(key.encode())
+        return (fabric_state if key == FABRIC_KEY else stage_state).data.get(key)
+
+    def save_state(partition: int, key: str, value: dict[str, Any]) -> Any:
+        table = fabric_state if key == FABRIC_KEY else stage_state
+        table.data[key] = value
+        return table.send_changelog(partition, key, value)
 
     proc.saved_state = saved_state  # type: ignore[method-assign]
     contract_topic = {attributions: topics.ATTRIBUTIONS.name, group_fim: topics.GROUP_FIM.name}
     pending: deque[_Pending] = deque()
+    ledger = AckLedger()
     lock = asyncio.Lock()
 
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> asyncio.Future[Any]:
@@ -292,9 +354,6 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:
             futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
-        for p, key, value in proc.states_to_save():
-            state.data[key] = value
-            futures.append(state.send_changelog(p, key, value))
         ticket = 0
         out_lines = lines(e)
         while out_lines:
@@ -306,14 +365,19 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                     raise
                 await asyncio.sleep(0.2)
                 sink.raise_if_failed()
-        pending.append(_Pending(ticket, futures, e.tokens))
+        pending.append(_Pending(ticket, futures, e.tokens, proc.states_to_save()))
         for observe in proc.observers:
             observe(e)
         if e.fims:
             proc.metrics.last_window.set(max(f.window_end_ns for f in e.fims) / 1e9)
 
     def release() -> None:
-        """Ack, in order, the inputs of finalizations whose outputs are all acknowledged and durable."""
+        """Ack, in order, the inputs of finalizations whose outputs are all acknowledged and durable.
+
+        The stages' states (which windows they published, rolling history) are saved only after the
+        outputs are durable, and the inputs acked only after the states are: a new owner then never
+        skips a window whose outputs were lost, and never replays one whose state it was given.
+        """
         sink.raise_if_failed()
         while pending:
             head = pending[0]
@@ -322,10 +386,19 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             for f in head.futures:
                 if f.exception() is not None:
                     raise RuntimeError(f"output send failed: {f.exception()}")
+            if head.saving is None:
+                head.saving = [save_state(p, key, value) for p, key, value in head.states]
+            if not all(f.done() for f in head.saving):
+                break
+            for f in head.saving:
+                if f.exception() is not None:
+                    raise RuntimeError(f"saving stage state failed: {f.exception()}")
             pending.popleft()
             for token in head.tokens:
-                token.ack()
-        proc.metrics.pending.set(sum(len(p.tokens) for p in pending))
+                ledger.release(token)
+        for event in ledger.ackable():
+            event.ack()
+        proc.metrics.pending.set(ledger.held())
 
     async def step() -> None:
         async with lock:
@@ -334,25 +407,27 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                 await publish(e)
             release()
 
-    async def dead_letter(event: Any, reason: str) -> None:
+    async def dead_letter(event: Any, reason: str) -> asyncio.Future[Any]:
         proc.metrics.dead_letters.inc()
         m = event.message
         log.warning("dead letter from %s[%d]@%d: %s", m.topic, m.partition, m.offset, reason)
         dl = analytics_pb2.DeadLetter(schema_version=topics.SCHEMA_VERSION, topic=m.topic, partition=m.partition,
                                       offset=m.offset, key=m.key or b"", value=m.value or b"", reason=reason,
                                       received_ns=time.time_ns(), worker=proc.worker)
-        await send(topics.DEAD_LETTER.name, m.key, dl.SerializeToString())
+        return await send(topics.DEAD_LETTER.name, m.key, dl.SerializeToString())
 
     async def consume(stream: Any) -> None:
         async for event in stream.events():
             m = event.message
+            m.incref()  # acked by the ledger, in offset order, once every stage holding it published
+            hold = ledger.receive(m.topic, m.partition, m.offset, event)
             try:
-                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, event, time.time_ns())
+                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, hold, time.time_ns())
             except BadRecord as e:
-                await dead_letter(event, str(e))
+                # Held until the dead letter is acknowledged, like any output.
+                pending.append(_Pending(0, [await dead_letter(event, str(e))], [hold]))
                 continue
-            if holds:
-                m.incref(holds)  # held until release() acks it once per hold
+            ledger.accepted(hold, holds)
             await step()
 
     async def fatal(exc: BaseException) -> None:
@@ -383,9 +458,22 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         except Exception as exc:
             await fatal(exc)
 
+    @app.on_partitions_assigned.connect
+    async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:
+        # A record read before the revocation but processed after it may have recreated a stage of a
+        # partition that went to another worker: forget it, or it would publish a partial window.
+        mine = {(tp.topic, tp.partition) for tp in assigned}
+        proc.drop_partitions({p for p in proc.partitions() if (topics.COUNTERS.name, p) not in mine})
+        if (group_fim, 0) not in mine:
+            proc.drop_fabric()
+        ledger.revoke(ledger.partitions() - mine)
+
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set[Any], **kwargs: Any) -> None:
         gone = {tp.partition for tp in revoked if tp.topic in _INPUTS}
         proc.drop_partitions(gone)
+        if any(tp.topic == group_fim for tp in revoked):
+            proc.drop_fabric()
+        ledger.revoke({(tp.topic, tp.partition) for tp in revoked})
 
     return app, proc

@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import start_http_server
 
-from .app import NullSink, build_app, state_changelog_topic
+from .app import NullSink, build_app, fabric_changelog_topic, state_changelog_topic
 from .config import ProcessorConfig
 from .emitted import Emitted
 
@@ -45,7 +45,7 @@ def emitted_lines(e: Emitted) -> list[str]:
 
 
 def ensure_changelog(bootstrap: str, name: str, partitions: int) -> None:
-    """Create the state table's changelog with the input partition count (the broker would pick its own)."""
+    """Create a state table's changelog with its partition count (the broker would pick its own)."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
@@ -65,6 +65,7 @@ def run_worker(cfg: ProcessorConfig, sink: Any, metrics_port: int = 0) -> int:
 
     lines = (lambda e: []) if isinstance(sink, NullSink) else emitted_lines
     ensure_changelog(cfg.kafka, state_changelog_topic(cfg), cfg.partitions)
+    ensure_changelog(cfg.kafka, fabric_changelog_topic(cfg), 1)
     app, proc = build_app(cfg, sink, lines)
     if cfg.web_port:
         from .dashboard import register_dashboard

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 
@@ -21,7 +24,15 @@ class FabricStage:
         self.hop_ns = hop_ns
         self.rolling_hops = rolling_hops
         self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders),
-                                     required_grace_ns=3 * REQUIRED_GRACE_NS)
+                                     required_grace_ns=3 * REQUIRED_GRACE_NS, name="fabric stage")
+
+    def state(self) -> dict[str, Any]:
+        """What a new owner needs (JSON-able): the last published window."""
+        return {"released_up_to": self.tracker.released_up_to}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the windows a previous owner published: replayed records of those are late."""
+        self.tracker.released_up_to = int(state["released_up_to"])
 
     def add(self, batch: internal_pb2.GroupFimBatch, token: object, now_ns: int) -> bool:
         source = f"groups:{batch.source_partition}"

@@ -9,6 +9,8 @@ that partition owns; empty batches too, as end-of-window markers).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
@@ -55,13 +57,25 @@ class FlowsStage:
                          if partition_for(n.leaf, partitions) == partition)
         if uses_counters:  # and the leaves' counters, for resolvers that learn from them
             mine |= frozenset(f"counters:{lf}" for lf in fabric.leaves if partition_for(lf, partitions) == partition)
-        self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS)
+        self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS,
+                                     name=f"flows stage of partition {partition}")
         self.unattributed = Unattributed()
         self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}
 
     def window_of(self, timestamp_ns: int) -> int:
         """The window end a sample instant belongs to (the hop boundary at or after it)."""
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
+
+    def state(self) -> dict[str, Any]:
+        """What a new owner of the partition needs (JSON-able): the last published window, what the resolver learned."""
+        return {"released_up_to": self.tracker.released_up_to,
+                "resolver": self.resolver.state() if self.uses_counters else {}}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the windows a previous owner published: replayed records of those are late."""
+        self.tracker.released_up_to = int(state["released_up_to"])
+        if state.get("resolver"):
+            self.resolver.restore(state["resolver"])
 
     def add_flows(self, batch: flows_pb2.FlowBatch, token: object, now_ns: int) -> bool:
         end = self.window_of(batch.window_end_ns)

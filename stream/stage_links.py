@@ -9,6 +9,8 @@ Collisions, and one GroupFimBatch for the fabric-wide aggregation.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
 from flowtracer.schemas.fabric import EcmpGroup, Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
@@ -42,7 +44,8 @@ class LinksStage:
         mine_switches = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         required = frozenset(f"attr:{q}" for q in senders) | frozenset(f"counters:{sw}" for sw in mine_switches)
         self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=required,
-                                     required_grace_ns=2 * REQUIRED_GRACE_NS)
+                                     required_grace_ns=2 * REQUIRED_GRACE_NS,
+                                     name=f"links stage of partition {partition}")
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
         self.link_groups: dict[str, list[str]] = defaultdict(list)
@@ -53,6 +56,15 @@ class LinksStage:
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
+
+    def state(self) -> dict[str, Any]:
+        """What a new owner of the partition needs (JSON-able): the last published window and the history."""
+        return {"released_up_to": self.tracker.released_up_to, "history": self.history.state()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the windows a previous owner published: replayed records of those are late."""
+        self.tracker.released_up_to = int(state["released_up_to"])
+        self.history.restore(state["history"])
 
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
         return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,

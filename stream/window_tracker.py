@@ -11,9 +11,13 @@ for a window already released are late: counted, not reopened.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
+_LOGGED_INCOMPLETE = 20  # the first few incomplete windows are logged, then only counted
 
 
 @dataclass
@@ -28,8 +32,10 @@ class WindowTracker:
     """Buffers items per window end and tells which windows may be finalized, in order."""
 
     def __init__(self, hop_ns: int, grace_ns: int, lateness_hops: int = 2, memory_hops: int = 10,
-                 required: frozenset[str] = frozenset(), required_grace_ns: int = 30_000_000_000) -> None:
+                 required: frozenset[str] = frozenset(), required_grace_ns: int = 30_000_000_000,
+                 name: str = "") -> None:
         self.hop_ns = hop_ns
+        self.name = name  # for log lines, e.g. "links stage of partition 3"
         #: Sources every window needs on top of the recently seen ones (e.g. every upstream partition).
         #: A missing required source is waited for ``required_grace_ns`` rather than ``grace_ns``: an
         #: upstream partition is always taken over after a failure, and closing the window before the
@@ -46,6 +52,9 @@ class WindowTracker:
         self._recent: deque[tuple[int, frozenset[str]]] = deque(maxlen=memory_hops)
         self.released_up_to = 0  # window ends <= this were finalized
         self.late = 0
+        #: Windows released without a source that was expected (it moved on, or was waited out).
+        self.incomplete = 0
+        self._missing: dict[int, frozenset[str]] = {}
         self._newest: dict[str, int] = {}  # source -> newest window end it reported
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
@@ -98,6 +107,8 @@ class WindowTracker:
             overdue = waited >= (self.grace_ns if required <= w.sources else self.required_grace_ns)
             if not (complete or moved_on or overdue):
                 break  # strictly in order
+            if not complete:
+                self._missing[end] = frozenset(expected - w.sources)
             out.append(end)
             expected = expected | w.sources
         return out
@@ -105,6 +116,12 @@ class WindowTracker:
     def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
         """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
         w = self._windows.pop(window_end_ns)
+        missing = self._missing.pop(window_end_ns, frozenset()) - w.sources
+        if missing:
+            self.incomplete += 1
+            if self.incomplete <= _LOGGED_INCOMPLETE:
+                log.warning("%s: window ending %d released without %s (they moved on or were waited out)",
+                            self.name or "stage", window_end_ns, ", ".join(sorted(missing)))
         self.released_up_to = max(self.released_up_to, window_end_ns)
         self._recent.append((window_end_ns, frozenset(w.sources)))
         return list(w.items.values()), w.tokens, frozenset(w.sources)

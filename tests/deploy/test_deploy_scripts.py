@@ -24,7 +24,7 @@ from deploy_helpers import DEPLOY
 
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
 from flowtracer.sim.tansu import TansuBroker
-from flowtracer.stream.app import state_changelog_topic
+from flowtracer.stream.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.config import ProcessorConfig
 
 
@@ -130,13 +130,16 @@ def test_topic_plan_is_what_the_stages_and_the_processor_need() -> None:
     for app in ("proc-a", "proc-b"):
         wanted |= {internal_name(app, t): 1 if t.name.endswith("group-fim.v1") else 12 for t in INTERNAL_TOPICS}
         wanted[state_changelog_topic(ProcessorConfig.model_construct(app_id=app))] = 12
+        wanted[fabric_changelog_topic(ProcessorConfig.model_construct(app_id=app))] = 1
     assert {n: t.partitions for n, t in plan.items()} == wanted
     assert plan["proc-a-stage-state-changelog"].configs["cleanup.policy"] == "compact"
+    assert plan["proc-a-fabric-state-changelog"].configs["cleanup.policy"] == "compact"
     assert all(t.configs["min.insync.replicas"] == "2" for t in plan.values())
     strict = {n for n, t in plan.items() if t.strict}
     assert strict == {"flowtracer.counters.v1", "flowtracer.flows.v1", "proc-a.flowtracer.attributions.v1",
                       "proc-b.flowtracer.attributions.v1", "proc-a.flowtracer.group-fim.v1",
-                      "proc-b.flowtracer.group-fim.v1", "proc-a-stage-state-changelog", "proc-b-stage-state-changelog"}
+                      "proc-b.flowtracer.group-fim.v1", "proc-a-stage-state-changelog", "proc-b-stage-state-changelog",
+                      "proc-a-fabric-state-changelog", "proc-b-fabric-state-changelog"}
 
 
 def test_dry_run_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,22 +5,26 @@ same recording is processed by one worker, and again by a group of two workers, 
 SIGKILLed while the backlog is being processed. Every output record is keyed by (kind, entity,
 window): the two-worker run must produce every key the single worker did, and only identical
 values for it (replays rewrite the same records, they never change them), from the time every
-source is streaming. Rolling FIM samples are only required to be present: see the known gap below.
+source is streaming. Rolling FIM samples too: the survivor continues from the stage state (last
+published window, rolling history) the victim saved in the Faust tables.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from flowtracer.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.local_pipeline import LocalPipeline, PipelineOptions, Stage
 from flowtracer.schemas import topics
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.stream.app import state_changelog_topic
+from flowtracer.stream.config import ProcessorConfig
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +59,35 @@ def _fabric_windows(got: dict[Key, set[bytes]]) -> int:
     return sum(1 for k in got if k[0] == topics.FIM.name and k[1] == "fabric")
 
 
+def _owned(worker: Stage) -> set[int]:
+    """Partitions the worker has created stages for (its log says so)."""
+    return {int(p) for p in re.findall(r"(?:flows|links) stage of partition (\d+)", worker.log_path.read_text())}
+
+
+def _first_to_save(bootstrap: str, workers: list[Stage], got: dict[Key, set[bytes]], outputs: KafkaConsumer,
+                   until: float) -> Stage:
+    """The first worker owning a partition whose stage state is in the changelog (collecting outputs meanwhile)."""
+    changelog = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    topic = state_changelog_topic(ProcessorConfig.model_construct(app_id="pair"))
+    saved: set[int] = set()
+    try:
+        while time.monotonic() < until:
+            for k, v in _drain(outputs, quiet_s=0.1, until=time.monotonic() + 0.2).items():
+                got[k] |= v
+            if not changelog.assignment() and changelog.partitions_for_topic(topic):
+                tps = [TopicPartition(topic, p) for p in changelog.partitions_for_topic(topic)]
+                changelog.assign(tps)
+                changelog.seek_to_beginning(*tps)
+            for records in changelog.poll(timeout_ms=100).values():
+                saved |= {r.partition for r in records}
+            for w in workers:
+                if _owned(w) & saved:
+                    return w
+    finally:
+        changelog.close()
+    raise AssertionError(f"no worker saved stage state in time: saved {saved}, owned {[_owned(w) for w in workers]}")
+
+
 def test_two_workers_and_a_failover_give_the_single_worker_output(tmp_path: Path) -> None:
     topo = tmp_path / "fabric16.yaml"
     topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2)).to_yaml())
@@ -73,18 +106,20 @@ def test_two_workers_and_a_failover_give_the_single_worker_output(tmp_path: Path
         single.stop()
         assert _fabric_windows(one) >= RECORD_S - 8, "the single worker processed the recording"
 
-        first, second = pipeline.start_processors(["hash"], workers=2, app_id="pair")
+        workers = pipeline.start_processors(["hash"], workers=2, app_id="pair")
         two: dict[Key, set[bytes]] = defaultdict(set)
-        deadline = time.monotonic() + 60
-        while not two and time.monotonic() < deadline:  # kill at the first output: the backlog goes fast
-            for k, v in _drain(consumer, quiet_s=0.2, until=time.monotonic() + 0.3).items():
-                two[k] |= v
+        # Kill a worker as soon as one of the partitions it owns has saved stage state (it has published
+        # a window there): the backlog goes fast, and the survivor must continue from that state.
+        victim = _first_to_save(pipeline.bootstrap, workers, two, consumer, until=time.monotonic() + 60)
+        survivor = workers[1 - workers.index(victim)]
         assert _fabric_windows(two) < _fabric_windows(one), "the kill must happen mid-run"
-        first.proc.kill()  # no clean shutdown: un-acked records must be replayed by the survivor
+        victim.proc.kill()  # no clean shutdown: un-acked records must be replayed by the survivor
         for k, v in _drain(consumer, quiet_s=20, until=time.monotonic() + 150).items():
             two[k] |= v
-        second.stop()
+        survivor.stop()
         consumer.close()
+        taken_over = survivor.log_path.read_text(errors="replace")
+    assert "restored, continuing after window end" in taken_over, "the survivor restored the victim's stages"
 
     # The recording's first windows hold partial instants (sources starting, baseline samples, an
     # instant split over two batches) whose outcome depends on the order topics are read in; from the
@@ -92,16 +127,14 @@ def test_two_workers_and_a_failover_give_the_single_worker_output(tmp_path: Path
     steady = sorted({k[2] for k in one})[5]
     one = {k: v for k, v in one.items() if k[2] >= steady}
     missing = sorted(set(one) - set(two))
-    assert not missing, f"{len(missing)} outputs of the single worker never came from the pair: {missing[:5]}"
-    # Known gap (issue #6 stays open for it): the rolling-FIM history is saved to the Faust table
-    # `stage-state`, but on Tansu a worker that takes a partition over does not get it back (Faust does
-    # not recover that changelog), so rolling FIM samples whose 10 s window spans the failover are
-    # computed from a shorter history. Every other output must be identical, and no FIM sample missing.
-    changed = [k for k in one if two[k] != one[k] and k[0] != topics.FIM.name]
+    by_window = Counter((k[0].split(".")[1], k[2]) for k in missing)
+    assert not missing, (f"{len(missing)} outputs of the single worker never came from the pair: {missing[:3]}; "
+                         f"per (topic, window end): {sorted(by_window.items())}")
+    changed = [k for k in one if two[k] != one[k]]
     if changed:
         cls, _ = OUTPUTS[changed[0][0]]
-        example = [str(cls.FromString(v)) for v in sorted(one[changed[0]] | two[changed[0]])]
         windows = sorted({k[2] for k in changed})
         raise AssertionError(f"{len(changed)} outputs differ in windows {windows[:5]}..{windows[-1:]} of "
-                             f"{sorted({k[2] for k in one})[:1]}: single {len(one[changed[0]])} vs pair "
-                             f"{len(two[changed[0]])} values, e.g.\n" + "\n---\n".join(example))
+                             f"{sorted({k[2] for k in one})[:1]}, e.g.\nsingle worker:\n"
+                             + "\n---\n".join(str(cls.FromString(v)) for v in sorted(one[changed[0]]))
+                             + "\npair:\n" + "\n---\n".join(str(cls.FromString(v)) for v in sorted(two[changed[0]])))
