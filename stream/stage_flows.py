@@ -8,17 +8,17 @@ that partition owns; empty batches too, as end-of-window markers).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
-from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
 
-from .attribute import Share, attribute, heaviest
+from .attribute import attribute, heaviest
 from .emitted import Emitted
-from .flow_obs import Unattributed, flow_observations
+from .flow_obs import FlowObserver, Unattributed
 from .links import LinkIndex
 from .resolve import Resolver
 from .window_tracker import WindowTracker
@@ -26,6 +26,9 @@ from .window_tracker import WindowTracker
 #: How long a stage waits for a required upstream source that is missing (a failover in progress);
 #: each downstream stage waits one more multiple, so it never gives up before its upstream did.
 REQUIRED_GRACE_NS = 30_000_000_000
+
+_FLOW_ID = attrgetter("flow_id")
+_TEMPLATES_MAX = 1 << 16  # PathLoad templates kept per stage (NIC pairs x paths); cleared when exceeded
 
 
 def counter_identity(batch: counters_pb2.CounterBatch) -> tuple[str, str, int, int]:
@@ -60,6 +63,10 @@ class FlowsStage:
         self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS,
                                      name=f"flows stage of partition {partition}")
         self.unattributed = Unattributed()
+        self._observe = FlowObserver(fabric)
+        # (path id, src NIC, dst NIC) -> PathLoad with the fields that do not change per window: copying it
+        # is about half the cost of building the message from keyword arguments.
+        self._path_templates: dict[tuple[str, str, str], analytics_pb2.PathLoad] = {}
         self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}
 
     def window_of(self, timestamp_ns: int) -> int:
@@ -98,45 +105,68 @@ class FlowsStage:
             out.windows += 1
         return out
 
-    def _named(self, link: str, share: Share) -> list[common_pb2.FlowRef]:
-        threshold = self._named_min_bytes.get(link)
-        if threshold is None:
-            return []
-        return heaviest(share.flows, self.max_flows_per_link, threshold)
-
     def _window(self, end: int, items: list[object]) -> Emitted:
         start = end - self.hop_ns
         obs = []
         measured: dict[str, int] = {}
         for item in items:
             if isinstance(item, flows_pb2.FlowBatch):
-                obs.extend(flow_observations(item, self.fabric, self.unattributed))
+                obs.extend(self._observe(item, self.unattributed))
             elif isinstance(item, counters_pb2.CounterBatch):
                 measured.update(self.links.measured(item, self.hop_ns))
-        obs.sort(key=lambda f: f.flow_id)  # resolvers and outputs see the same order on a replay
+        obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
         placements = self.resolver.resolve(end, obs, measured)
-        att = attribute(obs, placements)
+        # Only the links that name flows keep them (and only the heavy ones): fewer objects per window.
+        att = attribute(obs, placements, keep_flows=self._named_min_bytes)
         self.unattributed.flows += att.unplaced_flows
         self.unattributed.bytes += att.unplaced_bytes
         resolver = self.resolver.name
         out = Emitted()
-        for pid, ps in sorted(att.paths.items()):
-            src_host, src_nic = ps.src_nic.split(":", 1)
-            dst_host, dst_nic = ps.dst_nic.split(":", 1)
-            out.path_loads.append(analytics_pb2.PathLoad(
-                schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, path_id=pid,
-                links=ps.links, src_host=src_host, src_nic=src_nic, dst_host=dst_host, dst_nic=dst_nic,
-                bytes=round(ps.bytes), flow_count=ps.flow_count, resolver=resolver,
-                confidence=ps.conf_bytes / ps.bytes if ps.bytes else 1.0))
-        per_dest: dict[int, list[internal_pb2.LinkShare]] = defaultdict(list)
-        for lid, share in sorted(att.links.items()):
-            owner = self.links.owner[lid]
-            per_dest[self._dest[owner]].append(internal_pb2.LinkShare(
-                link=lid, switch=owner, bytes=round(share.bytes), flow_count=share.flow_count,
-                flows=self._named(lid, share), confidence=share.confidence))
-        for dest in range(self.partitions):
-            out.attributions.append((dest, internal_pb2.AttributionBatch(
-                schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end,
-                source_partition=self.partition, source_partitions=self.partitions, resolver=resolver,
-                links=per_dest.get(dest, []))))
+        templates = self._path_templates
+        if len(templates) > _TEMPLATES_MAX:
+            templates.clear()
+        path_loads = out.path_loads
+        prow, pbytes, pcount, pconf = att.path_row, att.path_bytes, att.path_flow_count, att.path_conf_bytes
+        psrc, pdst, plinks = att.path_src_nic, att.path_dst_nic, att.path_links
+        for pid in sorted(prow):
+            i = prow[pid]
+            key = (pid, psrc[i], pdst[i])
+            tmpl = templates.get(key)
+            if tmpl is None:
+                src_host, src_nic = psrc[i].split(":", 1)
+                dst_host, dst_nic = pdst[i].split(":", 1)
+                tmpl = templates[key] = analytics_pb2.PathLoad(
+                    schema_version=SCHEMA_VERSION, path_id=pid, links=plinks[i], src_host=src_host, src_nic=src_nic,
+                    dst_host=dst_host, dst_nic=dst_nic, resolver=resolver)
+            b = pbytes[i]
+            m = analytics_pb2.PathLoad()
+            m.CopyFrom(tmpl)
+            m.window_start_ns = start
+            m.window_end_ns = end
+            m.bytes = round(b)
+            m.flow_count = pcount[i]
+            m.confidence = pconf[i] / b if b else 1.0
+            path_loads.append(m)
+        # Shares are added straight into each destination's batch: building LinkShares apart and passing
+        # them to the batch would copy every one.
+        batches = [internal_pb2.AttributionBatch(
+            schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end,
+            source_partition=self.partition, source_partitions=self.partitions, resolver=resolver)
+            for _ in range(self.partitions)]
+        shares_of = [b.links for b in batches]
+        owner_of, dest_of, named_min = self.links.owner, self._dest, self._named_min_bytes
+        lrow, lbytes, lcount, lconf, lflows = (att.link_row, att.link_bytes, att.link_flow_count, att.link_conf_bytes,
+                                               att.link_flows)
+        for lid in sorted(lrow):
+            i = lrow[lid]
+            owner = owner_of[lid]
+            b = lbytes[i]
+            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=round(b), flow_count=lcount[i],
+                                               confidence=lconf[i] / b if b else 1.0)
+            threshold = named_min.get(lid)
+            if threshold is not None:  # flows are named only on ECMP members (see __init__)
+                named = heaviest(lflows.get(lid, ()), self.max_flows_per_link, threshold)
+                if named:
+                    ls.flows.extend(named)
+        out.attributions.extend(enumerate(batches))
         return out

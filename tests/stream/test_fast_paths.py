@@ -1,0 +1,166 @@
+"""The per-window fast paths (attribute columns, cached NIC lookups, cached line prefixes) give
+exactly what the straightforward code gives."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
+from flowtracer.stream import influx_points as ip
+from flowtracer.stream.attribute import attribute, heaviest
+from flowtracer.stream.flow_obs import FlowObserver, Unattributed, placed_ends
+from flowtracer.stream.resolve import FlowObs, Placement
+
+
+def obs(i: int, nbytes: int) -> FlowObs:
+    return FlowObs(flow_id=f"h{i}:mlx5_0/{i}/1", src_nic=f"h{i}:mlx5_0", dst_nic="h9:mlx5_0", src_ip=f"10.0.0.{i}",
+                   dst_ip="10.0.9.1", udp_src_port=1000 + i, udp_dst_port=4791, lqpn=i, rqpn=i + 1, bytes=nbytes)
+
+
+def reference(flows: list[FlowObs], placements: list[Placement | None]) -> tuple[dict, dict, int, int]:
+    """The per-flow dict loop attribute() replaced: link -> (bytes, count, conf_bytes, flows), path -> ..."""
+    links: dict[str, list] = {}
+    paths: dict[str, list] = {}
+    unplaced = [0, 0]
+    for flow, placement in zip(flows, placements, strict=True):
+        if placement is None:
+            unplaced[0] += 1
+            unplaced[1] += flow.bytes
+            continue
+        per_link: dict[str, float] = {}
+        for path, weight in placement.paths:
+            b = flow.bytes * weight
+            ps = paths.setdefault("|".join(path), [path, flow.src_nic, flow.dst_nic, 0.0, 0, 0.0])
+            ps[3] += b
+            ps[4] += 1
+            ps[5] += b * placement.confidence
+            for lid in path:
+                per_link[lid] = per_link.get(lid, 0.0) + b
+        for lid, b in per_link.items():
+            s = links.setdefault(lid, [0.0, 0, 0.0, []])
+            s[0] += b
+            s[1] += 1
+            s[2] += b * placement.confidence
+            s[3].append((b, flow))
+    return links, paths, unplaced[0], unplaced[1]
+
+
+def cases() -> tuple[list[FlowObs], list[Placement | None]]:
+    a, b, c = ("h1:mlx5_0>l1:p1", "l1:p9>s1:p1", "s1:p2>l9:p1"), ("h1:mlx5_0>l1:p1", "l1:p8>s2:p1"), ("x>y", "y>x", "x>y")
+    shared = Placement.single(a, 0.7)  # the same object in several flows, as the hash resolver hands out
+    places: list[Placement | None] = [shared, Placement(((a, 0.25), (b, 0.75)), 0.5), None, Placement.single(c),
+                                      shared, Placement.single(b), Placement(((a, 1 / 3), (b, 2 / 3)), 0.9)]
+    flows = [obs(i, 1_000_003 * (i + 1) + 7 * i * i) for i in range(len(places))]
+    return flows, places
+
+
+def test_attribute_equals_the_reference_loop() -> None:
+    flows, places = cases()
+    links, paths, unplaced_flows, unplaced_bytes = reference(flows, places)
+    att = attribute(flows, places)
+    assert (att.unplaced_flows, att.unplaced_bytes) == (unplaced_flows, unplaced_bytes)
+    assert {k: (s.bytes, s.flow_count, s.conf_bytes, s.flows) for k, s in att.links.items()} == \
+        {k: tuple(v) for k, v in links.items()}
+    assert {k: (p.links, p.src_nic, p.dst_nic, p.bytes, p.flow_count, p.conf_bytes) for k, p in att.paths.items()} == \
+        {k: tuple(v) for k, v in paths.items()}
+    assert list(att.links) == list(links) and list(att.paths) == list(paths)  # same first-seen order
+    again = attribute(flows, places)  # cached per placement: the second window gives the same
+    assert again.links == att.links and again.paths == att.paths
+
+
+def test_keep_flows_keeps_what_heaviest_would_pick() -> None:
+    flows, places = cases()
+    full = attribute(flows, places)
+    keep = {"l1:p9>s1:p1": 2_000_000.0, "x>y": 0.0}
+    kept = attribute(flows, places, keep_flows=keep)
+    assert kept.link_bytes == full.link_bytes and kept.link_conf_bytes == full.link_conf_bytes
+    assert set(kept.link_flows) <= set(keep)
+    for lid, threshold in keep.items():
+        assert heaviest(kept.link_flows.get(lid, ()), 16, threshold) == heaviest(full.link_flows[lid], 16, threshold)
+
+
+class _Fabric:
+    """The two lookups flow_observations uses."""
+
+    def __init__(self) -> None:
+        from flowtracer.schemas.fabric import NicRef
+
+        class Nic:
+            def __init__(self, dev: str, ip: str) -> None:
+                self.rdma_device, self.ip = dev, ip
+
+        refs = [NicRef("h1", Nic("mlx5_0", "10.0.0.1")), NicRef("h2", Nic("mlx5_0", "10.0.0.2"))]  # type: ignore[arg-type]
+        self.nics = {r.name: r for r in refs}
+        self.nic_by_ip = {r.nic.ip: r for r in refs}
+
+
+def test_flow_observer_matches_placed_ends() -> None:
+    fabric = _Fabric()
+    batch = flows_pb2.FlowBatch(host="h1", flows=[
+        flows_pb2.Flow(rdma_device="mlx5_0", src_ip="10.0.0.1", dst_ip="10.0.0.2", tx_bytes=5, lqpn=3, rqpn=4,
+                       qp_generation=9, nccl=flows_pb2.NcclTag(collective="AllReduce", comm_id="c1")),
+        flows_pb2.Flow(rdma_device="other", src_ip="10.0.0.1", dst_ip="10.0.0.2", tx_bytes=6),  # by source IP
+        flows_pb2.Flow(rdma_device="mlx5_0", src_ip="10.0.0.1", dst_ip="10.9.9.9", tx_bytes=7),  # unknown receiver
+        flows_pb2.Flow(rdma_device="mlx5_0", src_ip="10.0.0.1", dst_ip="10.0.0.2", tx_bytes=0),  # idle
+    ])
+    observe = FlowObserver(fabric)  # type: ignore[arg-type]
+    for _ in range(2):  # cold and cached lookups
+        u, ref_u = Unattributed(), Unattributed()
+        got = observe(batch, u)
+        expected = []
+        for f in batch.flows:
+            ends = placed_ends(batch.host, f, fabric, ref_u) if f.tx_bytes else None  # type: ignore[arg-type]
+            if ends is not None:
+                expected.append((ends[0].name, ends[1].name, ends[0].host, ends[1].host, f.tx_bytes))
+        assert [(o.src_nic, o.dst_nic, o.src_host, o.dst_host, o.bytes) for o in got] == expected
+        assert (u.flows, u.bytes) == (ref_u.flows, ref_u.bytes) == (1, 7)
+        assert got[0].flow_id == "h1:mlx5_0/3/9" and (got[0].collective, got[0].comm_id) == ("AllReduce", "c1")
+        assert (got[1].collective, got[1].comm_id) == ("", "")
+
+
+def path_load(**kw: object) -> analytics_pb2.PathLoad:
+    base: dict[str, object] = dict(
+        schema_version=1, window_end_ns=2_000_000_000, path_id="h1:m>l1:p1|l1:p9>s1:p1|s1:p2>l9:p1|l9:p3>h9:m",
+        links=["h1:m>l1:p1", "l1:p9>s1:p1", "s1:p2>l9:p1", "l9:p3>h9:m"], src_host="h1", src_nic="m",
+        dst_host="h9", dst_nic="m", bytes=123, flow_count=2, resolver="hash", confidence=0.5)
+    base.update(kw)
+    return analytics_pb2.PathLoad(**base)  # type: ignore[arg-type]
+
+
+def link_load(**kw: object) -> analytics_pb2.LinkLoad:
+    base: dict[str, object] = dict(
+        schema_version=1, window_end_ns=2_000_000_000, link="l1:p9>s1:p1", src_node="l1", dst_node="s1",
+        resolver="hash", measured_valid=True, measured_bytes=10, attributed_bytes=7, unexplained_bytes=3,
+        utilization=0.25, flow_count=4)
+    base.update(kw)
+    return analytics_pb2.LinkLoad(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("msg", [
+    path_load(), path_load(links=[]), path_load(src_nic="h1:m", src_host=""), path_load(confidence=1e-05),
+    path_load(links=["h1:m>l9:p1", "l9:p3>h9:m"], path_id="same"), path_load(src_host="h 1,x=y"),
+])
+def test_path_load_fast_line_equals_checked(msg: analytics_pb2.PathLoad) -> None:
+    for _ in range(2):  # cold and cached prefix
+        assert ip.path_load_line(msg) == ip._path_load_line_checked(msg)
+
+
+@pytest.mark.parametrize("msg", [
+    link_load(), link_load(measured_valid=False), link_load(utilization=0.0), link_load(unexplained_bytes=-5),
+    link_load(attributed_bytes=0, flow_count=0),
+])
+def test_link_load_fast_line_equals_checked(msg: analytics_pb2.LinkLoad) -> None:
+    for _ in range(2):
+        assert ip.link_load_line(msg) == ip._link_load_line_checked(msg)
+
+
+@pytest.mark.parametrize("msg", [
+    link_load(schema_version=2), link_load(resolver=""), link_load(utilization=math.inf),
+    link_load(measured_bytes=2**63), link_load(window_end_ns=0),
+    path_load(schema_version=2), path_load(resolver=""), path_load(confidence=math.nan), path_load(bytes=2**63),
+])
+def test_fast_lines_still_refuse_bad_messages(msg: object) -> None:
+    with pytest.raises(ip.PointError):
+        ip.to_lines([msg])
