@@ -44,17 +44,20 @@ def emitted_lines(e: Emitted) -> list[str]:
     return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions])
 
 
-def ensure_changelog(bootstrap: str, name: str, partitions: int) -> None:
-    """Create a state table's changelog with its partition count (the broker would pick its own)."""
+def ensure_changelogs(bootstrap: str, wanted: dict[str, int]) -> None:
+    """Create the state tables' changelogs (name -> partition count) that are missing; the broker
+    would pick its own counts."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-processor-admin")
     try:
-        if name not in admin.list_topics():
-            with contextlib.suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(name, partitions, 1)])
+        existing = set(admin.list_topics())
+        for name, partitions in wanted.items():
+            if name not in existing:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    admin.create_topics([NewTopic(name, partitions, 1)])
     finally:
         admin.close()
 
@@ -64,8 +67,7 @@ def run_worker(cfg: ProcessorConfig, sink: Any, metrics_port: int = 0) -> int:
     import faust
 
     lines = (lambda e: []) if isinstance(sink, NullSink) else emitted_lines
-    ensure_changelog(cfg.kafka, state_changelog_topic(cfg), cfg.partitions)
-    ensure_changelog(cfg.kafka, fabric_changelog_topic(cfg), 1)
+    ensure_changelogs(cfg.kafka, {state_changelog_topic(cfg): cfg.partitions, fabric_changelog_topic(cfg): 1})
     app, proc = build_app(cfg, sink, lines)
     if cfg.web_port:
         from .dashboard import register_dashboard

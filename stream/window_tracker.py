@@ -116,7 +116,7 @@ class WindowTracker:
     def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
         """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
         w = self._windows.pop(window_end_ns)
-        missing = self._missing.pop(window_end_ns, frozenset()) - w.sources
+        missing = self._missing.pop(window_end_ns, frozenset())
         if missing:
             self.incomplete += 1
             if self.incomplete <= _LOGGED_INCOMPLETE:
