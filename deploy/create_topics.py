@@ -11,11 +11,11 @@ Run this once per cluster (the compose stack's ``kafka-init`` service, the Kuber
 
 Names and counts come from the code, not from a copy: the contract topics of
 ``flowtracer.schemas.topics`` with ``ensure_topics``' counts (inputs and every output topic
-``--partitions``; per app id ``<app-id>.flowtracer.attributions.v1`` ``--partitions`` and
-``<app-id>.flowtracer.group-fim.v1`` 1) and the processor's state changelogs
-(``<app-id>-stage-state-changelog``, ``--partitions``, and ``<app-id>-fabric-state-changelog``, 1,
-both compacted). Existing topics are left as they
-are, but a co-partitioned topic (or the group-FIM topic) with the wrong partition count is an error:
+``--partitions``; the agents' compacted ``flowtracer.qp-ends.v1`` 1; per app id
+``<app-id>.flowtracer.attributions.v1`` ``--partitions`` and ``<app-id>.flowtracer.group-fim.v1`` 1)
+and the processor's state changelogs (``<app-id>-stage-state-changelog``, ``--partitions``, and
+``<app-id>-fabric-state-changelog``, 1, both compacted). Existing topics are left as they are, but
+a co-partitioned topic (or the group-FIM topic) with the wrong partition count is an error:
 co-partitioning cannot be repaired in place (docs/operations.md, "Changing the partition count").
 
 Exit codes: 0 every topic is there with the right count; 1 Kafka unreachable or a wrong count;
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from flowtracer.schemas.topic_admin import CO_PARTITIONED, wanted_partitions
 from flowtracer.schemas.topics import (
     DEFAULT_PARTITIONS,
+    EXCHANGE_TOPICS,
     GROUP_FIM,
     INPUT_TOPICS,
     INTERNAL_TOPICS,
@@ -98,6 +99,8 @@ def plan(partitions: int = DEFAULT_PARTITIONS, app_ids: tuple[str, ...] = (DEFAU
     for t in OUTPUT_TOPICS:
         out.append(TopicPlan(t.name, partitions, {**common, "retention.ms": str(retention_output_ms),
                                                   "compression.type": compression}))
+    for t in EXCHANGE_TOPICS:  # the agents' QP ends: each host's latest record is all that matters
+        out.append(TopicPlan(t.name, wanted_partitions(t, partitions), {**common, "cleanup.policy": "compact"}))
     for app in app_ids:
         for t in INTERNAL_TOPICS:
             out.append(TopicPlan(internal_name(app, t), wanted_partitions(t, partitions),

@@ -14,7 +14,16 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from .topics import DEFAULT_PARTITIONS, GROUP_FIM, INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, Topic, internal_name
+from .topics import (
+    DEFAULT_PARTITIONS,
+    EXCHANGE_TOPICS,
+    GROUP_FIM,
+    INPUT_TOPICS,
+    INTERNAL_TOPICS,
+    OUTPUT_TOPICS,
+    Topic,
+    internal_name,
+)
 
 #: Topics that must have exactly the input partition count (co-partitioned with each other).
 CO_PARTITIONED = ("flowtracer.counters.v1", "flowtracer.flows.v1", "attributions.v1")
@@ -25,7 +34,9 @@ class TopicError(RuntimeError):
 
 
 def wanted_partitions(topic: Topic, partitions: int) -> int:
-    return 1 if topic is GROUP_FIM else partitions
+    """Partitions of ``topic`` when the input topics have ``partitions``: 1 for the group-FIM and
+    exchange topics (read whole by every reader), else ``partitions``."""
+    return 1 if topic is GROUP_FIM or topic in EXCHANGE_TOPICS else partitions
 
 
 def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
@@ -36,6 +47,7 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
     With ``app_id``, also the internal topics of that processor deployment.
     """
     wanted: dict[str, int] = {t.name: partitions for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}
+    wanted.update({t.name: wanted_partitions(t, partitions) for t in EXCHANGE_TOPICS})
     if app_id is not None:
         wanted.update({internal_name(app_id, t): wanted_partitions(t, partitions) for t in INTERNAL_TOPICS})
     deadline = time.monotonic() + timeout_s
@@ -46,7 +58,10 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
         raise TopicError(f"cannot reach Kafka at {bootstrap}: {e}") from None
     try:
         existing = set(admin.list_topics())
-        missing = [NewTopic(name, n, replication) for name, n in wanted.items() if name not in existing]
+        compact = {t.name for t in EXCHANGE_TOPICS}
+        missing = [NewTopic(name, n, replication,
+                            topic_configs={"cleanup.policy": "compact"} if name in compact else None)
+                   for name, n in wanted.items() if name not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # another stage created them first
                 admin.create_topics(missing)

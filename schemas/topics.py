@@ -63,10 +63,17 @@ GROUP_FIM = Topic(
     "internal: each counters partition's group FIMs, gathered for the fabric-wide FIM",
 )
 
+QP_ENDS = Topic(
+    "flowtracer.qp-ends.v1", "QpEnds", "host name",
+    "compacted: each host's connected QPs, exchanged between host agents to find each QP's remote address",
+)
+
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
-ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS + INTERNAL_TOPICS
+EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
+"""Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""
+ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS + INTERNAL_TOPICS + EXCHANGE_TOPICS
 
 DEFAULT_PARTITIONS = 8
 """Partitions of the input topics; counters and flows must have the same count (co-partitioning)."""

@@ -127,6 +127,7 @@ def test_relay_rejects_a_bad_address() -> None:
 def test_topic_plan_is_what_the_stages_and_the_processor_need() -> None:
     plan = {t.name: t for t in create_topics.plan(12, ("proc-a", "proc-b"), replication=3)}
     wanted = {t.name: 12 for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}  # ensure_topics' counts
+    wanted["flowtracer.qp-ends.v1"] = 1
     for app in ("proc-a", "proc-b"):
         wanted |= {internal_name(app, t): 1 if t.name.endswith("group-fim.v1") else 12 for t in INTERNAL_TOPICS}
         wanted[state_changelog_topic(ProcessorConfig.model_construct(app_id=app))] = 12
@@ -134,6 +135,7 @@ def test_topic_plan_is_what_the_stages_and_the_processor_need() -> None:
     assert {n: t.partitions for n, t in plan.items()} == wanted
     assert plan["proc-a-stage-state-changelog"].configs["cleanup.policy"] == "compact"
     assert plan["proc-a-fabric-state-changelog"].configs["cleanup.policy"] == "compact"
+    assert plan["flowtracer.qp-ends.v1"].configs["cleanup.policy"] == "compact"
     assert all(t.configs["min.insync.replicas"] == "2" for t in plan.values())
     strict = {n for n, t in plan.items() if t.strict}
     assert strict == {"flowtracer.counters.v1", "flowtracer.flows.v1", "proc-a.flowtracer.attributions.v1",
