@@ -53,12 +53,15 @@ log = logging.getLogger("flowtracer.agent")
 @click.option("--no-qp-counters", "no_qp_counters", is_flag=True, default=None,
               help="Do not read per-QP counters (always estimate bytes from PSNs).")
 @click.option("--agent-id", default=None, help="Agent id in every batch [default: host:pid].")
+@click.option("--peer-exchange/--no-peer-exchange", "peer_exchange", default=None,
+              help="Exchange QP ends with the other agents over Kafka to find each flow's dst_ip "
+                   "[default: on for linux / nccl-log, off for sim].")
 @click.option("--metrics-port", type=int, default=None, help="Serve /metrics and /healthz here (0 = off).")
 @click.option("--max-windows", type=int, default=None, help="Stop after this many windows (0 = never).")
 def agent(config_file: Path | None, source: str | None, kafka: str | None, topic: str | None, no_idem: bool | None,
           interval: str | None, topology: Path | None, host: str | None, sim_endpoints: Path | None,
           nccl_log: str | None, sysfs_root: Path | None, sysfs_only: bool | None, rdma_command: str | None,
-          no_qp_counters: bool | None, agent_id: str | None, metrics_port: int | None,
+          no_qp_counters: bool | None, agent_id: str | None, peer_exchange: bool | None, metrics_port: int | None,
           max_windows: int | None) -> None:
     """Stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes per window) from hosts into Kafka.
 
@@ -69,6 +72,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         "source": source, "kafka": kafka, "topic": topic, "interval": interval, "topology": topology,
         "host": host, "sim_endpoints": sim_endpoints, "nccl_log": nccl_log, "sysfs_root": sysfs_root,
         "sysfs_only": sysfs_only, "agent_id": agent_id, "metrics_port": metrics_port, "max_windows": max_windows,
+        "peer_exchange": peer_exchange,
         "rdma_command": shlex.split(rdma_command) if rdma_command else None,
         "qp_counters": False if no_qp_counters else None, "kafka_idempotence": False if no_idem else None,
     }
@@ -95,7 +99,14 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     else:
         sink = StdoutSink()
     stop = threading.Event()
-    runner = Agent(cfg, src, sink, topo, metrics)
+    exchange = None
+    if cfg.exchanges_peers and cfg.kafka:
+        from flowtracer.collectors.agent.peer_exchange import PeerExchange
+
+        exchange = PeerExchange(cfg.kafka, sink, src.hosts(), [h.name for h in topo.hosts] if topo else [],
+                                cfg.agent_id, refresh_ns=round(cfg.peer_refresh.total_seconds() * 1e9),
+                                max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic).start()
+    runner = Agent(cfg, src, sink, topo, metrics, exchange=exchange)
     try:
         metrics.serve(cfg.metrics_port, health=runner.health)
     except OSError as e:
@@ -121,6 +132,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         log.exception("agent failed")
         code = EXIT_FAILURE
     finally:
+        if exchange is not None:
+            exchange.close()
         sink.close(timeout=10)
         src.close()
         metrics.stop()

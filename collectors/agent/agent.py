@@ -31,6 +31,7 @@ from ..self_metrics import SelfMetrics
 from .config import AgentConfig
 from .host_pipeline import HostPipeline, PipelineConfig, WindowStats
 from .inventory import Inventory
+from .peer_exchange import PeerExchange
 from .peers import PeerDirectory
 from .sources import FlowSource
 
@@ -78,6 +79,9 @@ class AgentMetrics:
     window_seconds: Histogram
     lag_seconds: Gauge
     hosts: Gauge
+    peer_hosts: Gauge
+    peer_published: Counter
+    peer_malformed: Counter
 
     @classmethod
     def create(cls, m: SelfMetrics) -> AgentMetrics:
@@ -98,6 +102,12 @@ class AgentMetrics:
             lag_seconds=Gauge("flowtracer_agent_lag_seconds", "How far behind its boundary the last window "
                               "was sent (s).", registry=r),
             hosts=Gauge("flowtracer_agent_hosts", "Hosts this agent reports for.", registry=r),
+            peer_hosts=Gauge("flowtracer_agent_peer_hosts", "Other hosts whose QP ends this agent holds.",
+                             registry=r),
+            peer_published=Counter("flowtracer_agent_peer_tables_published", "QP tables published for the other "
+                                   "agents.", registry=r),
+            peer_malformed=Counter("flowtracer_agent_peer_tables_malformed", "QP tables of other hosts skipped as "
+                                   "malformed.", registry=r),
         )
 
 
@@ -117,12 +127,16 @@ class Agent:
     """Samples a source every window and sends FlowBatches to a sink.
 
     ``on_batch`` (optional) sees every batch after it is handed to the sink (tests, demo).
+    ``exchange`` (optional) publishes this agent's QP ends and supplies the other hosts'.
     """
 
     def __init__(self, cfg: AgentConfig, source: FlowSource, sink: Sink, topology: Topology | None = None,
                  metrics: SelfMetrics | None = None,
-                 on_batch: Callable[[Any], None] | None = None) -> None:
+                 on_batch: Callable[[Any], None] | None = None, exchange: PeerExchange | None = None) -> None:
         self.cfg = cfg
+        self.exchange = exchange
+        self._peer_malformed = 0
+        self._unknown_before: set[tuple[str, str, int, int, int]] = set()  # QPs whose peer was unknown
         self.source = source
         self.sink = sink
         self.inventory = Inventory(topology)
@@ -166,12 +180,18 @@ class Agent:
         """Sample every host as of ``boundary`` and send the batches of the windows ending there."""
         t0 = time.perf_counter()
         samples = self.source.sample(boundary)
-        peers = PeerDirectory()
+        ex = self.exchange
+        peers = PeerDirectory(remote=ex.directory(boundary) if ex is not None else None)
+        published = 0
         for s in samples:
             p = self.pipelines.get(s.host)
             if p is None:
                 p = self.pipelines[s.host] = HostPipeline(s.host, self.inventory, self._pc)
             p.prepare(s, peers)
+            if ex is not None and p.qp_ends is not None:
+                published += ex.publish(s.host, p.qp_ends, boundary)
+        if ex is not None:
+            self._await_peers(ex, peers, boundary)
         sent = 0
         seen = set()
         for s in samples:
@@ -192,11 +212,46 @@ class Agent:
             self.metrics.window_seconds.observe(time.perf_counter() - t0)
             self.metrics.lag_seconds.set(max(0, self.source.now_ns() - boundary) / 1e9)
             self.metrics.windows.inc()
+            if ex is not None:
+                self.metrics.peer_hosts.set(len(ex.remote.seen()))
+                self.metrics.peer_published.inc(published)
+                self.metrics.peer_malformed.inc(ex.remote.malformed - self._peer_malformed)
+                self._peer_malformed = ex.remote.malformed
         if sent:
             self.stats.windows += 1
         elif not self.stats.windows:
             log.info("baseline taken at %d ns for %d host(s)", boundary, len(samples))
         self.stats.last_window_end_ns = boundary
+
+    def _await_peers(self, ex: PeerExchange, peers: PeerDirectory, boundary: int) -> None:
+        """When QPs appeared whose peer no table names yet, wait (up to ``peer_wait``, at most half
+        an interval) for the other agents' tables of this boundary, so that a new connection's
+        first window has its dst_ip too. QPs that stay unknown (a peer without an agent) cost a
+        wait only in the window they appear in."""
+        unknown = self._unknown_peers(peers)
+        new = unknown - self._unknown_before
+        wait_s = min(self.cfg.peer_wait.total_seconds(), self.cfg.interval.total_seconds() / 2)
+        deadline = time.monotonic() + wait_s
+        while new and time.monotonic() < deadline:
+            version = ex.remote.version
+            peers.remote = ex.directory(boundary)
+            unknown = self._unknown_peers(peers)
+            new &= unknown
+            if new and not ex.remote.wait_newer(version, deadline - time.monotonic()):
+                break
+        self._unknown_before = unknown
+
+    def _unknown_peers(self, peers: PeerDirectory) -> set[tuple[str, str, int, int, int]]:
+        """(host, device, port, lqpn, rqpn) of every connected QP of this agent's hosts whose peer
+        is not known."""
+        out: set[tuple[str, str, int, int, int]] = set()
+        for p in self.pipelines.values():
+            for end, (lq, rq) in (p.qp_ends or {}).items():
+                miss = peers.peers(end, lq, rq) < 0
+                if miss.any():
+                    out.update((end.host, end.device, end.port, a, b) for a, b in zip(lq[miss].tolist(),
+                                                                                      rq[miss].tolist(), strict=True))
+        return out
 
     def _count(self, ws: WindowStats, batches: int) -> None:
         st = self.stats

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowtracer.schemas import durations
-from flowtracer.schemas.topics import FLOWS
+from flowtracer.schemas.topics import FLOWS, QP_ENDS
 
 _DURATION_HINT = "e.g. 1s, 500ms, 2m"
 
@@ -83,6 +83,20 @@ class AgentConfig(BaseModel):
     dscp: int = Field(0, ge=0, le=63)
     #: Scheduler job id to stamp on flows (default: $SLURM_JOB_ID).
     job_id: str = Field(default_factory=lambda: os.environ.get("SLURM_JOB_ID", ""))
+    #: Exchange QP ends with the other agents over Kafka (flowtracer.qp-ends.v1) to find each
+    #: QP's remote address (dst_ip). None = on for the linux and nccl-log sources with Kafka (one
+    #: agent per host sees no remote QP otherwise), off for sim (one process reads every host).
+    peer_exchange: bool | None = None
+    #: The exchange topic (one per fabric when fabrics share a Kafka cluster).
+    peer_topic: str = QP_ENDS.name
+    #: Republish an unchanged QP table at least this often (new agents learn it within this).
+    peer_refresh: timedelta = timedelta(seconds=30)
+    #: How long a window may wait for the other agents' tables of the same boundary when QPs
+    #: appeared whose peer is unknown (so a new connection's first window has its dst_ip too);
+    #: at most half the interval.
+    peer_wait: timedelta = timedelta(milliseconds=300)
+    #: Forget another host's QP table this old (its agent stopped; QP numbers get reused).
+    peer_max_age: timedelta = timedelta(seconds=90)
     #: Self-metrics HTTP port (/metrics, /healthz); 0 = off.
     metrics_port: int = Field(0, ge=-1, le=65535)
     #: Records buffered while Kafka is unreachable (oldest dropped beyond).
@@ -90,7 +104,8 @@ class AgentConfig(BaseModel):
     #: Stop after this many windows (0 = run until interrupted).
     max_windows: int = Field(0, ge=0)
 
-    @field_validator("interval", "rdma_timeout", "gid_refresh", mode="before")
+    @field_validator("interval", "rdma_timeout", "gid_refresh", "peer_refresh", "peer_max_age", "peer_wait",
+                     mode="before")
     @classmethod
     def _duration(cls, v: Any) -> timedelta:
         return parse_duration(v)
@@ -115,6 +130,13 @@ class AgentConfig(BaseModel):
     @property
     def interval_ns(self) -> int:
         return round(self.interval.total_seconds() * 1e9)
+
+    @property
+    def exchanges_peers(self) -> bool:
+        """Whether this agent exchanges QP ends (``peer_exchange``, resolved; needs Kafka)."""
+        if self.kafka is None:
+            return False
+        return self.peer_exchange if self.peer_exchange is not None else self.source != "sim"
 
 
 def load_config(path: Path | None = None, **overrides: Any) -> AgentConfig:

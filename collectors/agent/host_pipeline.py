@@ -115,6 +115,9 @@ class HostPipeline:
         self._cache = _FlowCache()  # one row per row of self.qps.rows: that QP generation's Flow bytes
         self._tag_ids: dict[tuple[str, int, int, int, int], int] = {}
         self._addr_ids: dict[str | tuple[str, str], int] = {}  # IPs and (IP, netdev) -> small ids
+        #: This host's connected QPs per NIC port, (lqpns, rqpns), as of the last ``prepare``; None
+        #: when that sample had no QP table (what the agent publishes for the other agents).
+        self.qp_ends: dict[Endpoint, tuple[np.ndarray, np.ndarray]] | None = None
 
     # -- step 1 -----------------------------------------------------------------------------
 
@@ -130,8 +133,10 @@ class HostPipeline:
                 self._ends.pop(key, None)
         if sample.nccl_lines:
             self.nccl.feed(sample.nccl_lines)
+        self.qp_ends = None
         if sample.qps is None:
             return
+        self.qp_ends = {}
         qps = QpColumns.from_records(sample.qps)
         a = sample_arrays(qps)
         rows = a.peer_rows()
@@ -145,6 +150,7 @@ class HostPipeline:
                 if end is None:
                     end = ends[key] = self._endpoint(*key)
                 peers.add_many(end, a.lqpn[r], a.rqpn[r])
+                self.qp_ends[end] = (a.lqpn[r], a.rqpn[r])
 
     def _endpoint(self, device: str, port: int) -> Endpoint:
         s = self._src.get((device, port))
@@ -278,8 +284,10 @@ class HostPipeline:
             dst_id[rows] = peers.peers(end, q.lqpn[rows], q.rqpn[rows])
             addr[rows] = _intern(self._addr_ids, (s[0], s[1]))
             leaf_of[s[2]] = rows if s[2] not in leaf_of else leaf_of[s[2]] | rows
-        ips = peers.ips()
-        dst = np.array([_intern(self._addr_ids, ip) for ip in ips.tolist()], np.int64)[dst_id]
+        used, inverse = np.unique(dst_id, return_inverse=True)  # intern only the peers these flows have
+        used_ips = peers.ips_of(used)
+        dst = np.array([_intern(self._addr_ids, ip) for ip in used_ips], np.int64)[inverse]
+        dst_ips = np.array(used_ips, dtype=object)[inverse]
         stats.unresolved_dst = int((dst_id < 0).sum())
         tags, tag_id = self._tags(q)
         # cached Flow bytes: valid while the generation's address, state, comm and NCCL tag stay
@@ -297,7 +305,7 @@ class HostPipeline:
             ok = np.zeros(n, bool)
         fresh: dict[int, _Template] = {}
         if not ok.all():
-            fresh = self._templates(q, np.flatnonzero(~ok), slot, ips[dst_id], dst, addr, tags, tag_id)
+            fresh = self._templates(q, np.flatnonzero(~ok), slot, dst_ips, dst, addr, tags, tag_id)
         ghosts = [i for i in fresh if slot[i] < 0]
         spliced = self._collectives(tags, slot, fresh) if tags is not None else {}
         if aligned and not ghosts and not spliced:

@@ -4,8 +4,9 @@
 the QP on another NIC whose lqpn is our rqpn and whose rqpn is our lqpn. An agent that sees the QP
 tables of several hosts (the simulator's one process for all hosts, or any deployment that
 shares them) finds it in this directory; hosts and NIC addresses come from the topology's host
-inventory and the hosts' GID tables. A lone host agent knows only its own QPs: its flows keep an
-empty ``dst_ip`` unless the peer is local (a QP between two NICs of the same host).
+inventory and the hosts' GID tables. A lone host agent knows only its own QPs; the other hosts'
+come from the QP ends the agents exchange over Kafka (``peer_ends``), as a ``remote`` directory
+consulted for what the local one cannot answer.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ class PeerDirectory:
 
     Ends are added per NIC port in bulk (``add_many``, or one by one with ``add``) and looked up
     in bulk (``peers``): one sorted array of every end, built at the first lookup after an add.
+    A QP this directory has no unambiguous end for is looked up in ``remote`` (the other hosts'
+    exchanged ends); ids of remote ends follow the local ones.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, remote: PeerDirectory | None = None) -> None:
+        self.remote = remote
         self._end_list: list[Endpoint] = []
         self._end_ids: dict[Endpoint, int] = {}
         self._chunks: list[tuple[int, np.ndarray]] = []  # (end id, keys lqpn << 32 | rqpn)
@@ -86,18 +90,26 @@ class PeerDirectory:
 
     def endpoint(self, i: int) -> Endpoint:
         """The end with id ``i`` (as returned by ``peers``)."""
-        return self._end_list[i]
+        n = len(self._end_list)
+        return self._end_list[i] if i < n or self.remote is None else self.remote.endpoint(i - n)
 
-    def ips(self) -> np.ndarray:
-        """IP of every end id, as an object array with one extra "" at the end (for id -1)."""
-        out = np.empty(len(self._end_list) + 1, dtype=object)
-        out[:-1] = [e.ip for e in self._end_list]
-        out[-1] = ""
-        return out
+    def ips_of(self, ids: np.ndarray) -> list[str]:
+        """IP of each end id in ``ids`` ("" for -1)."""
+        return ["" if i < 0 else self.endpoint(i).ip for i in np.asarray(ids).tolist()]
 
     def peers(self, end: Endpoint, lqpns: np.ndarray, rqpns: np.ndarray) -> np.ndarray:
         """Id of the remote end of each QP ``lqpns[i]`` -> ``rqpns[i]`` on ``end``, -1 when unknown
         or ambiguous (``endpoint(id)`` gives the end)."""
+        out = self._local_peers(end, lqpns, rqpns)
+        if self.remote is not None and len(out):
+            miss = np.flatnonzero(out < 0)
+            if len(miss):
+                r = self.remote.peers(end, np.asarray(lqpns)[miss], np.asarray(rqpns)[miss])
+                hit = r >= 0
+                out[miss[hit]] = r[hit] + len(self._end_list)
+        return out
+
+    def _local_peers(self, end: Endpoint, lqpns: np.ndarray, rqpns: np.ndarray) -> np.ndarray:
         n = len(lqpns)
         out = np.full(n, -1, _I64)
         k, e = self._sorted()
@@ -121,4 +133,4 @@ class PeerDirectory:
     def peer(self, end: Endpoint, lqpn: int, rqpn: int) -> Endpoint | None:
         """The remote end of QP ``lqpn`` -> ``rqpn`` on ``end``, or None when unknown or ambiguous."""
         (i,) = self.peers(end, np.array([lqpn], _I64), np.array([rqpn], _I64)).tolist()
-        return None if i < 0 else self._end_list[i]
+        return None if i < 0 else self.endpoint(i)

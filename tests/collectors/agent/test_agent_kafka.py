@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,6 +21,7 @@ from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.sources import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.schemas.topics import FLOWS
+from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.sim.engine import Engine
@@ -98,8 +101,6 @@ def test_cli_agent_streams_flow_batches_into_kafka(sim: tuple[Engine, Path, Path
 
 def test_no_broker_the_agent_keeps_going_and_buffers_boundedly(sim: tuple[Engine, Path, Path]) -> None:
     engine, ready, topo_file = sim
-    from flowtracer.schemas.topology import load_topology
-
     cfg = AgentConfig(source="sim", sim_endpoints=ready, interval="100ms")
     sink = KafkaSink(f"127.0.0.1:{free_port()}", client_id="agent-test", max_buffer=5, enable_idempotence=False)
     a = Agent(cfg, SimSource(cfg), sink, load_topology(topo_file))
@@ -113,3 +114,48 @@ def test_no_broker_the_agent_keeps_going_and_buffers_boundedly(sim: tuple[Engine
     finally:
         sink.close(timeout=0.5)
     assert FLOWS.name == cfg.topic
+
+
+def test_two_agent_processes_find_each_others_peers(sim: tuple[Engine, Path, Path], kafka: TansuBroker,
+                                                    unique_id: str, tmp_path: Path) -> None:
+    """Two `flowtracer agent` processes, each reading two of the four hosts, as on separate machines:
+    every flow to the other process's hosts gets its dst_ip through the exchanged QP ends."""
+    engine, ready, topo_file = sim
+    flows_topic, ends_topic = f"{unique_id}-flows", f"{unique_id}-ends"
+    kafka.create_topics({flows_topic: 8, ends_topic: 1})
+    views = json.loads(ready.read_text())["host_view_dirs"]
+    halves = [sorted(views)[:2], sorted(views)[2:]]
+    procs = []
+    stop = threading.Event()
+    t = threading.Thread(target=engine.run, args=(stop,), daemon=True)  # real time, 0.1 s ticks
+    t.start()
+    try:
+        for i, hosts in enumerate(halves):
+            r = tmp_path / f"ready-{i}.json"
+            r.write_text(json.dumps({"host_view_dirs": {h: views[h] for h in hosts}}))
+            cfg = tmp_path / f"agent-{i}.yaml"
+            cfg.write_text(f"peer_topic: {ends_topic}\n")
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "flowtracer", "agent", "-c", str(cfg), "--source", "sim", "--sim-endpoints",
+                 str(r), "--topology", str(topo_file), "--kafka", kafka.bootstrap, "--no-kafka-idempotence",
+                 "--topic", flows_topic, "--interval", "200ms", "--max-windows", "15", "--agent-id", f"half-{i}",
+                 "--peer-exchange"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+    finally:
+        stop.set()
+        t.join()
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    batches = [pb.FlowBatch.FromString(v) for _k, v in consume_all(kafka.bootstrap, flows_topic, expect=60)]
+    assert len(batches) == 60  # 15 windows x 4 hosts
+    ip_host = {n.ip: h.name for h in load_topology(topo_file).hosts for n in h.nics}
+    first = min(b.window_start_ns for b in batches)
+    crossing = 0
+    for b in batches:
+        other = halves[1] if b.host in halves[0] else halves[0]
+        for f in b.flows:
+            if f.tx_bytes and b.window_start_ns > first:  # the first windows may hold QPs made in them
+                assert ip_host.get(f.dst_ip, "") not in ("", b.host), (b.host, f.lqpn, f.dst_ip)
+                crossing += ip_host[f.dst_ip] in other
+    assert crossing > 0  # found only through the other process's published QP ends
