@@ -222,13 +222,20 @@ def _nhg_index(s: Samples, keys: dict[str, str], v: Any) -> None:
     s.nhg_members.append((_key(keys, "network-instance"), _key(keys, "next-hop-group"), _uint(v), 0))
 
 
+#: Interface state leaves that are device timestamps (uint64 time ticks, scaled by normalize_timestamp).
+IF_TIMETICKS: dict[tuple[str, ...], str] = {
+    (*_IF, "state", "counters", "last-clear"): LAST_CLEAR_NS,
+    (*_IF, "state", "last-change"): LAST_CHANGE_NS,
+}
+
+
 def _build_table() -> dict[tuple[str, ...], Handler]:
     t: dict[tuple[str, ...], Handler] = {}
     for i, c in enumerate(INTERFACE_COUNTERS):
         t[(*_IF, "state", "counters", c)] = _if_counter(i)
-    t[(*_IF, "state", "counters", "last-clear")] = _if_state(LAST_CLEAR_NS, _timeticks)
+    for leaf, fld in IF_TIMETICKS.items():
+        t[leaf] = _if_state(fld, _timeticks)
     t[(*_IF, "state", "oper-status")] = _if_state(OPER_STATUS, _oper_status)
-    t[(*_IF, "state", "last-change")] = _if_state(LAST_CHANGE_NS, _timeticks)
     t[(*_IF, "ethernet", "state", "port-speed")] = _if_state(SPEED_BPS, _port_speed)
     t[(*_IF, "ethernet", "state", "negotiated-port-speed")] = _if_state(SPEED_BPS, _port_speed)
     for i, c in enumerate(NEXT_HOP_COUNTERS):
@@ -315,7 +322,10 @@ def _keys_text(keys: dict[str, str]) -> str:
 
 # Resolved paths, cached by their serialized bytes: (code, args...). Resolving walks the path
 # elements (slow in Python); a switch repeats the same few thousand paths every sample.
-_IGNORE, _IF_COUNTER, _NH_COUNTER, _LEAF, _CONTAINER, _ERROR = range(6)
+# (RES_IF_COUNTER, interface, counter index) | (RES_NH_COUNTER, ni, next-hop index, counter index,
+# newer tree) | (RES_LEAF, handler, keys, names) | (RES_CONTAINER, names, keys) | (RES_ERROR, message)
+# | (RES_IGNORE,)
+RES_IGNORE, RES_IF_COUNTER, RES_NH_COUNTER, RES_LEAF, RES_CONTAINER, RES_ERROR = range(6)
 _Resolved = tuple[Any, ...]
 
 
@@ -334,7 +344,7 @@ class Decoder:
 
     def _resolve(self, prefix: Path | None, path: Path) -> _Resolved:
         if (path.origin or (prefix.origin if prefix is not None else "")) not in _OC_ORIGINS:
-            return (_IGNORE,)
+            return (RES_IGNORE,)
         names: list[str] = []
         keys: dict[str, str] = {}
         if prefix is not None:
@@ -343,16 +353,32 @@ class Decoder:
         t = tuple(names)
         h = LEAVES.get(t)
         if h is None:
-            return (_CONTAINER, t, keys) if (t in _PREFIXES or not t) else (_IGNORE,)
+            return (RES_CONTAINER, t, keys) if (t in _PREFIXES or not t) else (RES_IGNORE,)
         try:  # the hot leaves get their keys resolved once, here
             if t[-1] in INTERFACE_COUNTERS and t[:4] == (*_IF, "state", "counters"):
-                return (_IF_COUNTER, _key(keys, "interface"), INTERFACE_COUNTERS.index(t[-1]))
+                return (RES_IF_COUNTER, _key(keys, "interface"), INTERFACE_COUNTERS.index(t[-1]))
             if t[-1] in NEXT_HOP_COUNTERS and t[:3] == _AFT:
-                return (_NH_COUNTER, _key(keys, "network-instance"), _index(keys, "next-hop"),
+                return (RES_NH_COUNTER, _key(keys, "network-instance"), _index(keys, "next-hop"),
                         NEXT_HOP_COUNTERS.index(t[-1]), t[3] == "counters")
         except DecodeError as e:
-            return (_ERROR, f"/{'/'.join(t)}{_keys_text(keys)}: {e}")
-        return (_LEAF, h, keys, t)
+            return (RES_ERROR, f"/{'/'.join(t)}{_keys_text(keys)}: {e}")
+        return (RES_LEAF, h, keys, t)
+
+    def resolve(self, prefix: Path | None, path: Path) -> _Resolved:
+        """What ``prefix + path`` is (a ``RES_*`` tuple, see above), from the cache."""
+        pkey = prefix.SerializeToString() if prefix is not None else b""
+        pb = path.SerializeToString()
+        r = self._cache.get(pkey, {}).get(pb)
+        return r if r is not None else self._miss(pkey, prefix, path, pb)
+
+    def _miss(self, pkey: bytes, prefix: Path | None, path: Path, pb: bytes) -> _Resolved:
+        """Resolve a path that is not cached and cache it (the cache is emptied when full)."""
+        if self._size >= self.max_cache:
+            self._cache.clear()
+            self._size = 0
+        r = self._cache.setdefault(pkey, {})[pb] = self._resolve(prefix, path)
+        self._size += 1
+        return r
 
     def decode(self, n: Notification) -> Samples:
         """Decode one Notification (prefix + updates + deletes) into ``Samples``."""
@@ -368,15 +394,11 @@ class Decoder:
             pb = p.SerializeToString()
             r = cache.get(pb)
             if r is None:
-                if self._size >= self.max_cache:
-                    self._cache.clear()
-                    self._size = 0
-                    cache = self._cache[pkey] = {}
-                r = cache[pb] = self._resolve(prefix, p)
-                self._size += 1
+                r = self._miss(pkey, prefix, p, pb)
+                cache = self._cache[pkey]  # a new dict if the cache was emptied
             code = r[0]
             tv = u.val
-            if code in (_IF_COUNTER, _NH_COUNTER):
+            if code in (RES_IF_COUNTER, RES_NH_COUNTER):
                 v = tv.uint_val
                 if not v and tv.WhichOneof("value") != "uint_val":  # JSON, string, int_val, ...
                     try:
@@ -384,13 +406,13 @@ class Decoder:
                     except DecodeError as e:
                         s.errors.append(f"{format_key(prefix, p)}: {e}")
                         continue
-                if code == _IF_COUNTER:
+                if code == RES_IF_COUNTER:
                     if_counters.append((r[1], r[2], v))
                 else:
                     nh_counters.append((r[1], r[2], r[3], v, r[4]))
-            elif code == _IGNORE:
+            elif code == RES_IGNORE:
                 s.ignored += 1
-            elif code == _ERROR:
+            elif code == RES_ERROR:
                 s.errors.append(r[1])
             else:
                 try:
@@ -398,7 +420,7 @@ class Decoder:
                 except DecodeError as e:
                     s.errors.append(f"{format_key(prefix, p)}: {e}")
                     continue
-                if code == _LEAF:
+                if code == RES_LEAF:
                     try:
                         r[1](s, r[2], val)
                     except DecodeError as e:

@@ -5,9 +5,10 @@
 1. open a channel (TLS, credentials), call Capabilities (checks reachability, credentials and
    that the switch speaks our encoding), open Subscribe and send the SubscriptionList. We never
    half-close the request side: some switches end the stream on half-close (pygnmi's close()).
-2. read SubscribeResponses; each Notification is decoded and merged into the switch's
-   ``BatchAssembler``; completed CounterBatches go to ``emit``. sync_response and a grace timer
-   close open batches.
+2. read SubscribeResponses as bytes; a message laid out like one seen before is read by the
+   ``FastDecoder``, any other is parsed and decoded the general way (``Decoder``); the samples
+   are merged into the switch's ``BatchAssembler``; completed CounterBatches go to ``emit``.
+   sync_response and a grace timer close open batches.
 3. a watchdog cancels the call when nothing arrived for the liveness timeout (a stalled stream:
    TCP alive, switch silent), including before the first sync_response.
 4. on failure: classify the gRPC status, log one clear line, wait (exponential backoff with
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import grpc
-from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeResponse
+from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeRequest, SubscribeResponse
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
@@ -40,8 +41,11 @@ from .batches import BatchAssembler
 from .channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from .config import ConfigError, Gnmi, Target
 from .decode import Decoder
+from .fast_decode import FastDecoder
 
 log = logging.getLogger(__name__)
+
+_SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 
 
 class State(StrEnum):
@@ -89,6 +93,7 @@ class TargetSession:
                  emit: Callable[[CounterBatch], None], decoder: Decoder | None = None) -> None:
         self.target = target
         self.decoder = decoder or Decoder()
+        self.fast = FastDecoder(self.decoder)  # this switch's repeating notification layouts
         self.gnmi = gnmi
         self.emit = emit
         self.stats = SessionStats()
@@ -192,7 +197,10 @@ class TargetSession:
                 if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 log.info("gNMI %s: no Capabilities RPC; subscribing anyway", self.where)
-            call = self._call = stub.Subscribe(metadata=md)
+            # Responses as bytes: the fast decoder reads known layouts without a protobuf parse.
+            call = self._call = channel.stream_stream(
+                _SUBSCRIBE, request_serializer=SubscribeRequest.SerializeToString, response_deserializer=None,
+            )(metadata=md)
             await call.write(self._request)
         self.stats.session += 1
         self._emit_all(self.assembler.start_session(self.stats.session))
@@ -223,36 +231,43 @@ class TargetSession:
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         st = self.stats
-        decode = self.decoder.decode
+        decode, fast, learn = self.decoder.decode, self.fast.decode, self.fast.learn
         asm = self.assembler
         while True:
-            resp: SubscribeResponse = await call.read()
-            if resp is grpc.aio.EOF:
+            raw: bytes = await call.read()
+            if raw is grpc.aio.EOF:
                 return
             now = time.monotonic()
             st.last_rx = now
             st.messages += 1
-            kind = resp.WhichOneof("response")
-            if kind == "update":
+            s = fast(raw)
+            if s is None:  # not a layout seen before: parse and decode the general way
+                resp = SubscribeResponse.FromString(raw)
+                kind = resp.WhichOneof("response")
+                if kind == "sync_response":
+                    self._emit_all(asm.sync())
+                    if st.state is not State.UP:
+                        st.state, st.up_since = State.UP, now
+                        log.info("gNMI %s: synced (session %d)", self.where, st.session)
+                    continue
+                if kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
+                    st.decode_errors += 1
+                    log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
+                    continue
+                if kind != "update":
+                    continue
                 s = decode(resp.update)
-                if s.errors:
-                    st.decode_errors += len(s.errors)
-                    log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
-                st.counter_updates += len(s.if_counters) + len(s.nh_counters)
-                opened = asm.open_since
-                out = asm.add(s, time.time_ns())
-                if out:
-                    self._emit_all(out)
-                if asm.open_since is not None and asm.open_since != opened:
-                    self._arm_grace()
-            elif kind == "sync_response":
-                self._emit_all(asm.sync())
-                if st.state is not State.UP:
-                    st.state, st.up_since = State.UP, now
-                    log.info("gNMI %s: synced (session %d)", self.where, st.session)
-            elif kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
-                st.decode_errors += 1
-                log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
+                learn(raw, resp.update, s)
+            if s.errors:
+                st.decode_errors += len(s.errors)
+                log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+            st.counter_updates += len(s.if_counters) + len(s.nh_counters)
+            opened = asm.open_since
+            out = asm.add(s, time.time_ns())
+            if out:
+                self._emit_all(out)
+            if asm.open_since is not None and asm.open_since != opened:
+                self._arm_grace()
 
     # -- timers --------------------------------------------------------------------------------
 

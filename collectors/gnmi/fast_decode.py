@@ -1,0 +1,286 @@
+"""Raw SubscribeResponse bytes -> Samples, for notifications laid out like one seen before (pure).
+
+A switch sends the same notifications every sample: same prefix, same paths in the same order;
+only the timestamp and the counter values change. ``FastDecoder`` learns such a *layout* from a
+message that the general decoder (``decode.Decoder``) has just decoded: the message bytes with
+the value bits of the timestamp varint and of every ``uint_val`` varint zeroed. A later message
+of the same length whose bytes equal the layout outside those value bits (every byte is
+compared, continuation bits included, so every varint keeps its length) parses to the same
+notification with new numbers: its values are read from the slots with numpy, without a
+protobuf parse or a Python object per update, and its ``Samples`` come from the layout's keys.
+
+Learnt only from plain notifications: one ``update`` (no sync_response, error, extension), no
+deletes, each update a path plus a ``uint_val`` that the general decoder resolved to an interface
+counter, a next-hop counter, last-clear / last-change, or a leaf it ignores (any value). Values
+fit 9 varint bytes (< 2^63). Everything else (JSON, strings, deletes, new paths, another length,
+any other byte) gets None and goes the general way. ``Samples`` are equal to the general
+decoder's, field by field (tests/collectors/gnmi/test_gnmi_fast_decode.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pygnmi.spec.v080.gnmi_pb2 import Notification
+
+from .decode import (
+    IF_TIMETICKS,
+    RES_IF_COUNTER,
+    RES_IGNORE,
+    RES_LEAF,
+    RES_NH_COUNTER,
+    DecodeError,
+    Decoder,
+    Samples,
+    _key,
+    normalize_timestamp,
+)
+
+_MAX_SLOT = 9  # varint bytes of a slot: values < 2^63 (int64 timestamps; larger counters go the general way)
+
+
+class _NotPlain(Exception):
+    """The message is not in the plain layout the fast path reads."""
+
+
+def _varint(b: bytes, pos: int, end: int) -> tuple[int, int]:
+    v = shift = 0
+    while pos < end and shift < 70:
+        c = b[pos]
+        pos += 1
+        v |= (c & 0x7F) << shift
+        if c < 0x80:
+            return v, pos
+        shift += 7
+    raise _NotPlain
+
+
+def _scan_update(raw: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(start, end) of the uint_val varint of one Update, or (-1, -1) when its value is not a
+    lone uint_val. Fields other than path, val and duplicates (each at most once) -> _NotPlain."""
+    seen: set[int] = set()
+    vspan = (-1, -1)
+    while pos < end:
+        tag, pos = _varint(raw, pos, end)
+        field, wire = tag >> 3, tag & 7
+        if field in seen:
+            raise _NotPlain
+        seen.add(field)
+        if field in (1, 3) and wire == 2:
+            n, pos = _varint(raw, pos, end)
+            if pos + n > end:
+                raise _NotPlain
+            if field == 3 and n >= 2 and raw[pos] == 0x18:  # TypedValue.uint_val
+                _, vend = _varint(raw, pos + 1, pos + n)
+                if vend == pos + n and vend - pos - 1 <= _MAX_SLOT:
+                    vspan = (pos + 1, vend)
+            pos += n
+        elif field == 4 and wire == 0:
+            _, pos = _varint(raw, pos, end)
+        else:
+            raise _NotPlain
+    if pos != end or {1, 3} - seen:  # an update without path or val
+        raise _NotPlain
+    return vspan
+
+
+def _scan(raw: bytes) -> tuple[tuple[int, int] | None, list[tuple[int, int]]]:
+    """(timestamp varint span or None, per update its uint_val span) of a SubscribeResponse that
+    holds one plain Notification; _NotPlain otherwise."""
+    end = len(raw)
+    tag, pos = _varint(raw, 0, end)
+    if tag != 0x0A:  # SubscribeResponse.update, length-delimited
+        raise _NotPlain
+    n, pos = _varint(raw, pos, end)
+    if pos + n != end:
+        raise _NotPlain
+    ts: tuple[int, int] | None = None
+    seen: set[int] = set()
+    spans: list[tuple[int, int]] = []
+    while pos < end:
+        tag, pos = _varint(raw, pos, end)
+        field, wire = tag >> 3, tag & 7
+        if field == 4 and wire == 2:  # update
+            n, pos = _varint(raw, pos, end)
+            if pos + n > end:
+                raise _NotPlain
+            spans.append(_scan_update(raw, pos, pos + n))
+            pos += n
+            continue
+        if field in seen:  # a repeated scalar or a second prefix: parses, but not as "one of each"
+            raise _NotPlain
+        seen.add(field)
+        if field == 1 and wire == 0:  # timestamp
+            start = pos
+            _, pos = _varint(raw, pos, end)
+            if pos - start > _MAX_SLOT:
+                raise _NotPlain
+            ts = (start, pos)
+        elif field in (2, 3) and wire == 2:  # prefix, alias: fixed bytes
+            n, pos = _varint(raw, pos, end)
+            pos += n
+            if pos > end:
+                raise _NotPlain
+        elif field == 6 and wire == 0:  # atomic
+            _, pos = _varint(raw, pos, end)
+        else:  # deletes, unknown fields
+            raise _NotPlain
+    if pos != end:
+        raise _NotPlain
+    return ts, spans
+
+
+@dataclass(slots=True, eq=False)
+class _Layout:
+    expected: np.ndarray  # uint8: the learnt bytes, value bits of every slot zeroed
+    slot_bytes: np.ndarray  # int32: position of every slot byte, slot after slot
+    shifts: np.ndarray  # uint8 per slot byte: 7 * its place in the varint
+    starts: np.ndarray  # intp per slot: index of its first byte in slot_bytes
+    ts_slot: int  # slot of the timestamp, -1 when the message has none
+    if_sel: np.ndarray  # slots of interface counters ...
+    if_keys: tuple[tuple[str, ...], tuple[int, ...]]  # ... their (interfaces, counter indexes)
+    nh_sel: np.ndarray
+    nh_keys: tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], tuple[bool, ...]]  # ni, index, counter, newer
+    st_sel: np.ndarray
+    st_keys: tuple[tuple[str, ...], tuple[str, ...]]  # interface, state field (time ticks)
+    ignored: int
+
+    def read(self, arr: np.ndarray) -> np.ndarray | None:
+        """The slot values of ``arr`` (uint64), or None when it is not this layout."""
+        d = arr ^ self.expected
+        sb = d[self.slot_bytes]
+        if sb.max(initial=0) >= 0x80:  # a varint of another length
+            return None
+        d[self.slot_bytes] = 0
+        if d.any():
+            return None
+        return np.add.reduceat(sb.astype(np.uint64) << self.shifts, self.starts) if len(self.starts) else sb
+
+    def samples(self, vals: np.ndarray) -> Samples:
+        s = Samples(normalize_timestamp(int(vals[self.ts_slot])) if self.ts_slot >= 0 else 0)
+        if len(self.if_sel):
+            s.if_counters = list(zip(*self.if_keys, vals[self.if_sel].tolist(), strict=True))
+        if len(self.nh_sel):
+            names, idx, ci, newer = self.nh_keys
+            s.nh_counters = list(zip(names, idx, ci, vals[self.nh_sel].tolist(), newer, strict=True))
+        if len(self.st_sel):
+            s.if_state = list(zip(*self.st_keys, map(normalize_timestamp, vals[self.st_sel].tolist()), strict=True))
+        s.ignored = self.ignored
+        return s
+
+
+def _layout(raw: bytes, n: Notification, decoder: Decoder) -> _Layout:
+    """The layout of ``raw`` (whose parse is ``n``); _NotPlain when it has none."""
+    ts, spans = _scan(raw)
+    if len(spans) != len(n.update) or (ts is None and n.timestamp):
+        raise _NotPlain
+    slots: list[tuple[int, int]] = [ts] if ts is not None else []
+    if_sel: list[int] = []
+    if_keys: tuple[list[str], list[int]] = ([], [])
+    nh_sel: list[int] = []
+    nh_keys: tuple[list[str], list[int], list[int], list[bool]] = ([], [], [], [])
+    st_sel: list[int] = []
+    st_keys: tuple[list[str], list[str]] = ([], [])
+    ignored = 0
+    prefix = n.prefix if n.HasField("prefix") else None
+    for u, span in zip(n.update, spans, strict=True):
+        r = decoder.resolve(prefix, u.path)
+        code = r[0]
+        if code == RES_IGNORE:
+            ignored += 1
+            if span[0] >= 0:  # e.g. a counter we do not carry: its value may change
+                slots.append(span)
+            continue
+        if span[0] < 0:
+            raise _NotPlain
+        if code == RES_IF_COUNTER:
+            if_sel.append(len(slots))
+            if_keys[0].append(r[1])
+            if_keys[1].append(r[2])
+        elif code == RES_NH_COUNTER:
+            nh_sel.append(len(slots))
+            for col, v in zip(nh_keys, r[1:], strict=True):
+                col.append(v)
+        elif code == RES_LEAF and r[3] in IF_TIMETICKS:
+            try:
+                name = _key(r[2], "interface")
+            except DecodeError:
+                raise _NotPlain from None
+            st_sel.append(len(slots))
+            st_keys[0].append(name)
+            st_keys[1].append(IF_TIMETICKS[r[3]])
+        else:
+            raise _NotPlain
+        slots.append(span)
+    expected = np.frombuffer(raw, np.uint8).copy()
+    slot_bytes = (np.concatenate([np.arange(a, b) for a, b in slots]) if slots else np.zeros(0)).astype(np.int32)
+    expected[slot_bytes] &= 0x80
+    lens = np.array([b - a for a, b in slots], np.intp)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.intp) if slots else np.zeros(0, np.intp)
+    shifts = (7 * (np.arange(len(slot_bytes)) - np.repeat(starts, lens))).astype(np.uint8)
+    return _Layout(expected, slot_bytes, shifts, starts, 0 if ts is not None else -1,
+                   np.array(if_sel, np.intp), (tuple(if_keys[0]), tuple(if_keys[1])),
+                   np.array(nh_sel, np.intp), tuple(tuple(c) for c in nh_keys),  # type: ignore[arg-type]
+                   np.array(st_sel, np.intp), (tuple(st_keys[0]), tuple(st_keys[1])), ignored)
+
+
+class FastDecoder:
+    """Layouts of one switch's notifications, and the fast decode of messages that match one.
+
+    ``decode(raw)`` -> Samples or None (not a known layout: parse and decode it the general way,
+    then call ``learn``). At most ``max_layouts`` are kept (oldest dropped); a counter whose
+    varint grows a byte makes a new one. Learning costs about one general decode; when learnt
+    layouts stop matching (a switch that reorders its updates), learning pauses until a match.
+    """
+
+    def __init__(self, decoder: Decoder, max_layouts: int = 8) -> None:
+        self.decoder = decoder
+        self.max_layouts = max_layouts
+        self._by_len: dict[int, list[_Layout]] = {}
+        self._count = 0
+        self._credit = max_layouts  # learns left before one must pay off with a match
+        self._misses = 0
+        #: Messages decoded here / layouts learnt (for tests and benchmarks).
+        self.hits = 0
+        self.learnt = 0
+
+    def decode(self, raw: bytes) -> Samples | None:
+        """``raw`` (a serialized SubscribeResponse) as Samples, if it matches a known layout."""
+        cands = self._by_len.get(len(raw))
+        if not cands:
+            return None
+        arr = np.frombuffer(raw, np.uint8)
+        for k, lay in enumerate(cands):
+            vals = lay.read(arr)
+            if vals is not None:
+                if k:
+                    cands.insert(0, cands.pop(k))
+                self.hits += 1
+                self._credit = min(self._credit + 1, self.max_layouts)
+                return lay.samples(vals)
+        return None
+
+    def learn(self, raw: bytes, n: Notification, s: Samples) -> None:
+        """Remember the layout of ``raw`` (whose parse is ``n``, decoded as ``s``) if it is plain."""
+        self._misses += 1
+        if self._misses % 256 == 0:  # try again now and then after learning paused
+            self._credit = max(self._credit, 1)
+        if self._credit <= 0 or not s.counter_updates or s.errors or s.deletes or n.delete:
+            return
+        self._credit -= 1
+        try:
+            lay = _layout(raw, n, self.decoder)
+        except _NotPlain:
+            return
+        if self._count >= self.max_layouts:
+            self._by_len.pop(next(iter(self._by_len)))
+            self._count = sum(map(len, self._by_len.values()))
+        self._by_len.setdefault(len(raw), []).insert(0, lay)
+        self._count += 1
+        self.learnt += 1
+
+    def clear(self) -> None:
+        """Forget every layout."""
+        self._by_len.clear()
+        self._count = 0
