@@ -1,6 +1,6 @@
 """End to end against the simulator and the real broker: a 16-host fabric (4 leaves, 2 spines)
-running ring all-reduce in 0.25 s ticks, a spine rebooted mid-run, the collector sampling every
-0.25 s into Kafka. Every CounterBatch read back from Kafka must carry deltas equal to the
+running ring all-reduce for 30 s in 1 s ticks, a spine rebooted mid-run, the collector sampling
+every 1 s (its default) into Kafka. Every CounterBatch read back from Kafka must carry deltas equal to the
 simulator's ground truth, per interface, per next hop and per sample; the reboot must show as a
 flagged BASELINE in a new session, never a negative delta or a spike."""
 
@@ -27,10 +27,10 @@ from flowtracer.sim.switch_state import INTERFACE_COUNTERS
 from flowtracer.sim.tansu import TansuBroker
 from flowtracer.sim.workload import preset
 
-TICK_S = 0.25
-RUN_S = 9.0
+TICK_S = 1.0
+RUN_S = 30.0
 REBOOT = "spine01"
-REBOOT_AT_S, DOWN_FOR_S = 3.0, 1.5
+REBOOT_AT_S, DOWN_FOR_S = 10.0, 3.0
 
 
 @dataclass
@@ -53,7 +53,9 @@ def run(kafka: TansuBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     info = runner.start()
     lt = LoopThread()
     try:
-        cfg = CollectorConfig(collector_id="e2e", gnmi=fast_gnmi(TICK_S),
+        # grace: a switch's notifications of one instant come in a burst; the simulator's first
+        # snapshot after a (re)connect can pause mid-burst for tens of ms on a loaded machine
+        cfg = CollectorConfig(collector_id="e2e", gnmi=fast_gnmi(TICK_S, batch_grace=0.3),
                               kafka=Kafka(bootstrap=kafka.bootstrap, topic=topic, idempotence=False))
         targets = resolve_targets(cfg, load_topology(info["topology"]))
         svc = CollectorService(cfg, targets)
@@ -105,7 +107,8 @@ def test_every_delta_equals_ground_truth(run: Run) -> None:
     assert {b.switch for b in run.batches} == run.switches
     # coverage: ~30 samples x 6 switches; every interface and next-hop counter compared each time
     assert len(run.batches) >= 6 * 25
-    assert checked["interface"] >= 5000 and checked["next_hop"] >= 500, dict(checked)
+    # (each leaf: 2 uplink next hops x 2 counters; the spines' downlinks are single paths)
+    assert checked["interface"] >= 5000 and checked["next_hop"] >= 4 * 2 * 2 * 25, dict(checked)
     # traffic really flowed: the comparison is not 0 == 0
     assert sum(i.out_octets.delta for b in run.batches for i in b.interfaces) > 10**9
 
@@ -137,3 +140,4 @@ def test_metrics_saw_it(run: Run) -> None:
     assert s.reconnects >= 1 and s.session >= 2 and s.decode_errors == 0
     assert run.svc.sink.dropped == 0 and run.svc.sink.sent_ok == len(run.batches)
     wait_for(lambda: True, 0, "")
+
