@@ -104,8 +104,10 @@ class PeerExchange:
                         for r in records:
                             if r.value is not None:  # a tombstone removes nothing we must forget early
                                 self.remote.offer(r.value)
-            except KafkaError as e:
-                log.warning("QP ends exchange: %s; retrying in %.0f s (flows keep the peers already known)", e, delay)
+            except Exception as e:  # whatever kafka-python raises, the thread must live on
+                level = logging.WARNING if isinstance(e, KafkaError) else logging.ERROR
+                log.log(level, "QP ends exchange: %r; retrying in %.0f s (flows keep the peers already known)",
+                        e, delay)
             finally:
                 self.connected.clear()
                 if consumer is not None:
