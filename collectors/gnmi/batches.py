@@ -19,6 +19,8 @@ import functools
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 
@@ -34,6 +36,12 @@ from .decode import (
     Samples,
 )
 from .deltas import DeltaTracker
+from .fast_batches import EncodedBatch, InstantPlan
+from .fast_decode import Layout
+
+#: What the assembler emits: a CounterBatch, or the same already serialized (the columnar path).
+Batch = CounterBatch | EncodedBatch
+_MAX_PLANS = 4  # instant shapes kept per switch (usually one; ~50 KB each for 64 ports)
 
 _IF_FIELDS = tuple(c.replace("-", "_") for c in INTERFACE_COUNTERS)
 _NH_FIELDS = tuple(c.replace("-", "_") for c in NEXT_HOP_COUNTERS)
@@ -71,6 +79,9 @@ class _Open:
     # interface -> last-clear (ns) as of this instant: a clear reported after the sample (ON_CHANGE)
     # belongs to the next instant, not to this one.
     if_clear: dict[str, int] = field(default_factory=dict)
+    # While only fast-decoded messages made this instant: their (layout, values), merged at build
+    # time on columns (InstantPlan). None: merged the general way above.
+    parts: list[tuple[Layout, np.ndarray]] | None = None
 
 
 @dataclass
@@ -109,13 +120,25 @@ class BatchAssembler:
         self._nhs: dict[tuple[str, int], _NextHop] = {}
         self._open: _Open | None = None
         self._last_emitted_ns = 0
+        # The columnar path: the state tables' version (bumped on every change), instant plans by
+        # (layouts, version), the plan that holds the delta state of its counters (the trackers'
+        # rows are stale for those until it gives them back), and per layout the version and values
+        # its last-clear / last-change leaves were last applied with.
+        self._version = 0
+        self._plans: dict[tuple[tuple[Layout, ...], int], InstantPlan] = {}
+        self._active: InstantPlan | None = None
+        self._state_seen: dict[Layout, tuple[int, np.ndarray]] = {}
 
     # -- session -------------------------------------------------------------------------------
 
-    def start_session(self, session: int) -> list[CounterBatch]:
+    def start_session(self, session: int) -> list[Batch]:
         """A new gNMI session began: emit what is open, then forget all state (baselines next)."""
         out = self.flush()
         self.session = session
+        self._active = None  # its state is forgotten with the trackers'
+        self._plans.clear()
+        self._state_seen.clear()
+        self._version += 1
         self.if_deltas.clear()
         self.nh_deltas.clear()
         self._ifaces.clear()
@@ -130,7 +153,7 @@ class BatchAssembler:
 
     # -- input ---------------------------------------------------------------------------------
 
-    def add(self, s: Samples, received_ns: int) -> list[CounterBatch]:
+    def add(self, s: Samples, received_ns: int) -> list[Batch]:
         """Merge one notification's samples; returns the batches this completes.
 
         Counters of an instant that was already emitted (they came after the grace timer or
@@ -139,12 +162,15 @@ class BatchAssembler:
         need exactly one record per instant merge by (switch, timestamp_ns).
         """
         ts = s.timestamp_ns
-        out: list[CounterBatch] = []
+        out: list[Batch] = []
         cur = self._open
         has_counters = bool(s.if_counters or s.nh_counters)
         if cur is not None and ts > cur.timestamp_ns and has_counters:
             out = self.flush()  # before applying this instant's state (e.g. a new last-clear)
             cur = None
+        if cur is not None and cur.parts is not None and (has_counters or s.if_state or s.nh_info or s.nhg_members
+                                                          or s.deletes):
+            self._materialize(cur)  # the columnar merge assumes no other state change within the instant
         self._apply_state(s)
         if not has_counters:
             return out
@@ -161,6 +187,45 @@ class BatchAssembler:
             return [*out, b] if b is not None else out
         self._merge(cur, s)
         return out
+
+    def add_part(self, layout: Layout, vals: np.ndarray, received_ns: int) -> list[Batch]:
+        """What ``add(layout.samples(vals), received_ns)`` does, for a message ``FastDecoder.match``
+        read: kept as columns while the open instant is made only of such messages (steady state),
+        so that it is merged and built by an ``InstantPlan``; anything else goes through ``add``."""
+        ts = layout.timestamp(vals)
+        out: list[Batch] = []
+        cur = self._open
+        if cur is not None and ts > cur.timestamp_ns:
+            out = self.flush()
+            cur = None
+        if (ts == 0 or (cur is None and ts <= self._last_emitted_ns) or
+                (cur is not None and (ts < cur.timestamp_ns or cur.parts is None))):
+            return [*out, *self.add(layout.samples(vals), received_ns)]
+        if len(layout.st_sel):
+            self._apply_part_state(layout, vals)
+        if cur is None:
+            cur = self._open = _Open(ts, received_ns, time.monotonic(), parts=[])
+        assert cur.parts is not None
+        cur.parts.append((layout, vals))
+        return out
+
+    def _apply_part_state(self, layout: Layout, vals: np.ndarray) -> None:
+        """Apply a fast message's last-clear / last-change leaves, unless this layout applied the same
+        values and nothing changed since (the usual case: they repeat every sample)."""
+        values = vals[layout.st_sel]
+        seen = self._state_seen.get(layout)
+        if seen is not None and seen[0] == self._version and np.array_equal(seen[1], values):
+            return
+        self._apply_state(Samples(layout.timestamp(vals), if_state=layout.if_state(vals)))
+        if len(self._state_seen) >= 4 * _MAX_PLANS:
+            self._state_seen.clear()
+        self._state_seen[layout] = (self._version, values)
+
+    def _materialize(self, cur: _Open) -> None:
+        """Merge the columnar parts of ``cur`` the general way (tables unchanged since they came)."""
+        parts, cur.parts = cur.parts, None
+        for layout, vals in parts or ():
+            self._merge(cur, layout.samples(vals))
 
     def _merge(self, cur: _Open, s: Samples) -> None:
         ifaces = cur.ifaces
@@ -181,11 +246,13 @@ class BatchAssembler:
                     cur.nh_seen[(ni, idx)] = _NextHop(nh.ip, nh.interface, dict(nh.groups))
             nvals[i] = v
 
-    def sync(self) -> list[CounterBatch]:
+    def sync(self) -> list[Batch]:
         """sync_response: the initial state is complete; emit the open batch."""
         return self.flush()
 
     def _apply_state(self, s: Samples) -> None:
+        if s.if_state or s.nh_info or s.nhg_members or s.deletes:
+            self._version += 1
         for name, fld, v in s.if_state:
             st = self._ifaces.get(name)
             if st is None:
@@ -238,7 +305,7 @@ class BatchAssembler:
 
     # -- output --------------------------------------------------------------------------------
 
-    def flush(self) -> list[CounterBatch]:
+    def flush(self) -> list[Batch]:
         """Emit the open batch (if it holds any counter that is not a duplicate)."""
         cur, self._open = self._open, None
         if cur is None:
@@ -249,7 +316,12 @@ class BatchAssembler:
             return []
         return [batch]
 
-    def _build(self, cur: _Open) -> CounterBatch | None:
+    def _build(self, cur: _Open) -> Batch | None:
+        if cur.parts is not None:
+            b = self._build_columns(cur)
+            if b is not False:
+                return b
+        self._store_active()
         ts = cur.timestamp_ns
         self.sequence += 1
         batch = CounterBatch(schema_version=SCHEMA_VERSION, switch=self.switch, timestamp_ns=ts,
@@ -276,6 +348,49 @@ class BatchAssembler:
         self.stats.batches += 1
         self.stats.counter_updates += accepted
         return batch
+
+    def _build_columns(self, cur: _Open) -> EncodedBatch | bool | None:
+        """The batch of an instant made only of fast messages, on columns; False when the plan cannot
+        hold the trackers' state (``cur`` is then merged the general way)."""
+        assert cur.parts is not None
+        layouts = tuple(lay for lay, _ in cur.parts)
+        key = (layouts, self._version)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = InstantPlan(layouts, self._ifaces, self._nhs, _Iface(), self._max_rates)
+            if len(self._plans) >= _MAX_PLANS:
+                old = self._plans.pop(next(iter(self._plans)))
+                if old is self._active:
+                    self._store_active()
+            self._plans[key] = plan
+        if plan is not self._active:
+            self._store_active()
+            try:
+                plan.load(self.if_deltas, self.nh_deltas)
+            except OverflowError:  # a value numpy cannot hold (JSON past 2^64): the general way
+                plan.store(self.if_deltas, self.nh_deltas)
+                self._materialize(cur)
+                return False
+            self._active = plan
+        values = np.concatenate([v for _, v in cur.parts])
+        self.sequence += 1
+        header = CounterBatch(schema_version=SCHEMA_VERSION, switch=self.switch, timestamp_ns=cur.timestamp_ns,
+                              collector_id=self.collector_id, sequence=self.sequence, received_ns=cur.received_ns,
+                              session=self.session)
+        data, accepted = plan.encode(header, values, self.if_deltas, self.nh_deltas)
+        self.stats.unmapped += plan.unmapped
+        if not accepted:
+            self.sequence -= 1
+            return None
+        self.stats.batches += 1
+        self.stats.counter_updates += accepted
+        return EncodedBatch(self.switch, data)
+
+    def _store_active(self) -> None:
+        """Give the active plan's delta state back to the trackers (the general path reads them)."""
+        plan, self._active = self._active, None
+        if plan is not None:
+            plan.store(self.if_deltas, self.nh_deltas)
 
     @staticmethod
     @functools.cache

@@ -274,6 +274,11 @@ class Kafka(_Model):
     idempotence: bool | None = None
     max_buffer: int = Field(100_000, ge=1)
     max_buffer_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    #: Bytes kafka-python fills per partition before sending (its ``batch_size``). Its default,
+    #: 16 KiB, is smaller than one CounterBatch (~28 KB for 64 ports), so every record went alone
+    #: in its own record batch: ~35% more producer CPU. One filling batch per partition at most
+    #: (8 partitions: 4 MiB); below the broker's default message.max.bytes (1 MiB).
+    batch_size: int = Field(512 * 1024, ge=0, le=1_000_000)
     #: Seconds ``close`` waits for the buffer to drain on shutdown.
     close_timeout: Duration = 10.0
 

@@ -93,6 +93,41 @@ class DeltaTracker:
     def __len__(self) -> int:
         return len(self._rows)
 
+    @property
+    def gap_ns(self) -> int:
+        """An interval longer than this (ns) is a GAP; 0 = no GAP detection."""
+        return self._gap_ns
+
+    def export_rows(self, keys: Sequence[Hashable], idents: Sequence[Hashable], width: int
+                    ) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+        """(values, timestamps ns, last-clears ns) of the rows ``keys``, ``width`` counters each, as
+        ``update_row`` would see them: zeros for a row unknown or whose ident differs."""
+        zero = [0] * width
+        out: tuple[list[list[int]], list[list[int]], list[list[int]]] = ([], [], [])
+        for key, ident in zip(keys, idents, strict=True):
+            row = self._rows.get(key)
+            if row is None or row.ident != ident:
+                out[0].append(zero), out[1].append(zero), out[2].append(zero)
+            else:
+                out[0].append(row.values), out[1].append(row.ts), out[2].append(row.clear)
+        return out
+
+    def import_rows(self, keys: Sequence[Hashable], idents: Sequence[Hashable], values: list[list[int]],
+                    ts: list[list[int]], clear: list[list[int]], present: list[list[bool]]) -> None:
+        """Write back rows kept elsewhere (columns): the ``present`` counters of each key."""
+        for r, (key, ident) in enumerate(zip(keys, idents, strict=True)):
+            row = self._rows.get(key)
+            if row is None or row.ident != ident:
+                row = self._rows[key] = _Row(len(present[r]), ident)
+            for i, p in enumerate(present[r]):
+                if p:
+                    row.values[i], row.ts[i], row.clear[i] = values[r][i], ts[r][i], clear[r][i]
+
+    def count_dropped(self, duplicates: int, out_of_order: int) -> None:
+        """Add drops counted elsewhere (columns)."""
+        self.duplicates += duplicates
+        self.out_of_order += out_of_order
+
     def update(self, key: Hashable, value: int, timestamp_ns: int, last_clear_ns: int = 0,
                ident: Hashable = None, max_rate: float = 0.0) -> Delta | None:
         """Account one sample; None when it is a duplicate or out of order (dropped, counted).

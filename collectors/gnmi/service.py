@@ -29,10 +29,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 
 from ..kafka_sink import KafkaSink
 from ..self_metrics import SelfMetrics
+from .batches import Batch
 from .config import CollectorConfig, Target
 from .decode import Decoder
 from .session import State, TargetSession
@@ -63,7 +63,8 @@ class CollectorService:
         self.sink = sink or KafkaSink(
             k.bootstrap, client_id=f"flowtracer-collect-{cfg.collector_id}", max_buffer=k.max_buffer,
             max_buffer_bytes=k.max_buffer_bytes, acks=k.acks, linger_ms=int(k.linger * 1000),
-            enable_idempotence=k.idempotence, metrics=self.metrics.sink_metrics())
+            enable_idempotence=k.idempotence, metrics=self.metrics.sink_metrics(),
+            producer_config={"batch_size": k.batch_size})
         self._own_sink = sink is None
         self.topic = k.topic
         decoder = Decoder()  # shared: the switches of a fabric repeat the same paths
@@ -78,7 +79,7 @@ class CollectorService:
 
     # -- output --------------------------------------------------------------------------------
 
-    def _emit(self, batch: CounterBatch) -> None:
+    def _emit(self, batch: Batch) -> None:
         self.sink.send(self.topic, topics.key(batch.switch), batch.SerializeToString())
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -34,10 +34,8 @@ from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeRequest, Subsc
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
-from flowtracer.schemas.v1.counters_pb2 import CounterBatch
-
 from .backoff import Backoff, ErrorClass, classify
-from .batches import BatchAssembler
+from .batches import Batch, BatchAssembler
 from .channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from .config import ConfigError, Gnmi, Target
 from .decode import Decoder
@@ -87,10 +85,10 @@ class SessionStats:
 
 
 class TargetSession:
-    """The connection loop of one target. ``emit(batch)`` receives every CounterBatch."""
+    """The connection loop of one target. ``emit(batch)`` receives every CounterBatch (or the same, serialized)."""
 
     def __init__(self, target: Target, gnmi: Gnmi, *, collector_id: str,
-                 emit: Callable[[CounterBatch], None], decoder: Decoder | None = None) -> None:
+                 emit: Callable[[Batch], None], decoder: Decoder | None = None) -> None:
         self.target = target
         self.decoder = decoder or Decoder()
         self.fast = FastDecoder(self.decoder)  # this switch's repeating notification layouts
@@ -231,7 +229,7 @@ class TargetSession:
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
         st = self.stats
-        decode, fast, learn = self.decoder.decode, self.fast.decode, self.fast.learn
+        decode, match, learn = self.decoder.decode, self.fast.match, self.fast.learn
         asm = self.assembler
         while True:
             raw: bytes = await call.read()
@@ -240,8 +238,12 @@ class TargetSession:
             now = time.monotonic()
             st.last_rx = now
             st.messages += 1
-            s = fast(raw)
-            if s is None:  # not a layout seen before: parse and decode the general way
+            m = match(raw)
+            opened = asm.open_since
+            if m is not None:  # a layout seen before: its columns go to the assembler as they are
+                st.counter_updates += m[0].counter_updates
+                out = asm.add_part(m[0], m[1], time.time_ns())
+            else:  # parse and decode the general way
                 resp = SubscribeResponse.FromString(raw)
                 kind = resp.WhichOneof("response")
                 if kind == "sync_response":
@@ -258,12 +260,11 @@ class TargetSession:
                     continue
                 s = decode(resp.update)
                 learn(raw, resp.update, s)
-            if s.errors:
-                st.decode_errors += len(s.errors)
-                log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
-            st.counter_updates += len(s.if_counters) + len(s.nh_counters)
-            opened = asm.open_since
-            out = asm.add(s, time.time_ns())
+                if s.errors:
+                    st.decode_errors += len(s.errors)
+                    log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+                st.counter_updates += len(s.if_counters) + len(s.nh_counters)
+                out = asm.add(s, time.time_ns())
             if out:
                 self._emit_all(out)
             if asm.open_since is not None and asm.open_since != opened:
@@ -306,7 +307,7 @@ class TargetSession:
 
     # -- output and teardown -------------------------------------------------------------------
 
-    def _emit_all(self, batches: list[CounterBatch]) -> None:
+    def _emit_all(self, batches: list[Batch]) -> None:
         for b in batches:
             self.stats.batches += 1
             self.emit(b)

@@ -15,11 +15,10 @@ from google.protobuf.message import DecodeError as ProtoDecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as g
 from test_gnmi_decode import notif
 
-from flowtracer.collectors.gnmi.batches import BatchAssembler
+from flowtracer.collectors.gnmi.batches import Batch, BatchAssembler
 from flowtracer.collectors.gnmi.decode import Decoder, Samples
 from flowtracer.collectors.gnmi.deltas import WRAPPED
 from flowtracer.collectors.gnmi.fast_decode import FastDecoder
-from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 
 S = 1_000_000_000
 T0 = 1_767_225_600 * S
@@ -64,14 +63,17 @@ RECONNECT = b""  # a marker in a stream: the session reconnected
 
 
 class Both:
-    """One general and one fast decode of every message; both fed to their own assembler."""
+    """One general and one fast decode of every message, each fed to its own assembler; a third
+    assembler gets the fast decoder's columns as the session gives them (``add_part``: CounterBatch
+    bytes built on columns), falling back to the general way for the rest."""
 
     def __init__(self, counter_bits: int = 64) -> None:
-        self.general, self.decoder = Decoder(), Decoder()
+        self.general, self.decoder, self.col_decoder = Decoder(), Decoder(), Decoder()
         self.fast = FastDecoder(self.decoder)
+        self.col = FastDecoder(self.col_decoder)
         self.asm = [BatchAssembler("sw1", collector_id="c", counter_bits=counter_bits, if_interval_ns=S,
-                                   nh_interval_ns=S) for _ in range(2)]
-        self.batches: list[list[CounterBatch]] = [[], []]
+                                   nh_interval_ns=S) for _ in range(3)]
+        self.batches: list[list[Batch]] = [[], [], []]
         self.session = 0
         self.reconnect()
 
@@ -87,6 +89,7 @@ class Both:
             return None
         resp = g.SubscribeResponse.FromString(raw)
         fast = self.fast.decode(raw)
+        self.feed_columns(raw, resp)
         if resp.WhichOneof("response") != "update":
             assert fast is None
             for a, out in zip(self.asm, self.batches, strict=True):
@@ -98,15 +101,31 @@ class Both:
             got = self.decoder.decode(resp.update)
             self.fast.learn(raw, resp.update, got)
         assert got == want
-        for a, out, s in zip(self.asm, self.batches, (want, got), strict=True):
+        for a, out, s in zip(self.asm, self.batches, (want, got), strict=False):
             out += a.add(s, 0)
         return fast
+
+    def feed_columns(self, raw: bytes, resp: g.SubscribeResponse) -> None:
+        """What the session does with ``raw`` (the third assembler)."""
+        asm, out = self.asm[2], self.batches[2]
+        m = self.col.match(raw)
+        if m is not None:
+            out += asm.add_part(m[0], m[1], 0)
+        elif resp.WhichOneof("response") == "update":
+            s = self.col_decoder.decode(resp.update)
+            self.col.learn(raw, resp.update, s)
+            out += asm.add(s, 0)
 
     def run(self, stream: Iterable[bytes]) -> list[bool]:
         hits = [self.feed(raw) is not None for raw in stream]
         for a, out in zip(self.asm, self.batches, strict=True):
             out += a.flush()
         assert self.batches[0] == self.batches[1]
+        want, got = ([b.SerializeToString() for b in out] for out in (self.batches[0], self.batches[2]))
+        assert got == want  # byte for byte
+        stats = [(a.stats, a.if_deltas.duplicates, a.nh_deltas.duplicates, a.if_deltas.out_of_order,
+                  a.nh_deltas.out_of_order) for a in self.asm]
+        assert stats[2] == stats[0]
         return hits
 
 
