@@ -252,7 +252,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0, help="measured seconds per run")
     ap.add_argument("--interfaces", type=int, default=64)
     ap.add_argument("--next-hops", type=int, default=32)
-    ap.add_argument("--memory-targets", type=int, default=200)
+    ap.add_argument("--memory-targets", type=int, default=200, help="targets of the memory run (0: skip it)")
     ap.add_argument("--memory-interfaces", type=int, default=32,
                     help="interfaces per target in the 200-target run (64 offers more than one process takes)")
     args = ap.parse_args()
@@ -282,8 +282,10 @@ def main() -> None:
                 _collector(ports[False], args.targets, args.seconds, kafka, topic, 1.0, per_sample))
             results["ratio"] = {k: round(results["collector"][k] / results["raw"][k], 3)
                                 for k in ("updates_per_s", "updates_per_cpu_s")}
-            results["memory"] = asyncio.run(_memory(ports[True], args.memory_targets, kafka, "bench-memory",
-                                                    args.seconds, _payload(args.memory_interfaces, args.next_hops)[2]))
+            if args.memory_targets > 0:  # 0 = throughput runs only
+                results["memory"] = asyncio.run(_memory(ports[True], args.memory_targets, kafka, "bench-memory",
+                                                        args.seconds,
+                                                        _payload(args.memory_interfaces, args.next_hops)[2]))
     finally:
         for p in procs:
             p.terminate()
