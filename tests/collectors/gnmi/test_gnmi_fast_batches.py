@@ -15,6 +15,7 @@ import random
 import pytest
 from test_gnmi_fast_decode import NI, RECONNECT, SYNC, T0, Both, S, interfaces, next_hops, nh_state, response
 
+from flowtracer.collectors.gnmi.deltas import RESET
 from flowtracer.collectors.gnmi.fast_batches import EncodedBatch
 
 
@@ -96,3 +97,18 @@ def test_encoded_batch_reads_like_the_message() -> None:
     general, col = both.batches[0][-1], both.batches[2][-1]
     assert isinstance(col, EncodedBatch)
     assert col == general and col.switch == "sw1" and col.interfaces[0].in_octets.delta == 1
+
+
+def test_state_numpy_cannot_hold_goes_the_general_way() -> None:
+    """A counter past 2^64 in the trackers (the decoder refuses one; the assembler must not rely on
+    it): the plan cannot take the state over, so the instant is built the general way."""
+    both = Both()
+    msgs = [response(T0 + k * S, interfaces({"Ethernet1": [10 + k, 20, 30, 40, 50]})) for k in range(1, 5)]
+    both.feed(msgs[0])  # learnt: the next instants can go on columns
+    for a in both.asm:
+        a.flush()
+        a.if_deltas.update_row("Ethernet1", [2**64 + 5] + [None] * 9, T0 + S + 1)
+    both.run(msgs[1:])
+    first = both.batches[2][0]
+    assert not isinstance(first, EncodedBatch) and first.interfaces[0].in_octets.status == RESET
+    assert isinstance(both.batches[2][-1], EncodedBatch)  # state representable again: columns
