@@ -41,6 +41,8 @@ from .fast_decode import Layout
 
 #: What the assembler emits: a CounterBatch, or the same already serialized (the columnar path).
 Batch = CounterBatch | EncodedBatch
+_IF_STATE_ATTRS = {OPER_STATUS: "oper_status", SPEED_BPS: "speed_bps", LAST_CHANGE_NS: "last_change_ns",
+                   LAST_CLEAR_NS: "last_clear_ns"}
 _MAX_PLANS = 4  # instant shapes kept per switch (usually one; ~50 KB each for 64 ports)
 
 _IF_FIELDS = tuple(c.replace("-", "_") for c in INTERFACE_COUNTERS)
@@ -216,7 +218,13 @@ class BatchAssembler:
         seen = self._state_seen.get(layout)
         if seen is not None and seen[0] == self._version and np.array_equal(seen[1], values):
             return
-        self._apply_state(Samples(layout.timestamp(vals), if_state=layout.if_state(vals)))
+        state = layout.if_state(vals)
+        # Only a change bumps the version (and so the plan): several layouts that each carry
+        # last-clears must not make each other re-plan every instant.
+        none = _Iface()
+        if any(getattr(self._ifaces.get(name) or none, _IF_STATE_ATTRS[fld]) != v or name not in self._ifaces
+               for name, fld, v in state):
+            self._apply_state(Samples(layout.timestamp(vals), if_state=state))
         if len(self._state_seen) >= 4 * _MAX_PLANS:
             self._state_seen.clear()
         self._state_seen[layout] = (self._version, values)

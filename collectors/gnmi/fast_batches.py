@@ -32,8 +32,8 @@ _INTERFACES_TAG, _NEXT_HOPS_TAG = 0x42, 0x4A  # CounterBatch fields 8 and 9
 _IF_INTERVAL_TAG, _NH_INTERVAL_TAG = 0x20, 0x30  # InterfaceCounters.interval_ns (4), NextHopCounters (6)
 
 
-class Layout(Protocol):
-    """What a plan reads from a ``fast_decode`` layout: where each counter is in its values."""
+class LayoutKeys(Protocol):
+    """What a plan reads from a ``fast_decode.Layout``: where each counter is in its values."""
 
     if_sel: np.ndarray
     if_keys: tuple[tuple[str, ...], tuple[int, ...]]
@@ -114,7 +114,7 @@ class InstantPlan:
     ``max_rates(speed_bps)`` its line-rate bounds.
     """
 
-    def __init__(self, layouts: Sequence[Layout], ifaces: Mapping[str, IfaceState],
+    def __init__(self, layouts: Sequence[LayoutKeys], ifaces: Mapping[str, IfaceState],
                  nhs: Mapping[tuple[str, int], NextHopState], none: IfaceState,
                  max_rates: Callable[[int], Sequence[float]]) -> None:
         offsets = np.cumsum([0] + [len(lay.starts) for lay in layouts])
@@ -204,6 +204,8 @@ class EncodedBatch:
         return self._msg
 
     def __getattr__(self, name: str) -> object:
+        if name.startswith("_"):  # e.g. _msg before __init__ ran (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.message(), name)
 
     def __eq__(self, other: object) -> bool:

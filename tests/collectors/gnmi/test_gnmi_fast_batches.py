@@ -112,3 +112,17 @@ def test_state_numpy_cannot_hold_goes_the_general_way() -> None:
     first = both.batches[2][0]
     assert not isinstance(first, EncodedBatch) and first.interfaces[0].in_octets.status == RESET
     assert isinstance(both.batches[2][-1], EncodedBatch)  # state representable again: columns
+
+
+def test_layouts_that_each_carry_last_clears_keep_one_plan() -> None:
+    """Two notifications per instant, each with its interfaces' last-clear: steady values must not
+    re-plan every instant (each layout's re-applied state would otherwise look like a change)."""
+    both = Both()
+    stream = []
+    for k in range(8):
+        ts = T0 + k * S
+        stream += [response(ts, interfaces({"Ethernet1": [10 + k, 20, 30, 40, 50]}, clear={"Ethernet1": T0 - S})),
+                   response(ts, interfaces({"Ethernet2": [10 + k, 20, 30, 40, 50]}, clear={"Ethernet2": T0 - 2 * S}))]
+    both.run(stream)
+    assert len(both.asm[2]._plans) == 1
+    assert sum(isinstance(b, EncodedBatch) for b in both.batches[2]) >= 6
