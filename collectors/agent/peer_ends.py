@@ -41,9 +41,10 @@ class BadQpEnds(ValueError):
 
 def encode(host: str, time_ns: int, agent_id: str, ends: Ends) -> tuple[bytes, bytes]:
     """(digest, value): the serialized ``QpEnds`` of ``host``, and the bytes of its ports alone
-    (equal digests = the same table, whatever the time)."""
+    (equal digests = the same table, whatever the time). A port without an address (no RoCEv2 GID,
+    not in the topology) is left out: no flow can name it as its destination."""
     msg = pb.QpEnds(schema_version=SCHEMA_VERSION, host=host, time_ns=time_ns, agent_id=agent_id)
-    for end in sorted(ends, key=lambda e: (e.device, e.port)):
+    for end in sorted((e for e in ends if e.ip), key=lambda e: (e.device, e.port)):
         lq, rq = ends[end]
         order = np.argsort(lq, kind="stable")
         msg.ports.add(rdma_device=end.device, port=end.port, ip=end.ip, lqpn=np.asarray(lq)[order].tolist(),

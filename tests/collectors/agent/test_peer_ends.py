@@ -35,6 +35,12 @@ def test_encode_decode_round_trip_sorts_by_lqpn_and_digest_ignores_time() -> Non
     assert encode("host-b", 6 * S, "agent-b", {**ends, **_ends(B2, [(0x30, 0x41)])})[0] != digest
 
 
+def test_a_port_without_an_address_is_left_out_not_published_as_a_bad_table() -> None:
+    no_ip = Endpoint("host-b", "mlx5_1", 1, "")
+    he = decode(encode("host-b", S, "b", {**_ends(B, [(1, 2)]), **_ends(no_ip, [(3, 4)])})[1])
+    assert list(he.ends) == [B]
+
+
 @pytest.mark.parametrize(("msg", "says"), [
     (pb.QpEnds(schema_version=2, host="h"), "schema_version 2"),
     (pb.QpEnds(schema_version=1), "host is empty"),
