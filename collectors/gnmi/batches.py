@@ -26,13 +26,10 @@ from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, 
 
 from .decode import (
     INTERFACE_COUNTERS,
-    LAST_CHANGE_NS,
     LAST_CLEAR_NS,
     NEXT_HOP_COUNTERS,
     NH_INTERFACE,
     NH_IP,
-    OPER_STATUS,
-    SPEED_BPS,
     Samples,
 )
 from .deltas import DeltaTracker
@@ -41,8 +38,6 @@ from .fast_decode import Layout
 
 #: What the assembler emits: a CounterBatch, or the same already serialized (the columnar path).
 Batch = CounterBatch | EncodedBatch
-_IF_STATE_ATTRS = {OPER_STATUS: "oper_status", SPEED_BPS: "speed_bps", LAST_CHANGE_NS: "last_change_ns",
-                   LAST_CLEAR_NS: "last_clear_ns"}
 _MAX_PLANS = 4  # instant shapes kept per switch (usually one; ~50 KB each for 64 ports)
 
 _IF_FIELDS = tuple(c.replace("-", "_") for c in INTERFACE_COUNTERS)
@@ -140,7 +135,6 @@ class BatchAssembler:
         self._active = None  # its state is forgotten with the trackers'
         self._plans.clear()
         self._state_seen.clear()
-        self._version += 1
         self.if_deltas.clear()
         self.nh_deltas.clear()
         self._ifaces.clear()
@@ -219,11 +213,7 @@ class BatchAssembler:
         if seen is not None and seen[0] == self._version and np.array_equal(seen[1], values):
             return
         state = layout.if_state(vals)
-        # Only a change bumps the version (and so the plan): several layouts that each carry
-        # last-clears must not make each other re-plan every instant.
-        none = _Iface()
-        if any(getattr(self._ifaces.get(name) or none, _IF_STATE_ATTRS[fld]) != v or name not in self._ifaces
-               for name, fld, v in state):
+        if self._if_state_changes(state):
             self._apply_state(Samples(layout.timestamp(vals), if_state=state))
         if len(self._state_seen) >= 4 * _MAX_PLANS:
             self._state_seen.clear()
@@ -258,21 +248,22 @@ class BatchAssembler:
         """sync_response: the initial state is complete; emit the open batch."""
         return self.flush()
 
+    def _if_state_changes(self, if_state: list[tuple[str, str, int]]) -> bool:
+        """Whether applying ``if_state`` would change the interface tables (state fields are named
+        as ``_Iface``'s attributes)."""
+        return any((st := self._ifaces.get(name)) is None or getattr(st, fld) != v for name, fld, v in if_state)
+
     def _apply_state(self, s: Samples) -> None:
-        if s.if_state or s.nh_info or s.nhg_members or s.deletes:
+        # Only a change bumps the version (and so the instant plan): state leaves that repeat every
+        # sample (last-clear in several layouts, ON_CHANGE heartbeats) must not force a re-plan.
+        if s.nh_info or s.nhg_members or s.deletes or self._if_state_changes(s.if_state):
             self._version += 1
         for name, fld, v in s.if_state:
             st = self._ifaces.get(name)
             if st is None:
                 st = self._ifaces[name] = _Iface()
-            if fld == OPER_STATUS:
-                st.oper_status = v
-            elif fld == SPEED_BPS:
-                st.speed_bps = v
-            elif fld == LAST_CHANGE_NS:
-                st.last_change_ns = v
-            elif fld == LAST_CLEAR_NS:
-                st.last_clear_ns = v
+            setattr(st, fld, v)
+            if fld == LAST_CLEAR_NS:
                 cur = self._open
                 if cur is not None and s.timestamp_ns == cur.timestamp_ns and name in cur.if_clear:
                     cur.if_clear[name] = v  # reported with this instant, in a later message
@@ -367,9 +358,7 @@ class BatchAssembler:
         if plan is None:
             plan = InstantPlan(layouts, self._ifaces, self._nhs, _Iface(), self._max_rates)
             if len(self._plans) >= _MAX_PLANS:
-                old = self._plans.pop(next(iter(self._plans)))
-                if old is self._active:
-                    self._store_active()
+                self._plans.pop(next(iter(self._plans)))  # the active one is stored just below
             self._plans[key] = plan
         if plan is not self._active:
             self._store_active()

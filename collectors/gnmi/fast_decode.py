@@ -264,11 +264,9 @@ class FastDecoder:
         self.decoder = decoder
         self.max_layouts = max_layouts
         self._by_len: dict[int, list[Layout]] = {}
-        self._count = 0
         self._credit = max_layouts  # learns left before one must pay off with a match
         self._misses = 0
-        #: Messages decoded here / layouts learnt (for tests and benchmarks).
-        self.hits = 0
+        #: Layouts learnt (for tests).
         self.learnt = 0
 
     def decode(self, raw: bytes) -> Samples | None:
@@ -288,7 +286,6 @@ class FastDecoder:
             if vals is not None:
                 if k:
                     cands.insert(0, cands.pop(k))
-                self.hits += 1
                 self._credit = min(self._credit + 1, self.max_layouts)
                 return lay, vals
         return None
@@ -305,14 +302,7 @@ class FastDecoder:
             lay = _layout(raw, n, self.decoder)
         except _NotPlain:
             return
-        if self._count >= self.max_layouts:
+        if sum(map(len, self._by_len.values())) >= self.max_layouts:
             self._by_len.pop(next(iter(self._by_len)))
-            self._count = sum(map(len, self._by_len.values()))
         self._by_len.setdefault(len(raw), []).insert(0, lay)
-        self._count += 1
         self.learnt += 1
-
-    def clear(self) -> None:
-        """Forget every layout."""
-        self._by_len.clear()
-        self._count = 0
