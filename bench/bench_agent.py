@@ -100,7 +100,7 @@ hosts: [{name: h1, nics: [{rdma_device: mlx5_0, netdev: eth0, ip: 10.0.0.1, leaf
                                 SysfsView({("mlx5_0", 1): port}))
             peers = PeerDirectory()  # new every window, as in Agent.window
             peers.add_many(h2, h2_lqpns, h2_rqpns)  # the peer host's ends (its own prepare)
-            t3 = clock()
+            t_build = clock()
             pipe.prepare(sample, peers)
             batches, stats = pipe.window_encoded(sample, T0 + (step - 1) * G, T0 + step * G, peers)
             out = [b.value for b in batches]
@@ -109,7 +109,7 @@ hosts: [{name: h1, nics: [{rdma_device: mlx5_0, netdev: eth0, ip: 10.0.0.1, leaf
                 assert stats.flows == n and stats.exact == (n if mode == "counters" else 0), stats
                 sizes[mode] = sum(map(len, out))
                 for k, v in (("json_loads", t1 - t0), ("parse_res_qp", t2 - t1), (f"parse_stat_qp_{mode}", t3 - t2),
-                             (f"build_{mode}", t4 - t3)):
+                             (f"build_{mode}", t4 - t_build)):
                     times.setdefault(k, []).append(v)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     total = med["parse_res_qp"] + med["build_psn"]

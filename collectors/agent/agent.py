@@ -181,6 +181,7 @@ class Agent:
         t0 = time.perf_counter()
         samples = self.source.sample(boundary)
         ex = self.exchange
+        version = ex.remote.version if ex is not None else 0  # what the directory below holds, at least
         peers = PeerDirectory(remote=ex.directory(boundary) if ex is not None else None)
         published = 0
         for s in samples:
@@ -191,7 +192,7 @@ class Agent:
             if ex is not None and p.qp_ends is not None:
                 published += ex.publish(s.host, p.qp_ends, boundary)
         if ex is not None:
-            self._await_peers(ex, peers, boundary)
+            self._await_peers(ex, peers, boundary, version)
         sent = 0
         seen = set()
         for s in samples:
@@ -223,7 +224,7 @@ class Agent:
             log.info("baseline taken at %d ns for %d host(s)", boundary, len(samples))
         self.stats.last_window_end_ns = boundary
 
-    def _await_peers(self, ex: PeerExchange, peers: PeerDirectory, boundary: int) -> None:
+    def _await_peers(self, ex: PeerExchange, peers: PeerDirectory, boundary: int, version: int) -> None:
         """When QPs appeared whose peer no table names yet, wait (up to ``peer_wait``, at most half
         an interval) for the other agents' tables of this boundary, so that a new connection's
         first window has its dst_ip too. QPs that stay unknown (a peer without an agent) cost a
@@ -232,13 +233,11 @@ class Agent:
         new = unknown - self._unknown_before
         wait_s = min(self.cfg.peer_wait.total_seconds(), self.cfg.interval.total_seconds() / 2)
         deadline = time.monotonic() + wait_s
-        while new and time.monotonic() < deadline:
+        while new and ex.remote.wait_newer(version, deadline - time.monotonic()):
             version = ex.remote.version
             peers.remote = ex.directory(boundary)
             unknown = self._unknown_peers(peers)
             new &= unknown
-            if new and not ex.remote.wait_newer(version, deadline - time.monotonic()):
-                break
         self._unknown_before = unknown
 
     def _unknown_peers(self, peers: PeerDirectory) -> set[tuple[str, str, int, int, int]]:

@@ -142,21 +142,22 @@ class HostPipeline:
         rows = a.peer_rows()
         if not rows.any():
             return
-        ends = self._ends
         for i, key in enumerate(a.pairs):
             r = rows & (a.pair_of == i) if len(a.pairs) > 1 else rows
             if r.any():
-                end = ends.get(key)
-                if end is None:
-                    end = ends[key] = self._endpoint(*key)
+                end = self._endpoint(*key)
                 peers.add_many(end, a.lqpn[r], a.rqpn[r])
                 self.qp_ends[end] = (a.lqpn[r], a.rqpn[r])
 
     def _endpoint(self, device: str, port: int) -> Endpoint:
-        s = self._src.get((device, port))
-        if s is None:
-            s = self._src[(device, port)] = self._address(PortView(device, port))
-        return Endpoint(self.host, device, port, s[0])
+        """This host's end on a port (cached until the port's address changes)."""
+        end = self._ends.get((device, port))
+        if end is None:
+            s = self._src.get((device, port))
+            if s is None:
+                s = self._src[(device, port)] = self._address(PortView(device, port))
+            end = self._ends[(device, port)] = Endpoint(self.host, device, port, s[0])
+        return end
 
     def _address(self, pv: PortView) -> tuple[str, str, str]:
         """(source IP, netdev, leaf) of a port: GID table first, the topology as fallback."""
@@ -280,7 +281,7 @@ class HostPipeline:
             key = self.qps.port_keys[g]
             rows = q.gid == g if len(gids) > 1 else np.ones(n, bool)
             s = self._src.get(key) or _NO_SRC
-            end = self._ends.get(key) or self._endpoint(*key)
+            end = self._endpoint(*key)
             dst_id[rows] = peers.peers(end, q.lqpn[rows], q.rqpn[rows])
             addr[rows] = _intern(self._addr_ids, (s[0], s[1]))
             leaf_of[s[2]] = rows if s[2] not in leaf_of else leaf_of[s[2]] | rows

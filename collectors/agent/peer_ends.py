@@ -14,6 +14,7 @@ publisher's last window boundary is unknown until the next one; a table older th
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Collection, Mapping
@@ -39,18 +40,35 @@ class BadQpEnds(ValueError):
     """A QpEnds record that cannot be used; ``str()`` says what is wrong with it."""
 
 
-def encode(host: str, time_ns: int, agent_id: str, ends: Ends) -> tuple[bytes, bytes]:
-    """(digest, value): the serialized ``QpEnds`` of ``host``, and the bytes of its ports alone
-    (equal digests = the same table, whatever the time). A port without an address (no RoCEv2 GID,
-    not in the topology) is left out: no flow can name it as its destination."""
-    msg = pb.QpEnds(schema_version=SCHEMA_VERSION, host=host, time_ns=time_ns, agent_id=agent_id)
+def _published(ends: Ends) -> list[tuple[Endpoint, np.ndarray, np.ndarray]]:
+    """The ports a table carries, in (device, port) order, each QP list in lqpn order. A port
+    without an address (no RoCEv2 GID, not in the topology) is left out: no flow can name it as
+    its destination."""
+    out = []
     for end in sorted((e for e in ends if e.ip), key=lambda e: (e.device, e.port)):
-        lq, rq = ends[end]
+        lq, rq = (np.asarray(a, np.int64) for a in ends[end])
         order = np.argsort(lq, kind="stable")
-        msg.ports.add(rdma_device=end.device, port=end.port, ip=end.ip, lqpn=np.asarray(lq)[order].tolist(),
-                      rqpn=np.asarray(rq)[order].tolist())
-    digest = b"".join(p.SerializeToString(deterministic=True) for p in msg.ports)
-    return digest, msg.SerializeToString()
+        out.append((end, lq[order], rq[order]))
+    return out
+
+
+def digest(ends: Ends) -> bytes:
+    """A fingerprint of the table (equal = the same table, whatever the time); cheap enough for
+    every window, where the table itself is encoded only when it is sent."""
+    h = hashlib.blake2b(digest_size=16)
+    for end, lq, rq in _published(ends):
+        h.update(f"{end.device}\0{end.port}\0{end.ip}\0{len(lq)}\0".encode())
+        h.update(lq.tobytes())
+        h.update(rq.tobytes())
+    return h.digest()
+
+
+def encode(host: str, time_ns: int, agent_id: str, ends: Ends) -> tuple[bytes, bytes]:
+    """(digest, value): the table's ``digest`` and the serialized ``QpEnds`` of ``host``."""
+    msg = pb.QpEnds(schema_version=SCHEMA_VERSION, host=host, time_ns=time_ns, agent_id=agent_id)
+    for end, lq, rq in _published(ends):
+        msg.ports.add(rdma_device=end.device, port=end.port, ip=end.ip, lqpn=lq.tolist(), rqpn=rq.tolist())
+    return digest(ends), msg.SerializeToString()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from kafka.errors import KafkaError
 
 from flowtracer.schemas.topics import QP_ENDS, key
 
-from .peer_ends import Ends, Publisher, RemoteEnds, encode
+from .peer_ends import Ends, Publisher, RemoteEnds, digest, encode
 from .peers import PeerDirectory
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,6 @@ class PeerExchange:
         self.agent_id = agent_id
         self.remote = RemoteEnds(local_hosts, known_hosts, max_age_ns)
         self.publisher = Publisher(refresh_ns)
-        self.connected = threading.Event()  # the consumer has its partitions assigned
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._consume, name="qp-ends-consumer", daemon=True)
 
@@ -68,10 +67,9 @@ class PeerExchange:
 
     def publish(self, host: str, ends: Ends, time_ns: int) -> bool:
         """Send ``host``'s table as of ``time_ns`` when it changed or is due for a refresh."""
-        digest, value = encode(host, time_ns, self.agent_id, ends)
-        if not self.publisher.due(host, digest, time_ns):
+        if not self.publisher.due(host, digest(ends), time_ns):
             return False
-        self.sink.send(self.topic, key(host), value)
+        self.sink.send(self.topic, key(host), encode(host, time_ns, self.agent_id, ends)[1])
         return True
 
     def directory(self, now_ns: int) -> PeerDirectory | None:
@@ -96,7 +94,6 @@ class PeerExchange:
                     return
                 consumer.assign(parts)
                 consumer.seek_to_beginning(*parts)
-                self.connected.set()
                 log.info("reading QP ends of other hosts from %s (%d partition(s))", self.topic, len(parts))
                 delay = _RETRY_S[0]
                 while not self._stop.is_set():
@@ -109,7 +106,6 @@ class PeerExchange:
                 log.log(level, "QP ends exchange: %r; retrying in %.0f s (flows keep the peers already known)",
                         e, delay)
             finally:
-                self.connected.clear()
                 if consumer is not None:
                     consumer.close()
             if self._stop.wait(delay):

@@ -40,7 +40,7 @@ def _keys(a: np.ndarray | list[int], b: np.ndarray | list[int]) -> np.ndarray:
 class PeerDirectory:
     """Index of QP ends by (lqpn, rqpn) over every host this agent sees.
 
-    Ends are added per NIC port in bulk (``add_many``, or one by one with ``add``) and looked up
+    Ends are added per NIC port in bulk (``add_many``) and looked up
     in bulk (``peers``): one sorted array of every end, built at the first lookup after an add.
     A QP this directory has no unambiguous end for is looked up in ``remote`` (the other hosts'
     exchanged ends); ids of remote ends follow the local ones.
@@ -51,7 +51,6 @@ class PeerDirectory:
         self._end_list: list[Endpoint] = []
         self._end_ids: dict[Endpoint, int] = {}
         self._chunks: list[tuple[int, np.ndarray]] = []  # (end id, keys lqpn << 32 | rqpn)
-        self._single: list[tuple[int, int]] = []  # (end id, key) from ``add``
         self._index: tuple[np.ndarray, np.ndarray] | None = None  # sorted keys, their end ids
         self.ambiguous = 0
 
@@ -61,13 +60,6 @@ class PeerDirectory:
             i = self._end_ids[end] = len(self._end_list)
             self._end_list.append(end)
         return i
-
-    def add(self, end: Endpoint, lqpn: int, rqpn: int) -> None:
-        """Record that NIC port ``end`` has QP ``lqpn`` connected to ``rqpn``."""
-        if not (0 <= lqpn < 1 << 32 and 0 <= rqpn < 1 << 32):
-            raise ValueError("QP numbers must be 0 <= qpn < 2^32")
-        self._single.append((self._id(end), lqpn << 32 | rqpn))
-        self._index = None
 
     def add_many(self, end: Endpoint, lqpns: np.ndarray, rqpns: np.ndarray) -> None:
         """``add`` for every (lqpns[i], rqpns[i]) of NIC port ``end``."""
@@ -79,9 +71,6 @@ class PeerDirectory:
         if self._index is None:
             keys = [k for _, k in self._chunks]
             ids = [np.full(len(k), i, _I64) for i, k in self._chunks]
-            if self._single:
-                ids.append(np.array([i for i, _ in self._single], _I64))
-                keys.append(np.array([k for _, k in self._single], _I64))
             k = np.concatenate(keys) if keys else np.zeros(0, _I64)
             e = np.concatenate(ids) if ids else np.zeros(0, _I64)
             order = np.argsort(k, kind="stable")
