@@ -58,18 +58,18 @@ def scalar_field(tag: int, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 @functools.cache
-def _tags(tags: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Field tags as a zero-padded (len(tags), longest) matrix and its keep mask."""
+def tag_matrix(tags: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Field tags as a zero-padded (len(tags), longest) matrix, its keep mask and the lengths (int64)."""
     tw = max(map(len, tags))
     b = np.zeros((len(tags), tw), np.uint8)
     keep = np.zeros((len(tags), tw), bool)
     for j, t in enumerate(tags):
         b[j, :len(t)] = np.frombuffer(t, np.uint8)
         keep[j, :len(t)] = True
-    return b, keep
+    return b, keep, keep.sum(axis=1).astype(np.int64)
 
 
-def counter_cells(tags: list[bytes], value: np.ndarray, delta: np.ndarray, status: np.ndarray,
+def counter_cells(tags: tuple[bytes, ...], value: np.ndarray, delta: np.ndarray, status: np.ndarray,
                   present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The Counter sub-messages of a (rows, counters) grid: (bytes (rows, counters * w), keep, bytes per row).
 
@@ -78,7 +78,7 @@ def counter_cells(tags: list[bytes], value: np.ndarray, delta: np.ndarray, statu
     its length (< 128: one byte), then value (field 1), delta (2), status (3), each if not 0.
     """
     rows, cols = value.shape
-    tb, tk = _tags(tuple(tags))
+    tb, tk, _ = tag_matrix(tuple(tags))
     tw, wv, wd = tb.shape[1], _width(value), _width(delta)
     b = np.empty((tw + 1 + (1 + wv) + (1 + wd) + 2, rows, cols), np.uint8)  # byte planes first
     keep = np.empty(b.shape, bool)

@@ -20,14 +20,15 @@ import numpy as np
 
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 
+from . import native_loader
 from .column_deltas import ColumnState, column_deltas
-from .counter_wire import FixedBytes, counter_cells, repeated_messages, scalar_field
+from .counter_wire import FixedBytes, counter_cells, repeated_messages, scalar_field, tag_matrix
 from .decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
 from .deltas import DeltaTracker
 
 _U64 = np.uint64
-_IF_TAGS = [bytes([(7 + i) << 3 | 2]) if 7 + i < 16 else b"\x82\x01" for i in range(len(INTERFACE_COUNTERS))]
-_NH_TAGS = [bytes([(7 + i) << 3 | 2]) for i in range(len(NEXT_HOP_COUNTERS))]
+_IF_TAGS = tuple(bytes([(7 + i) << 3 | 2]) if 7 + i < 16 else b"\x82\x01" for i in range(len(INTERFACE_COUNTERS)))
+_NH_TAGS = tuple(bytes([(7 + i) << 3 | 2]) for i in range(len(NEXT_HOP_COUNTERS)))
 _INTERFACES_TAG, _NEXT_HOPS_TAG = 0x42, 0x4A  # CounterBatch fields 8 and 9
 _IF_INTERVAL_TAG, _NH_INTERVAL_TAG = 0x20, 0x30  # InterfaceCounters.interval_ns (4), NextHopCounters (6)
 
@@ -65,9 +66,11 @@ class _Grid:
         self.src = np.array(src, np.intp).reshape(len(src), width)
         self.present = self.src >= 0
         self.src[~self.present] = 0
+        self.present_u8 = self.present.view(np.uint8)  # the compiled loop's view of ``present``
         self.pre = FixedBytes(pre)
         self.mid = FixedBytes(mid) if mid is not None else None
         self.clear = np.array(clear, np.int64).reshape(-1, 1)
+        self.clear_rows = np.ascontiguousarray(self.clear[:, 0])
         self.max_rate = np.array(max_rate, np.float64).reshape(self.src.shape) if max_rate is not None else None
         self.state: ColumnState | None = None
 
@@ -86,11 +89,21 @@ class _Grid:
                                 self.present.tolist())
 
     def encode(self, tracker: DeltaTracker, values: np.ndarray, ts: int, tag: int, interval_tag: int,
-               tags: list[bytes]) -> tuple[bytes, int]:
+               tags: tuple[bytes, ...]) -> tuple[bytes, int]:
         """This instant's repeated field (bytes) and the number of counters not dropped."""
         assert self.state is not None
         if not len(self.keys):
             return b"", 0
+        native = native_loader.native
+        if native is not None:  # the same rules and bytes, in one compiled pass
+            st, mid = self.state, self.mid
+            tb, _, tl = tag_matrix(tags)
+            data, kept, dup, ooo = native.encode_grid(
+                values, self.src, self.present_u8, st.values, st.ts, st.clear, ts, self.clear_rows,
+                tracker.counter_bits, tracker.gap_ns, self.max_rate, self.pre.bytes, self.pre.lens,
+                None if mid is None else mid.bytes, None if mid is None else mid.lens, tb, tl, tag, interval_tag)
+            tracker.count_dropped(dup, ooo)
+            return data, kept
         v = values[self.src]
         r = column_deltas(self.state, v, self.present, ts, self.clear, counter_bits=tracker.counter_bits,
                           gap_ns=tracker.gap_ns, max_rate=self.max_rate)

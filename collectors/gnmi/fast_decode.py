@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from pygnmi.spec.v080.gnmi_pb2 import Notification
 
+from . import native_loader
 from .decode import (
     IF_TIMETICKS,
     RES_IF_COUNTER,
@@ -150,9 +151,17 @@ class Layout:
     ignored: int
     probe: np.ndarray  # intp: a few fixed (non-slot) byte positions, spread over the message ...
     probe_bytes: np.ndarray  # ... and their bytes: refuses another layout of the same length cheaply
+    # For the compiled read, the slots in message order: first byte, varint bytes, slot number.
+    slot_pos: np.ndarray  # int64
+    slot_len: np.ndarray  # int64
+    slot_idx: np.ndarray  # int64
 
-    def read(self, arr: np.ndarray) -> np.ndarray | None:
-        """The slot values of ``arr`` (uint64), or None when it is not this layout."""
+    def read(self, raw: bytes) -> np.ndarray | None:
+        """The slot values of ``raw`` (uint64), or None when it is not this layout."""
+        native = native_loader.native
+        if native is not None:
+            return native.read_slots(raw, self.expected, self.slot_pos, self.slot_len, self.slot_idx)
+        arr = np.frombuffer(raw, np.uint8)
         if not np.array_equal(arr[self.probe], self.probe_bytes):
             return None
         d = arr ^ self.expected
@@ -244,11 +253,13 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
     fixed[slot_bytes] = False
     fixed_pos = np.flatnonzero(fixed)
     probe = fixed_pos[np.linspace(0, len(fixed_pos) - 1, min(_PROBES, len(fixed_pos))).astype(np.intp)]
+    pos = np.array([a for a, _ in slots], np.int64)
+    order = np.argsort(pos, kind="stable")  # message order (the timestamp may come last)
     return Layout(expected, slot_bytes, shifts, starts, 0 if ts is not None else -1,
                    np.array(if_sel, np.intp), (tuple(if_keys[0]), tuple(if_keys[1])),
                    np.array(nh_sel, np.intp), tuple(tuple(c) for c in nh_keys),  # type: ignore[arg-type]
                    np.array(st_sel, np.intp), (tuple(st_keys[0]), tuple(st_keys[1])), ignored,
-                   probe, expected[probe])
+                   probe, expected[probe], pos[order], lens.astype(np.int64)[order], order.astype(np.int64))
 
 
 class FastDecoder:
@@ -280,9 +291,8 @@ class FastDecoder:
         cands = self._by_len.get(len(raw))
         if not cands:
             return None
-        arr = np.frombuffer(raw, np.uint8)
         for k, lay in enumerate(cands):
-            vals = lay.read(arr)
+            vals = lay.read(raw)
             if vals is not None:
                 if k:
                     cands.insert(0, cands.pop(k))

@@ -32,6 +32,7 @@ from flowtracer.schemas import topics
 
 from ..kafka_sink import KafkaSink
 from ..self_metrics import SelfMetrics
+from . import native_loader
 from .batches import Batch
 from .config import CollectorConfig, Target
 from .decode import Decoder
@@ -91,8 +92,9 @@ class CollectorService:
         if self.cfg.metrics.port:
             self.metrics_port = self.metrics.serve(self.cfg.metrics.port, self.cfg.metrics.host, self.health)
         n = len(self.sessions)
-        log.info("collecting from %d of %d targets (shard %d/%d) into %s topic %s", n, len(self.all_targets),
-                 self.cfg.shard.index, self.cfg.shard.count, self.cfg.kafka.bootstrap, self.topic)
+        log.info("collecting from %d of %d targets (shard %d/%d) into %s topic %s, %s", n, len(self.all_targets),
+                 self.cfg.shard.index, self.cfg.shard.count, self.cfg.kafka.bootstrap, self.topic,
+                 native_loader.describe())
         slots = asyncio.Semaphore(self.cfg.gnmi.max_concurrent_connects)
         spread = self.cfg.gnmi.start_spread
         tasks = [asyncio.create_task(s.run(slots, spread * i / n if n else 0.0), name=f"gnmi-{s.name}")

@@ -18,6 +18,8 @@ from test_gnmi_fast_decode import NI, RECONNECT, SYNC, T0, Both, S, interfaces, 
 from flowtracer.collectors.gnmi.deltas import RESET
 from flowtracer.collectors.gnmi.fast_batches import EncodedBatch
 
+pytestmark = pytest.mark.usefixtures("kernels")  # compiled and numpy hot loops alike
+
 
 def _stream(rng: random.Random, steps: int, bits: int) -> list[bytes]:
     names = ["Ethernet1", "Ethernet2", "Ethernet3"]
