@@ -6,8 +6,9 @@ next hops, the same counters, the same labels while the state tables do not chan
 ``InstantPlan`` is that shape, built once per (layouts in order, state tables version) with the
 general path's rules (the last value of a counter wins, newer AFT tree over legacy, next hops
 keyed by (network instance, egress interface, next-hop IP) with their groups); it keeps the delta
-state of its counters in arrays (``column_deltas``) and encodes each instant with
-``counter_wire``: no Python object per counter. ``BatchAssembler`` decides when a plan applies and
+state of its counters in arrays and computes each instant's deltas and bytes in one compiled pass
+(``native.encode_grid``), or with ``column_deltas`` + ``counter_wire`` on numpy where the extension
+is not built: no Python object per counter. ``BatchAssembler`` decides when a plan applies and
 moves the delta state between its ``DeltaTracker`` rows and the plan's arrays.
 """
 

@@ -6,8 +6,9 @@ message that the general decoder (``decode.Decoder``) has just decoded: the mess
 the value bits of the timestamp varint and of every ``uint_val`` varint zeroed. A later message
 of the same length whose bytes equal the layout outside those value bits (every byte is
 compared, continuation bits included, so every varint keeps its length) parses to the same
-notification with new numbers: its values are read from the slots with numpy, without a
-protobuf parse or a Python object per update, and its ``Samples`` come from the layout's keys.
+notification with new numbers: its values are read from the slots (compiled, ``native.read_slots``,
+or with numpy where the extension is not built), without a protobuf parse or a Python object per
+update, and its ``Samples`` come from the layout's keys.
 
 Learnt only from plain notifications: one ``update`` (no sync_response, error, extension), no
 deletes, each update a path plus a ``uint_val`` that the general decoder resolved to an interface
