@@ -67,11 +67,9 @@ class _Grid:
         self.src = np.array(src, np.intp).reshape(len(src), width)
         self.present = self.src >= 0
         self.src[~self.present] = 0
-        self.present_u8 = self.present.view(np.uint8)  # the compiled loop's view of ``present``
         self.pre = FixedBytes(pre)
         self.mid = FixedBytes(mid) if mid is not None else None
-        self.clear = np.array(clear, np.int64).reshape(-1, 1)
-        self.clear_rows = np.ascontiguousarray(self.clear[:, 0])
+        self.clear = np.array(clear, np.int64)  # last-clear ns per row
         self.max_rate = np.array(max_rate, np.float64).reshape(self.src.shape) if max_rate is not None else None
         self.state: ColumnState | None = None
 
@@ -100,13 +98,13 @@ class _Grid:
             st, mid = self.state, self.mid
             tb, _, tl = tag_matrix(tags)
             data, kept, dup, ooo = native.encode_grid(
-                values, self.src, self.present_u8, st.values, st.ts, st.clear, ts, self.clear_rows,
+                values, self.src, self.present.view(np.uint8), st.values, st.ts, st.clear, ts, self.clear,
                 tracker.counter_bits, tracker.gap_ns, self.max_rate, self.pre.bytes, self.pre.lens,
                 None if mid is None else mid.bytes, None if mid is None else mid.lens, tb, tl, tag, interval_tag)
             tracker.count_dropped(dup, ooo)
             return data, kept
         v = values[self.src]
-        r = column_deltas(self.state, v, self.present, ts, self.clear, counter_bits=tracker.counter_bits,
+        r = column_deltas(self.state, v, self.present, ts, self.clear[:, None], counter_bits=tracker.counter_bits,
                           gap_ns=tracker.gap_ns, max_rate=self.max_rate)
         tracker.count_dropped(r.duplicates, r.out_of_order)
         cb, ck, clen = counter_cells(tags, v, r.delta, r.status, r.kept)

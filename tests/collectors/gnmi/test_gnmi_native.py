@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -58,9 +59,8 @@ def _random_grid(rng: random.Random, interfaces: bool, bits: int) -> tuple[_Grid
 
 @pytest.mark.parametrize("bits", [64, 32])
 @pytest.mark.parametrize("interfaces", [True, False])
-def test_grid_encode_matches_numpy(monkeypatch: pytest.MonkeyPatch, interfaces: bool, bits: int) -> None:
-    native = native_loader.native
-    assert native is not None, "flowtracer.collectors.gnmi.native is not built: `pip install -e .` needs gcc"
+def test_grid_encode_matches_numpy(native: ModuleType, monkeypatch: pytest.MonkeyPatch, interfaces: bool,
+                                   bits: int) -> None:
     rng = random.Random(bits * 10 + interfaces)
     tags, tag, interval_tag = (_IF_TAGS, 0x42, 0x20) if interfaces else (_NH_TAGS, 0x4A, 0x30)
     statuses: set[int] = set()
@@ -89,9 +89,7 @@ def test_grid_encode_matches_numpy(monkeypatch: pytest.MonkeyPatch, interfaces: 
     assert min(dropped) > 0
 
 
-def test_read_slots_refuses_a_message_of_another_layout() -> None:
-    native = native_loader.native
-    assert native is not None
+def test_read_slots_refuses_a_message_of_another_layout(native: ModuleType) -> None:
     expected = np.array([0x0A, 0x80, 0x00, 0x22], np.uint8)  # one 2-byte slot at 1
     pos, ln, idx = (np.array(x, np.int64) for x in ([1], [2], [0]))
     assert native.read_slots(bytes([0x0A, 0x96, 0x01, 0x22]), expected, pos, ln, idx).tolist() == [150]
