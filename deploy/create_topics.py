@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from flowtracer.schemas.topic_admin import CO_PARTITIONED, wanted_partitions
+from flowtracer.schemas.topic_admin import CO_PARTITIONED, required_configs, wanted_partitions
 from flowtracer.schemas.topics import (
     DEFAULT_PARTITIONS,
     EXCHANGE_TOPICS,
@@ -99,8 +99,8 @@ def plan(partitions: int = DEFAULT_PARTITIONS, app_ids: tuple[str, ...] = (DEFAU
     for t in OUTPUT_TOPICS:
         out.append(TopicPlan(t.name, partitions, {**common, "retention.ms": str(retention_output_ms),
                                                   "compression.type": compression}))
-    for t in EXCHANGE_TOPICS:  # the agents' QP ends: each host's latest record is all that matters
-        out.append(TopicPlan(t.name, wanted_partitions(t, partitions), {**common, "cleanup.policy": "compact"}))
+    for t in EXCHANGE_TOPICS:  # the agents' QP ends
+        out.append(TopicPlan(t.name, wanted_partitions(t, partitions), {**common, **required_configs(t)}))
     for app in app_ids:
         for t in INTERNAL_TOPICS:
             out.append(TopicPlan(internal_name(app, t), wanted_partitions(t, partitions),

@@ -39,6 +39,12 @@ def wanted_partitions(topic: Topic, partitions: int) -> int:
     return 1 if topic is GROUP_FIM or topic in EXCHANGE_TOPICS else partitions
 
 
+def required_configs(topic: Topic) -> dict[str, str]:
+    """Topic configs the contract needs whatever the deployment: exchange topics are compacted (each
+    key's latest record is all that matters)."""
+    return {"cleanup.policy": "compact"} if topic in EXCHANGE_TOPICS else {}
+
+
 def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
                   timeout_s: float = 30.0, client_id: str = "flowtracer-admin",
                   app_id: str | None = None) -> dict[str, int]:
@@ -48,6 +54,7 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
     """
     wanted: dict[str, int] = {t.name: partitions for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}
     wanted.update({t.name: wanted_partitions(t, partitions) for t in EXCHANGE_TOPICS})
+    configs = {t.name: required_configs(t) for t in EXCHANGE_TOPICS}
     if app_id is not None:
         wanted.update({internal_name(app_id, t): wanted_partitions(t, partitions) for t in INTERNAL_TOPICS})
     deadline = time.monotonic() + timeout_s
@@ -58,9 +65,7 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
         raise TopicError(f"cannot reach Kafka at {bootstrap}: {e}") from None
     try:
         existing = set(admin.list_topics())
-        compact = {t.name for t in EXCHANGE_TOPICS}
-        missing = [NewTopic(name, n, replication,
-                            topic_configs={"cleanup.policy": "compact"} if name in compact else None)
+        missing = [NewTopic(name, n, replication, topic_configs=configs.get(name) or None)
                    for name, n in wanted.items() if name not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # another stage created them first
