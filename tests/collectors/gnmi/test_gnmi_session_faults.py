@@ -36,7 +36,9 @@ def test_stalled_stream_is_cancelled_and_reconnected() -> None:
                           fast_gnmi(0.2, liveness_timeout=0.5), collector_id="t", emit=batches.append)
         fut = run_session(s, lt)
         try:
-            wait_for(lambda: srv.connections >= 3, 10, "two reconnects")
+            # Wait for connection 2's baseline, not just its accept: the server counts a connection
+            # before the collector has read (and emitted) anything from it.
+            wait_for(lambda: srv.connections >= 3 and len(batches) >= 2, 10, "two reconnects and two baselines")
         finally:
             stop_session(s, fut, lt)
             lt.close()
