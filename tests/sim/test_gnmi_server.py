@@ -265,7 +265,10 @@ def test_poll(server: GnmiServer, switch: SwitchState) -> None:
             call = gnmi.Subscribe(requests(), timeout=10)
             answers = [until_sync(call)]  # the initial data, without a poll
             for _ in range(3):
-                time.sleep(2 * TICK_S)
+                ticks = len(engine.history)
+                deadline = time.monotonic() + 5
+                while len(engine.history) <= ticks + 1 and time.monotonic() < deadline:  # a new tick to answer
+                    time.sleep(TICK_S / 2)
                 polls.put(True)
                 answers.append(until_sync(call))
             polls.put(False)  # half-close: a POLL call then ends (no more polls can come)
@@ -298,7 +301,7 @@ def test_reboot_ends_streams_unavailable_and_counters_restart(server: GnmiServer
         before = 0
         while before < 20 * OCTETS_PER_TICK:  # counted for a while (1 s) before the reboot
             before = values(sub.get_update(timeout=5))[IN_OCTETS_E1]
-        done = threading.Thread(target=engine.reboot, kwargs={"down_s": 1.0})
+        done = threading.Thread(target=engine.reboot, kwargs={"down_s": 3.0})  # long enough for the checks below
         done.start()
         sub._subscribe_thread.join(timeout=5)  # pygnmi's reader thread ends with the RPC
         assert sub.error is not None and sub.error.code() == grpc.StatusCode.UNAVAILABLE
@@ -378,7 +381,8 @@ def test_cancel_on_half_close(switch: SwitchState) -> None:
         with GnmiServer({"leaf1": switch}, cancel_on_half_close=cancel) as srv, Engine(switch):
             ch, gnmi = stub(srv.port)
             with ch:
-                call = gnmi.Subscribe(iter([stream_request()]), timeout=1)  # half-closes after the request
+                # half-closes after the request; the 1 s deadline is what the non-cancelling server runs into
+                call = gnmi.Subscribe(iter([stream_request()]), timeout=5 if cancel else 1)
                 responses = []
                 try:
                     responses = list(call)

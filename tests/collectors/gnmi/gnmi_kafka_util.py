@@ -10,7 +10,8 @@ from kafka import KafkaConsumer, TopicPartition
 def consume_all(bootstrap: str, topic: str, *, idle_s: float = 2.0, max_s: float = 30.0,
                 expect: int | None = None) -> list[tuple[bytes, bytes]]:
     """(key, value) of every record in ``topic`` (all partitions, from the start), stopping after
-    ``idle_s`` without records, after ``expect`` records, or after ``max_s``."""
+    ``expect`` records, after ``idle_s`` without records once some came (a first fetch on a loaded
+    machine can take longer than that), or after ``max_s``."""
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
                       consumer_timeout_ms=200)
     try:
@@ -35,7 +36,7 @@ def consume_all(bootstrap: str, topic: str, *, idle_s: float = 2.0, max_s: float
             now = time.monotonic()
             if n:
                 last = now
-            if (expect is not None and len(out) >= expect) or now - last > idle_s:
+            if (expect is not None and len(out) >= expect) or (out and now - last > idle_s):
                 break
         return out
     finally:

@@ -25,7 +25,7 @@ def test_golden_case(case: Path) -> None:
     lt = LoopThread()
     with ReplayServer(spec["sessions"]) as srv:
         target = Target(name="sw1", address="127.0.0.1", port=srv.port, **spec["target"])
-        session = TargetSession(target, fast_gnmi(1.0, liveness_timeout=0.0), collector_id="golden",
+        session = TargetSession(target, fast_gnmi(1.0, liveness_timeout=0.0, batch_grace=0.5), collector_id="golden",
                                 emit=batches.append)
         fut = run_session(session, lt)
         try:

@@ -20,7 +20,7 @@ from flowtracer.sim.switch_state import INTERFACE_COUNTERS
 def _collect(target: Target, encoding: Encoding, ticker: Ticker, n: int = 6) -> list[CounterBatch]:
     batches: list[CounterBatch] = []
     lt = LoopThread()
-    s = TargetSession(target, fast_gnmi(0.1, encoding=encoding), collector_id="t", emit=batches.append)
+    s = TargetSession(target, fast_gnmi(0.1, encoding=encoding, batch_grace=0.3), collector_id="t", emit=batches.append)
     fut = run_session(s, lt)
     try:
         wait_for(lambda: len(batches) >= n, 10, f"{n} batches")

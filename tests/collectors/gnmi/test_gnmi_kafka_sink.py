@@ -86,7 +86,8 @@ def test_stopped_broker_backpressure_and_exact_drop_count(own_broker: TansuBroke
             if stopped:
                 os.kill(pid, signal.SIGSTOP)
             end = time.monotonic() + phase_s
-            while time.monotonic() < end:
+            # while stopped, go on until the buffer overflowed (a slow loop may need more than 4 s)
+            while time.monotonic() < end or (stopped and sink.dropped == 0 and time.monotonic() < end + 20):
                 sink.send(unique_id, f"k{n % 8}".encode(), f"{n:06d}".encode())
                 n += 1
                 depth_seen = max(depth_seen, _metric(sm, "flowtracer_kafka_buffered"))

@@ -4,6 +4,8 @@ with the wrong CA, bad credentials; and two shards sharing the targets."""
 from __future__ import annotations
 
 import logging
+import math
+import time
 from pathlib import Path
 
 import pytest
@@ -26,10 +28,11 @@ SAMPLE = {"update": {"timestamp": str(T0), "update": [{
                       {"name": "counters"}, {"name": "in-octets"}]}, "val": {"uintVal": "5"}}]}}
 
 
-def test_stalled_stream_is_cancelled_and_reconnected() -> None:
+def test_stalled_stream_is_cancelled_and_reconnected(caplog: pytest.LogCaptureFixture) -> None:
     """Connection 0 never sends anything (pygnmi's first next() would block forever), connection 1
     syncs and then goes silent: both are detected by the liveness timeout and cancelled."""
     batches: list[CounterBatch] = []
+    caplog.set_level(logging.WARNING, logger="flowtracer")
     lt = LoopThread()
     with ReplayServer([[{"hold": True}], [SAMPLE, {"syncResponse": True}], [SAMPLE, {"syncResponse": True}]]) as srv:
         s = TargetSession(Target(name="sw", address="127.0.0.1", port=srv.port),
@@ -42,9 +45,10 @@ def test_stalled_stream_is_cancelled_and_reconnected() -> None:
         finally:
             stop_session(s, fut, lt)
             lt.close()
-        wait_for(lambda: len(srv.ended) == 3, 5, "the server to see every call end")
+        # >= 3: on a slow machine connection 2 may itself stall before the stop, and a 4th be refused
+        wait_for(lambda: len(srv.ended) >= 3, 5, "the server to see every call end")
     assert srv.ended[:2] == [(0, "cancelled"), (1, "cancelled")]
-    assert s.stats.reconnects >= 2 and "liveness timeout" in s.stats.last_error
+    assert s.stats.reconnects >= 2 and caplog.text.count("stalled: no message for 0.5 s (liveness timeout)") >= 2
     assert [b.session for b in batches] == [2, 3]
 
 
@@ -63,8 +67,10 @@ def test_stop_really_cancels_the_call() -> None:
     assert s.stats.state is State.STOPPED
 
 
-def _run_service(svc: CollectorService, until: object, timeout: float, what: str) -> None:
+def _run_service(svc: CollectorService, until: object, timeout: float, what: str) -> float:
+    """Run ``svc`` until ``until()`` holds; the seconds it ran."""
     lt = LoopThread()
+    started = time.monotonic()
     fut = lt.submit(svc.run())
     try:
         wait_for(until, timeout, what)  # type: ignore[arg-type]
@@ -72,6 +78,7 @@ def _run_service(svc: CollectorService, until: object, timeout: float, what: str
         svc.stop()
         fut.result(20)
         lt.close()
+    return time.monotonic() - started
 
 
 def test_wrong_ca_and_bad_credentials_fail_clearly_and_slowly_others_unaffected(
@@ -107,7 +114,7 @@ def test_wrong_ca_and_bad_credentials_fail_clearly_and_slowly_others_unaffected(
         by = {s.name: s for s in svc.sessions}
         caplog.set_level(logging.INFO, logger="flowtracer")
         with Ticker(list(states.values()), 0.1):
-            _run_service(svc, lambda: by["good"].stats.batches >= 5 and by["tls-ok"].stats.batches >= 5
+            ran_s = _run_service(svc, lambda: by["good"].stats.batches >= 5 and by["tls-ok"].stats.batches >= 5
                          and by["bad-creds"].stats.reconnects >= 1 and by["tls-wrong-ca"].stats.reconnects >= 1,
                          15, "good targets streaming, bad ones failed")
     finally:
@@ -117,8 +124,9 @@ def test_wrong_ca_and_bad_credentials_fail_clearly_and_slowly_others_unaffected(
     assert wrong.last_error_class == "config" and "TLS handshake failed" in wrong.last_error
     assert creds.last_error_class == "config" and "UNAUTHENTICATED" in creds.last_error
     assert "credentials" in creds.last_error
-    # slow retries (3 s in this config) while the good targets kept streaming
-    assert wrong.reconnects <= 2 and creds.reconnects <= 2
+    # slow retries (3 s in this config, where the fast backoff is 0.2-1 s) while the good targets kept streaming
+    slow_bound = 1 + math.ceil(ran_s / 3.0)
+    assert wrong.reconnects <= slow_bound and creds.reconnects <= slow_bound, (ran_s, wrong.reconnects, creds.reconnects)
     assert wrong.batches == creds.batches == 0
     log_text = caplog.text
     assert "gNMI tls-wrong-ca (127.0.0.1:" in log_text and "retrying in 3.0 s" in log_text
