@@ -24,6 +24,7 @@ from cryptography.x509.oid import NameOID
 from pygnmi.client import gNMIclient, gNMIException
 from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+from waiting import wait_for
 
 from flowtracer.sim.gnmi_server import GnmiServer, TlsFiles
 from flowtracer.sim.switch_state import Event, EventKind, InterfaceState, NextHop, NextHopGroup, SwitchState
@@ -266,9 +267,7 @@ def test_poll(server: GnmiServer, switch: SwitchState) -> None:
             answers = [until_sync(call)]  # the initial data, without a poll
             for _ in range(3):
                 ticks = len(engine.history)
-                deadline = time.monotonic() + 5
-                while len(engine.history) <= ticks + 1 and time.monotonic() < deadline:  # a new tick to answer
-                    time.sleep(TICK_S / 2)
+                wait_for(lambda: len(engine.history) >= ticks + 2, 5, "new ticks to answer")  # noqa: B023
                 polls.put(True)
                 answers.append(until_sync(call))
             polls.put(False)  # half-close: a POLL call then ends (no more polls can come)

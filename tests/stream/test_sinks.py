@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from flowtracer.schemas.v1 import analytics_pb2 as a
 from flowtracer.schemas.v1 import common_pb2 as c
@@ -189,9 +190,7 @@ def test_outage_backpressure_then_everything_lands(unique_id: str, sinks: list[I
     with pytest.raises(SinkBackpressure, match=r"20 points waiting for the store \(limit 20\)") as bp:
         sink.write(lines(4))
     assert (bp.value.pending, bp.value.limit) == (20, 20)
-    deadline = time.monotonic() + 10
-    while sink.stats()["retries"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: sink.stats()["retries"] > 0, 10, "the sink to retry")
     assert sink.stats()["retries"] > 0
     assert not sink.durable(tickets[0])
     sink.raise_if_failed()  # retrying is not failing

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -52,14 +51,6 @@ def run_session(session: TargetSession, lt: LoopThread) -> Any:
 def stop_session(session: TargetSession, fut: Any, lt: LoopThread, timeout: float = 10) -> None:
     lt.call(session.stop)
     fut.result(timeout)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def compact(b: CounterBatch, t0: int = 0) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 from gnmi_kafka_util import consume_all
-from gnmi_session_util import LoopThread, fast_gnmi, wait_for
+from gnmi_session_util import LoopThread, fast_gnmi
 from gnmi_switches import Ticker, make_switch
+from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, Metrics, Target
 from flowtracer.collectors.gnmi.service import CollectorService

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from gnmi_replay import ReplayServer
-from gnmi_session_util import LoopThread, compact, fast_gnmi, run_session, stop_session, wait_for
+from gnmi_session_util import LoopThread, compact, fast_gnmi, run_session, stop_session
+from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Target
 from flowtracer.collectors.gnmi.session import TargetSession

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gnmi_session_util import IF_FIELDS, LoopThread, fast_gnmi, run_session, stop_session, wait_for
+from gnmi_session_util import IF_FIELDS, LoopThread, fast_gnmi, run_session, stop_session
 from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
+from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Encoding, Target, Tls
 from flowtracer.collectors.gnmi.deltas import BASELINE, GAP, OK

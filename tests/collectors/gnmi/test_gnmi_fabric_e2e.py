@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 from gnmi_kafka_util import consume_all
-from gnmi_session_util import IF_FIELDS, NH_FIELDS, LoopThread, fast_gnmi, wait_for
+from gnmi_session_util import IF_FIELDS, NH_FIELDS, LoopThread, fast_gnmi
+from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, resolve_targets
 from flowtracer.collectors.gnmi.deltas import BASELINE, GAP, OK, RESET, WRAPPED

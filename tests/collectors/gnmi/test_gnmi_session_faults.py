@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from gnmi_kafka_util import consume_all
 from gnmi_replay import ReplayServer
-from gnmi_session_util import LoopThread, fast_gnmi, run_session, stop_session, wait_for
+from gnmi_session_util import LoopThread, fast_gnmi, run_session, stop_session
 from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
+from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Credentials, Kafka, Target, Tls
 from flowtracer.collectors.gnmi.service import CollectorService
