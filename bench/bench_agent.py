@@ -35,18 +35,17 @@ from pathlib import Path
 
 import numpy as np
 
-from flowtracer.collectors.agent import rdma_json
 from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.host_pipeline import HostPipeline, HostSample, PipelineConfig
-from flowtracer.collectors.agent.inventory import Inventory
-from flowtracer.collectors.agent.peers import Endpoint, PeerDirectory
-from flowtracer.collectors.agent.rdma_json import parse_res_qp, parse_stat_qp
-from flowtracer.collectors.agent.sources import SimSource
-from flowtracer.collectors.agent.sysfs import Gid, PortView, SysfsView
+from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
+from flowtracer.collectors.agent.sources.inventory import Inventory
+from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp
+from flowtracer.collectors.agent.sources.registry import SimSource, rdma_json
+from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView
 from flowtracer.schemas.topology import parse_topology
-from flowtracer.sim.host_state import HostState, NicInfo, PortCounters, QpState
-from flowtracer.sim.host_views import host_view_dir, write_host_view
+from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
+from flowtracer.sim.hosts.views import host_view_dir, write_host_view
 
 T0 = 1_700_000_000_000_000_000
 G = 1_000_000_000

@@ -53,7 +53,7 @@ from flowtracer.collectors.gnmi import native_loader
 from flowtracer.collectors.gnmi.config import Backoff, CollectorConfig, Gnmi, Kafka, Subscription, Target
 from flowtracer.collectors.gnmi.paths import parse_path
 from flowtracer.collectors.gnmi.service import CollectorService
-from flowtracer.sim.tansu import TansuBroker
+from flowtracer.testbed.tansu import TansuBroker
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 CAPS = "/gnmi.gNMI/Capabilities"

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
-from flowtracer.sim.gnmi_server import GnmiServer
-from flowtracer.sim.switch_state import (
+from flowtracer.sim.switches.server import GnmiServer
+from flowtracer.sim.switches.state import (
     INTERFACE_COUNTERS,
     Event,
     EventKind,

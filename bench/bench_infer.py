@@ -32,8 +32,8 @@ import numpy as np
 from flowtracer.schemas.ecmp_hash import EcmpHash, HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.stream.resolve import FlowObs
-from flowtracer.stream.resolve_infer import InferResolver
+from flowtracer.stream.resolvers.contract import FlowObs
+from flowtracer.stream.resolvers.infer.resolver import InferResolver
 
 FABRICS = {
     "small": FabricSpec(hosts=16, leaves=4, spines=2, name="bench-small"),

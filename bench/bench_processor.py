@@ -44,11 +44,11 @@ from flowtracer.schemas.roce import rocev2_udp_sport
 from flowtracer.schemas.topics import partition_for
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
-from flowtracer.stream.app import Processor
-from flowtracer.stream.config import ProcessorConfig
-from flowtracer.stream.emitted import Emitted
-from flowtracer.stream.resolvers import RESOLVERS
-from flowtracer.stream.runner import emitted_lines
+from flowtracer.stream.resolvers.registry import RESOLVERS
+from flowtracer.stream.runtime.app import Processor
+from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.worker import emitted_lines
+from flowtracer.stream.stages.emitted import Emitted
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S

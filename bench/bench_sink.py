@@ -30,10 +30,10 @@ from influxdb_client import InfluxDBClient, Point, WriteOptions, WritePrecision
 from reactivex.scheduler import ThreadPoolScheduler
 
 from flowtracer.schemas.v1 import analytics_pb2
-from flowtracer.sim.victoriametrics import VictoriaMetrics
-from flowtracer.stream import influx_points
-from flowtracer.stream.sink_influx import InfluxConfig, InfluxSink
-from flowtracer.stream.sinks import SinkBackpressure
+from flowtracer.stream.sinks import line_protocol as influx_points
+from flowtracer.stream.sinks.base import SinkBackpressure
+from flowtracer.stream.sinks.influx import InfluxConfig, InfluxSink
+from flowtracer.testbed.victoriametrics import VictoriaMetrics
 
 T0 = 1_704_067_200_000_000_000  # 2024-01-01T00:00:00Z
 S = 1_000_000_000

@@ -150,8 +150,8 @@ def pipeline_run(hosts: int, leaves: int, spines: int, seconds: float, work: Pat
     """Run the whole pipeline on a generated fabric for ``seconds``; latency, lag, CPU and memory per stage."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from flowtracer.demo_status import Observed
-    from flowtracer.local_pipeline import LocalPipeline, PipelineOptions
+    from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+    from flowtracer.demo.status import Observed
     from flowtracer.schemas import topics
     from flowtracer.schemas.topology_generate import FabricSpec, generate
 

@@ -1,3 +1,3 @@
-from .main import main
+from flowtracer.main import main
 
 main()

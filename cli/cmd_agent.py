@@ -19,7 +19,7 @@ import click
 
 from flowtracer.collectors.agent.agent import Agent, Sink, StdoutSink
 from flowtracer.collectors.agent.config import ConfigError, load_config
-from flowtracer.collectors.agent.sources import SOURCES, SourceUnavailable, create_source
+from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.schemas.topology import TopologyError, load_topology
 
@@ -101,7 +101,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     stop = threading.Event()
     exchange = None
     if cfg.exchanges_peers and cfg.kafka:
-        from flowtracer.collectors.agent.peer_exchange import PeerExchange
+        from flowtracer.collectors.agent.peers.exchange import PeerExchange
 
         exchange = PeerExchange(cfg.kafka, sink, src.hosts(), [h.name for h in topo.hosts] if topo else [],
                                 cfg.agent_id, refresh_ns=round(cfg.peer_refresh.total_seconds() * 1e9),

@@ -156,13 +156,12 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float | None,
              status_every: float) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
-    from flowtracer.local_pipeline import PipelineError, PipelineOptions
-    from flowtracer.sim.tansu import TansuError
-
-    from .demo_pipeline import DemoPipeline, broker_shielded_from_ctrl_c
-    from .demo_scenario import DEMO_SPEC, write_scenario
-    from .demo_status import Observed, OutputWatcher, StatusPrinter, status_lines
-    from .demo_summary import build_summary, summary_lines
+    from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
+    from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
+    from flowtracer.demo.scenario import DEMO_SPEC, write_scenario
+    from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
+    from flowtracer.demo.summary import build_summary, summary_lines
+    from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
     printer = StatusPrinter(lambda s: (out.write(s), out.flush()), tty=out.isatty())

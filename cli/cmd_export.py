@@ -1,6 +1,6 @@
 """``flowtracer export``: save recorded traffic from Kafka to a file that ``flowtracer whatif --input`` replays.
 
-The file is the versioned JSON-lines format of ``flowtracer.stream.whatif_record`` (format
+The file is the versioned JSON-lines format of ``flowtracer.whatif.record`` (format
 ``flowtracer-recording``, version 1): a header line, then one line per FlowBatch, LinkLoad,
 PathLoad and FimSample whose window ends in the range. docs/whatif.md describes it.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from flowtracer.stream.whatif_record import Recording, parse_instant, parse_span, write_export
+from flowtracer.whatif.record import Recording, parse_instant, parse_span, write_export
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
@@ -61,7 +61,7 @@ def narrow(rec: Recording, from_ns: int | None, to_ns: int | None, last_ns: int 
 def read_range(kafka: str, from_ns: int | None, to_ns: int | None, last_ns: int | None, idle_s: float,
                outputs: bool = True, prog: str = "flowtracer export") -> Recording:
     """Read the range from Kafka; exits 1 with one line when the broker cannot be read."""
-    from flowtracer.stream.whatif_kafka import read_kafka
+    from flowtracer.whatif.kafka_reader import read_kafka
 
     try:
         rec = read_kafka(kafka, from_ns, to_ns, idle_s=idle_s, include_outputs=outputs)

@@ -57,9 +57,9 @@ def process(topology: Path, kafka: str, resolver: str, partitions: int, hop_s: f
     with --influx-url or --line-protocol-file, the measurements of docs/stream.md. Run several workers with
     the same --app-id to split the partitions.
     """
-    from flowtracer.stream.config import ProcessorConfig
-    from flowtracer.stream.resolvers import RESOLVERS
-    from flowtracer.stream.runner import make_sink, run_worker
+    from flowtracer.stream.resolvers.registry import RESOLVERS
+    from flowtracer.stream.runtime.config import ProcessorConfig
+    from flowtracer.stream.runtime.worker import make_sink, run_worker
 
     if resolver not in RESOLVERS:
         _fail(EXIT_BAD_INPUT, f"--resolver {resolver!r}: choose one of {', '.join(sorted(RESOLVERS))}")

@@ -12,7 +12,7 @@ server and thread it started. ``topology`` is the topology file rewritten with t
 actually bound (point collectors at it). Logs go to stderr.
 
 ``--workload`` takes a preset name (ring-allreduce, tree-allreduce, allgather, reducescatter,
-alltoall, pipeline) or a YAML/JSON workload file (format: flowtracer.sim.workload). The options
+alltoall, pipeline) or a YAML/JSON workload file (format: flowtracer.sim.fabric.workload). The options
 --message-size, --channels, --qps-per-connection, --compute-gap, --nodes, --nics-per-node,
 --background-flows, --background-rate and --seed shape a preset; with a file they override the
 file's values for every job.
@@ -32,9 +32,8 @@ import click
 
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
-from flowtracer.sim.faults import FaultError
-from flowtracer.sim.runner import RunnerOptions, SimRunner, run_for
-from flowtracer.sim.workload import (
+from flowtracer.sim.fabric.faults import FaultError
+from flowtracer.sim.fabric.workload import (
     PRESETS,
     Workload,
     WorkloadError,
@@ -44,6 +43,7 @@ from flowtracer.sim.workload import (
     preset,
     validate_workload,
 )
+from flowtracer.sim.runner import RunnerOptions, SimRunner, run_for
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2

@@ -24,10 +24,9 @@ from typing import Any
 
 import click
 
+from flowtracer.cmd_export import narrow, range_options, read_range
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import TopologyError, load_topology
-
-from .cmd_export import narrow, range_options, read_range
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
@@ -91,11 +90,11 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
             _fail(EXIT_BAD_INPUT, "--draws must be at least 1")
         run_experiment(docs_dir, record_seconds, draws, save_recording)
         return
-    from flowtracer.stream.whatif_fabric import ConditionError, ReplayFabric, parse_conditions
-    from flowtracer.stream.whatif_record import RecordingError, read_export, windows
-    from flowtracer.stream.whatif_replay import measured, replay_all
-    from flowtracer.stream.whatif_report import document, plan_csv, table
-    from flowtracer.stream.whatif_strategies import DEFAULT_STRATEGIES, StrategyError, parse_strategy
+    from flowtracer.whatif.fabric import ConditionError, ReplayFabric, parse_conditions
+    from flowtracer.whatif.record import RecordingError, read_export, windows
+    from flowtracer.whatif.replay import measured, replay_all
+    from flowtracer.whatif.report import document, plan_csv, table
+    from flowtracer.whatif.strategies import DEFAULT_STRATEGIES, StrategyError, parse_strategy
 
     if topology is None:
         _fail(EXIT_BAD_INPUT, "--topology is required (the fabric the traffic was recorded on)")
@@ -148,8 +147,8 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
 
 def write_report(out_dir: Path, results: list[Any], meta: dict[str, Any]) -> None:
     """PNG figures and a self-contained report.html in ``out_dir``."""
-    from flowtracer.stream.whatif_figures import FiguresUnavailable, strategy_figures
-    from flowtracer.stream.whatif_report import html_page
+    from flowtracer.whatif.figures import FiguresUnavailable, strategy_figures
+    from flowtracer.whatif.report import html_page
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -195,13 +194,13 @@ def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recor
     """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
     import yaml
 
-    from flowtracer.local_pipeline import LocalPipeline, PipelineError, PipelineOptions
+    from flowtracer.demo.local_pipeline import LocalPipeline, PipelineError, PipelineOptions
     from flowtracer.schemas.topology_generate import FabricSpec, generate
-    from flowtracer.stream.whatif_experiment import analyse, split_phases
-    from flowtracer.stream.whatif_figures import FiguresUnavailable, experiment_figures, pyplot
-    from flowtracer.stream.whatif_kafka import read_kafka
-    from flowtracer.stream.whatif_record import windows, write_export
-    from flowtracer.stream.whatif_reproduction import markdown
+    from flowtracer.whatif.experiment import analyse, split_phases
+    from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
+    from flowtracer.whatif.kafka_reader import read_kafka
+    from flowtracer.whatif.record import windows, write_export
+    from flowtracer.whatif.reproduction import markdown
 
     t0 = time.monotonic()
     try:

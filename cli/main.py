@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import click
 
-from . import __version__
-from .cmd_agent import agent
-from .cmd_collect import collect
-from .cmd_demo import demo
-from .cmd_export import export
-from .cmd_process import process
-from .cmd_sim import sim
-from .cmd_topology import topology
-from .cmd_whatif import whatif
-from .logs import FORMATS, setup_logging
+from flowtracer import __version__
+from flowtracer.cmd_agent import agent
+from flowtracer.cmd_collect import collect
+from flowtracer.cmd_demo import demo
+from flowtracer.cmd_export import export
+from flowtracer.cmd_process import process
+from flowtracer.cmd_sim import sim
+from flowtracer.cmd_topology import topology
+from flowtracer.cmd_whatif import whatif
+from flowtracer.logs import FORMATS, setup_logging
 
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2

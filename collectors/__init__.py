@@ -1,0 +1,2 @@
+"""Collectors: gNMI collectors for switch counters (``gnmi/``) and host agents for RDMA flows (``agent/``),
+both publishing protobuf records to Kafka."""

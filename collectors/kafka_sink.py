@@ -39,7 +39,7 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-from .self_metrics import SinkMetrics
+from flowtracer.collectors.self_metrics import SinkMetrics
 
 log = logging.getLogger(__name__)
 

@@ -71,16 +71,16 @@ def duration_ms(text: str) -> int:
 
 def changelog_name(app_id: str) -> str:
     """The processor's stage-state changelog for ``app_id`` (the processor's own naming function)."""
-    from flowtracer.stream.app import state_changelog_topic
-    from flowtracer.stream.config import ProcessorConfig
+    from flowtracer.stream.runtime.app import state_changelog_topic
+    from flowtracer.stream.runtime.config import ProcessorConfig
 
     return state_changelog_topic(ProcessorConfig.model_construct(app_id=app_id))
 
 
 def fabric_changelog_name(app_id: str) -> str:
     """The processor's fabric-state changelog for ``app_id`` (one partition, like the group-FIM topic)."""
-    from flowtracer.stream.app import fabric_changelog_topic
-    from flowtracer.stream.config import ProcessorConfig
+    from flowtracer.stream.runtime.app import fabric_changelog_topic
+    from flowtracer.stream.runtime.config import ProcessorConfig
 
     return fabric_changelog_topic(ProcessorConfig.model_construct(app_id=app_id))
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .ecmp_hash import EcmpHash, HeaderFields
-from .topology import Nic, Role, Topology
+from flowtracer.schemas.ecmp_hash import EcmpHash, HeaderFields
+from flowtracer.schemas.topology import Nic, Role, Topology
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -1,7 +1,7 @@
 """Max-min fair rates by progressive filling over a sparse flows x links incidence matrix.
 
 Part of the shared fabric model: the simulator moves its traffic with it, and the routing what-if
-(``flowtracer.stream.whatif_replay``) estimates completion times with it.
+(``flowtracer.whatif.replay``) estimates completion times with it.
 
 The unit of allocation is a *group* of coupled flows that always run at the same rate: the flows
 of one NCCL ring channel (a ring step waits for its slowest edge, so no edge can run ahead), or

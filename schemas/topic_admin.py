@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from .topics import (
+from flowtracer.schemas.topics import (
     DEFAULT_PARTITIONS,
     EXCHANGE_TOPICS,
     GROUP_FIM,

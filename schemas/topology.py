@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
-from .ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
-from .speeds import format_speed, parse_speed
+from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
+from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
+from flowtracer.schemas.speeds import format_speed, parse_speed
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")

@@ -25,12 +25,11 @@ from typing import Any, Literal
 import yaml
 
 from flowtracer.schemas.topology import Credentials, Topology, validate_topology
-
-from .engine import Engine
-from .gnmi_server import GnmiServer
-from .host_state import HostState
-from .host_views import host_view_dir, write_host_view
-from .workload import Workload
+from flowtracer.sim.fabric.engine import Engine
+from flowtracer.sim.fabric.workload import Workload
+from flowtracer.sim.hosts.state import HostState
+from flowtracer.sim.hosts.views import host_view_dir, write_host_view
+from flowtracer.sim.switches.server import GnmiServer
 
 log = logging.getLogger(__name__)
 

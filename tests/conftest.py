@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from flowtracer.sim.tansu import TansuBroker
-from flowtracer.sim.victoriametrics import VictoriaMetrics
+from flowtracer.testbed.tansu import TansuBroker
+from flowtracer.testbed.victoriametrics import VictoriaMetrics
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The house rules that keep the layout livable: every package installed, data flowing one way."""
+"""The house rules that keep the layout livable: every package installed, data flowing one way, no import
+circles, no private names reached across modules."""
 
 from __future__ import annotations
 
@@ -7,20 +8,23 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"cli": "flowtracer", "schemas": "flowtracer.schemas", "collectors": "flowtracer.collectors",
-           "stream": "flowtracer.stream", "sim": "flowtracer.sim"}
+FOLDERS = {folder: name for name, folder in
+           tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].items()}
 # What each stage may import from the project. The CLI wires everything; sim is for tests, bench and the demo.
+# The what-if tool reads the processor's outputs and shares its pure analytics (FIM, flow ends): one copy of
+# each rule.
 ALLOWED = {
     "schemas": {"flowtracer.schemas"},
     "collectors": {"flowtracer.schemas", "flowtracer.collectors"},
     "stream": {"flowtracer.schemas", "flowtracer.stream"},
+    "whatif": {"flowtracer.schemas", "flowtracer.whatif", "flowtracer.stream.analytics"},
     "sim": {"flowtracer.schemas", "flowtracer.sim"},
+    "testbed": {"flowtracer.testbed"},
 }
 
 
 def test_every_package_is_listed_in_pyproject() -> None:
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert cfg["package-dir"] == {v: k for k, v in FOLDERS.items()}
     expected = set()
     for folder, name in FOLDERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
@@ -29,22 +33,84 @@ def test_every_package_is_listed_in_pyproject() -> None:
     assert set(cfg["packages"]) == expected
 
 
-def _imports(path: Path) -> set[str]:
+def module_of(path: Path) -> str:
+    folder = path.relative_to(ROOT).parts[0]
+    parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([FOLDERS[folder], *parts])
+
+
+def sources() -> list[Path]:
+    return sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
+                  if not p.name.endswith("_pb2.py"))
+
+
+def project_imports(path: Path, *, top_level_only: bool = False) -> set[tuple[str, str]]:
+    """(module, name) pairs this file imports from the project ("" as name for ``import module``)."""
     tree = ast.parse(path.read_text(), str(path))
+    nodes = tree.body if top_level_only else ast.walk(tree)
     found = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
+            found |= {(a.name, "") for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return {m for m in found if m == "flowtracer" or m.startswith("flowtracer.")}
+            found |= {(node.module, a.name) for a in node.names}
+    return {(m, n) for m, n in found if m == "flowtracer" or m.startswith("flowtracer.")}
 
 
 def test_stages_import_only_schemas_and_themselves() -> None:
     wrong = []
     for folder, allowed in ALLOWED.items():
         for py in (ROOT / folder).rglob("*.py"):
-            for mod in _imports(py):
+            for mod, _ in project_imports(py):
                 if not any(mod == a or mod.startswith(a + ".") for a in allowed):
                     wrong.append(f"{py.relative_to(ROOT)} imports {mod}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_top_level_package_says_what_it_is_for() -> None:
+    missing = [folder for folder in FOLDERS
+               if not ast.get_docstring(ast.parse((ROOT / folder / "__init__.py").read_text()))]
+    assert not missing, f"no docstring in {missing}"
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    wrong = [f"{py.relative_to(ROOT)} imports {name} from {mod}"
+             for py in sources() for mod, name in project_imports(py)
+             if name.startswith("_") and not name.startswith("__")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_circles() -> None:
+    """Module-level imports between the project's modules form no cycle (imports inside functions are
+    deferred on purpose and not counted)."""
+    known = {module_of(p) for p in sources()}
+    graph: dict[str, set[str]] = {}
+    for py in sources():
+        edges = set()
+        for mod, name in project_imports(py, top_level_only=True):
+            target = f"{mod}.{name}" if f"{mod}.{name}" in known else mod
+            if target in known and target != module_of(py):
+                edges.add(target)
+        graph[module_of(py)] = edges
+    # A package's __init__ importing its own modules is the package's public face, not a circle.
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert not cycles, "\n".join(cycles)

@@ -23,17 +23,16 @@ from typing import Any, Protocol, TextIO
 from google.protobuf.json_format import MessageToDict
 from prometheus_client import Counter, Gauge, Histogram
 
+from flowtracer.collectors.agent.config import AgentConfig
+from flowtracer.collectors.agent.host_pipeline import HostPipeline, PipelineConfig, WindowStats
+from flowtracer.collectors.agent.peers.exchange import PeerExchange
+from flowtracer.collectors.agent.peers.matching import PeerDirectory
+from flowtracer.collectors.agent.sources.inventory import Inventory
+from flowtracer.collectors.agent.sources.registry import FlowSource
+from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.schemas.topics import key as topic_key
 from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
-
-from ..self_metrics import SelfMetrics
-from .config import AgentConfig
-from .host_pipeline import HostPipeline, PipelineConfig, WindowStats
-from .inventory import Inventory
-from .peer_exchange import PeerExchange
-from .peers import PeerDirectory
-from .sources import FlowSource
 
 log = logging.getLogger(__name__)
 

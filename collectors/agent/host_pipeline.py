@@ -19,15 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
-from flowtracer.schemas.topics import SCHEMA_VERSION
-from flowtracer.schemas.v1 import flows_pb2 as pb
-
-from .flow_wire import NCCL_TAG, FlowParts, encode_flows, varint
-from .inventory import Inventory, NicInfo
-from .nccl_log import NcclLog, QpTag
-from .peers import Endpoint, PeerDirectory
-from .qp_windows import (
+from flowtracer.collectors.agent.flow_wire import NCCL_TAG, FlowParts, encode_flows, varint
+from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
+from flowtracer.collectors.agent.qp_windows import (
     PSN_ESTIMATE,
     QP_COUNTER,
     PortDelta,
@@ -39,8 +33,13 @@ from .qp_windows import (
     psn_bounds,
     sample_arrays,
 )
-from .rdma_json import QpColumns, QpCounter, QpRecord, per_qp_counter_columns
-from .sysfs import Gid, PortView, SysfsView, roce_path_mtu
+from flowtracer.collectors.agent.sources.inventory import Inventory, NicInfo
+from flowtracer.collectors.agent.sources.nccl_log import NcclLog, QpTag
+from flowtracer.collectors.agent.sources.rdma_json import QpColumns, QpCounter, QpRecord, per_qp_counter_columns
+from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, roce_path_mtu
+from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1 import flows_pb2 as pb
 
 _QP_TYPES = {"RC": pb.QP_TYPE_RC, "UC": pb.QP_TYPE_UC, "UD": pb.QP_TYPE_UD, "XRC_INI": pb.QP_TYPE_XRC,
              "XRC_TGT": pb.QP_TYPE_XRC, "RAW_PACKET": pb.QP_TYPE_RAW}

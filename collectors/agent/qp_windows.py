@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK, QpBytes, QpColumns, QpCounterColumns, QpRecord
 from flowtracer.schemas.v1 import flows_pb2 as pb
-
-from .rdma_json import QPN_MASK, QpBytes, QpColumns, QpCounterColumns, QpRecord
 
 FLOW_QP_TYPES = frozenset({"RC", "UC"})
 QP_COUNTER = pb.BYTE_SOURCE_QP_COUNTER

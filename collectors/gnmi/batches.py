@@ -21,10 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flowtracer.schemas.topics import SCHEMA_VERSION
-from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
-
-from .decode import (
+from flowtracer.collectors.gnmi.decode import (
     INTERFACE_COUNTERS,
     LAST_CLEAR_NS,
     NEXT_HOP_COUNTERS,
@@ -32,9 +29,11 @@ from .decode import (
     NH_IP,
     Samples,
 )
-from .deltas import DeltaTracker
-from .fast_batches import EncodedBatch, InstantPlan
-from .fast_decode import Layout
+from flowtracer.collectors.gnmi.deltas import DeltaTracker
+from flowtracer.collectors.gnmi.fast_batches import EncodedBatch, InstantPlan
+from flowtracer.collectors.gnmi.fast_decode import Layout
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 
 #: What the assembler emits: a CounterBatch, or the same already serialized (the columnar path).
 Batch = CounterBatch | EncodedBatch

@@ -174,7 +174,7 @@ _IF = ("interfaces", "interface")
 _AFT = ("network-instances", "network-instance", "afts")
 
 
-def _key(keys: dict[str, str], name: str) -> str:
+def key_value(keys: dict[str, str], name: str) -> str:
     v = keys.get(name)
     if v is None or v == "" or v == "*":
         raise DecodeError(f"missing or wildcard key {name}[{LIST_KEYS[name]}]")
@@ -182,7 +182,7 @@ def _key(keys: dict[str, str], name: str) -> str:
 
 
 def _index(keys: dict[str, str], name: str) -> int:
-    v = _key(keys, name)
+    v = key_value(keys, name)
     if not v.isdigit():
         raise DecodeError(f"{name} index {v!r} is not an unsigned integer")
     return int(v)
@@ -190,36 +190,36 @@ def _index(keys: dict[str, str], name: str) -> int:
 
 def _if_counter(i: int) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.if_counters.append((_key(keys, "interface"), i, _uint(v)))
+        s.if_counters.append((key_value(keys, "interface"), i, _uint(v)))
     return h
 
 
 def _if_state(fld: str, conv: Callable[[Any], int]) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.if_state.append((_key(keys, "interface"), fld, conv(v)))
+        s.if_state.append((key_value(keys, "interface"), fld, conv(v)))
     return h
 
 
 def _nh_counter(i: int, newer: bool) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.nh_counters.append((_key(keys, "network-instance"), _index(keys, "next-hop"), i, _uint(v), newer))
+        s.nh_counters.append((key_value(keys, "network-instance"), _index(keys, "next-hop"), i, _uint(v), newer))
     return h
 
 
 def _nh_info(fld: str) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.nh_info.append((_key(keys, "network-instance"), _index(keys, "next-hop"), fld, str(v)))
+        s.nh_info.append((key_value(keys, "network-instance"), _index(keys, "next-hop"), fld, str(v)))
     return h
 
 
 def _nhg_member(s: Samples, keys: dict[str, str], v: Any) -> None:
-    s.nhg_members.append((_key(keys, "network-instance"), _key(keys, "next-hop-group"),
+    s.nhg_members.append((key_value(keys, "network-instance"), key_value(keys, "next-hop-group"),
                           _index(keys, "next-hop"), _uint(v) or 1))
 
 
 def _nhg_index(s: Samples, keys: dict[str, str], v: Any) -> None:
     # A member listed by its index leaf only: weight 1 unless a weight leaf says otherwise.
-    s.nhg_members.append((_key(keys, "network-instance"), _key(keys, "next-hop-group"), _uint(v), 0))
+    s.nhg_members.append((key_value(keys, "network-instance"), key_value(keys, "next-hop-group"), _uint(v), 0))
 
 
 #: Interface state leaves that are device timestamps (uint64 time ticks, scaled by normalize_timestamp).
@@ -356,9 +356,9 @@ class Decoder:
             return (RES_CONTAINER, t, keys) if (t in _PREFIXES or not t) else (RES_IGNORE,)
         try:  # the hot leaves get their keys resolved once, here
             if t[-1] in INTERFACE_COUNTERS and t[:4] == (*_IF, "state", "counters"):
-                return (RES_IF_COUNTER, _key(keys, "interface"), INTERFACE_COUNTERS.index(t[-1]))
+                return (RES_IF_COUNTER, key_value(keys, "interface"), INTERFACE_COUNTERS.index(t[-1]))
             if t[-1] in NEXT_HOP_COUNTERS and t[:3] == _AFT:
-                return (RES_NH_COUNTER, _key(keys, "network-instance"), _index(keys, "next-hop"),
+                return (RES_NH_COUNTER, key_value(keys, "network-instance"), _index(keys, "next-hop"),
                         NEXT_HOP_COUNTERS.index(t[-1]), t[3] == "counters")
         except DecodeError as e:
             return (RES_ERROR, f"/{'/'.join(t)}{_keys_text(keys)}: {e}")
@@ -446,7 +446,7 @@ class Decoder:
         kind, key_names = what
         try:
             ident: tuple[Any, ...] = tuple(
-                _index(keys, k) if k == "next-hop" else _key(keys, k) for k in key_names)
+                _index(keys, k) if k == "next-hop" else key_value(keys, k) for k in key_names)
         except DecodeError as e:
             s.errors.append(f"delete /{'/'.join(names)}: {e}")
             return

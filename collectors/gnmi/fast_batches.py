@@ -19,13 +19,18 @@ from typing import Protocol
 
 import numpy as np
 
+from flowtracer.collectors.gnmi import native_loader
+from flowtracer.collectors.gnmi.column_deltas import ColumnState, column_deltas
+from flowtracer.collectors.gnmi.counter_wire import (
+    FixedBytes,
+    counter_cells,
+    repeated_messages,
+    scalar_field,
+    tag_matrix,
+)
+from flowtracer.collectors.gnmi.decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
+from flowtracer.collectors.gnmi.deltas import DeltaTracker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
-
-from . import native_loader
-from .column_deltas import ColumnState, column_deltas
-from .counter_wire import FixedBytes, counter_cells, repeated_messages, scalar_field, tag_matrix
-from .decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
-from .deltas import DeltaTracker
 
 _U64 = np.uint64
 _IF_TAGS = tuple(bytes([(7 + i) << 3 | 2]) if 7 + i < 16 else b"\x82\x01" for i in range(len(INTERFACE_COUNTERS)))

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from pygnmi.spec.v080.gnmi_pb2 import Notification
 
-from . import native_loader
-from .decode import (
+from flowtracer.collectors.gnmi import native_loader
+from flowtracer.collectors.gnmi.decode import (
     IF_TIMETICKS,
     RES_IF_COUNTER,
     RES_IGNORE,
@@ -35,7 +35,7 @@ from .decode import (
     DecodeError,
     Decoder,
     Samples,
-    _key,
+    key_value,
     normalize_timestamp,
 )
 
@@ -235,7 +235,7 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
                 col.append(v)
         elif code == RES_LEAF and r[3] in IF_TIMETICKS:
             try:
-                name = _key(r[2], "interface")
+                name = key_value(r[2], "interface")
             except DecodeError:
                 raise _NotPlain from None
             st_sel.append(len(slots))

@@ -19,7 +19,7 @@ def load() -> ModuleType | None:
     if DISABLED:
         return None
     try:
-        from . import native as mod  # type: ignore[attr-defined]
+        from flowtracer.collectors.gnmi import native as mod  # type: ignore[attr-defined]
     except ImportError:
         return None
     return mod

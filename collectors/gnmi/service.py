@@ -28,16 +28,15 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from flowtracer.collectors.gnmi import native_loader
+from flowtracer.collectors.gnmi.batches import Batch
+from flowtracer.collectors.gnmi.config import CollectorConfig, Target
+from flowtracer.collectors.gnmi.decode import Decoder
+from flowtracer.collectors.gnmi.session import State, TargetSession
+from flowtracer.collectors.gnmi.sharding import select
+from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.schemas import topics
-
-from ..kafka_sink import KafkaSink
-from ..self_metrics import SelfMetrics
-from . import native_loader
-from .batches import Batch
-from .config import CollectorConfig, Target
-from .decode import Decoder
-from .session import State, TargetSession
-from .sharding import select
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeRequest, Subsc
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
-from .backoff import Backoff, ErrorClass, classify
-from .batches import Batch, BatchAssembler
-from .channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
-from .config import ConfigError, Gnmi, Target
-from .decode import Decoder
-from .fast_decode import FastDecoder
+from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify
+from flowtracer.collectors.gnmi.batches import Batch, BatchAssembler
+from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
+from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
+from flowtracer.collectors.gnmi.decode import Decoder
+from flowtracer.collectors.gnmi.fast_decode import FastDecoder
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -23,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 DOCS = ROOT / "docs"
 # The installed packages (pyproject package-dir) and the deploy helpers that run in the image.
-PACKAGES = {"cli": "flowtracer", "schemas": "flowtracer.schemas", "collectors": "flowtracer.collectors",
-            "stream": "flowtracer.stream", "sim": "flowtracer.sim"}
+PACKAGES = {folder: name for name, folder in
+            tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].items()}
 
 
 def source_files() -> list[Path]:
@@ -35,7 +36,7 @@ def source_files() -> list[Path]:
 
 
 def module_file(module: str) -> Path | None:
-    """``flowtracer.stream.sink_influx`` -> stream/sink_influx.py (or a package's __init__.py)."""
+    """``flowtracer.stream.sinks.influx`` -> stream/sink_influx.py (or a package's __init__.py)."""
     for folder, name in sorted(PACKAGES.items(), key=lambda kv: -len(kv[1])):
         if module == name or module.startswith(name + "."):
             rel = module[len(name):].lstrip(".").split(".") if module != name else []
@@ -381,7 +382,7 @@ def _computed_columns(q: str) -> set[str]:
 def check_flux(query: str, measurements: Mapping[str, object], tag_values: Mapping[str, set[str]] | None = None
                ) -> list[str]:
     """Problems with one Flux query: measurements, fields and tags it references that the processor
-    does not write. ``measurements`` maps names to :class:`flowtracer.stream.influx_points.Measurement`;
+    does not write. ``measurements`` maps names to :class:`flowtracer.stream.sinks.line_protocol.Measurement`;
     ``tag_values`` optionally gives the only literal values some tags can take."""
     q = _strip_flux(query)
     problems: list[str] = []

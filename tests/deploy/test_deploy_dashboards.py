@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from deploy_helpers import DEPLOY, DOCS, check_flux, metric_names
 
-from flowtracer.stream.influx_points import _BASIS, MEASUREMENTS
+from flowtracer.stream.sinks.line_protocol import _BASIS, MEASUREMENTS
 
 DASHBOARDS = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
 TAG_VALUES = {"basis": set(_BASIS.values())}

@@ -23,9 +23,9 @@ import pytest
 from deploy_helpers import DEPLOY
 
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
-from flowtracer.sim.tansu import TansuBroker
-from flowtracer.stream.app import fabric_changelog_topic, state_changelog_topic
-from flowtracer.stream.config import ProcessorConfig
+from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
+from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.testbed.tansu import TansuBroker
 
 
 def _module(name: str) -> ModuleType:

@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from flowtracer.cmd_demo import MARKER, demo
-from flowtracer.demo_scenario import DEGRADE_LINK, write_scenario
-from flowtracer.demo_status import Observed, StatusPrinter, status_lines
-from flowtracer.demo_summary import build_summary, summary_lines
+from flowtracer.demo.scenario import DEGRADE_LINK, write_scenario
+from flowtracer.demo.status import Observed, StatusPrinter, status_lines
+from flowtracer.demo.summary import build_summary, summary_lines
 from flowtracer.schemas import topics
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
-from flowtracer.sim.workload import load_workload
+from flowtracer.sim.fabric.workload import load_workload
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from flowtracer.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.schemas import topics
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
-from flowtracer.sim.ground_truth import GroundTruth
-from flowtracer.stream.fim import fabric_fim, fim
+from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.stream.analytics.fim import fabric_fim, fim
 
 pytestmark = pytest.mark.slow
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from flowtracer.local_pipeline import LocalPipeline, PipelineOptions, Stage
+from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions, Stage
 from flowtracer.schemas import topics
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
-from flowtracer.stream.app import state_changelog_topic
-from flowtracer.stream.config import ProcessorConfig
+from flowtracer.stream.runtime.app import state_changelog_topic
+from flowtracer.stream.runtime.config import ProcessorConfig
 
 pytestmark = pytest.mark.slow
 

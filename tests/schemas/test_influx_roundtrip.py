@@ -3,7 +3,7 @@ influxdb-client's batching WriteApi come back with exact values, tags and timest
 point does not become a second sample, and write errors are not swallowed.
 
 Float fields use values with at most 12 significant digits because VictoriaMetrics stores values
-as decimals of about that precision (see flowtracer.sim.victoriametrics); timestamps are whole
+as decimals of about that precision (see flowtracer.testbed.victoriametrics); timestamps are whole
 milliseconds because it stores ms.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from influxdb_client import InfluxDBClient, Point, WriteOptions, WritePrecision
 
-from flowtracer.sim.tansu import free_port
-from flowtracer.sim.victoriametrics import EXTRA_FLAGS, VictoriaMetrics
+from flowtracer.testbed.tansu import free_port
+from flowtracer.testbed.victoriametrics import EXTRA_FLAGS, VictoriaMetrics
 
 ORG, BUCKET, TOKEN = "flowtracer", "flowtracer", "unused"  # VictoriaMetrics ignores all three
 T0_NS = 1_704_067_200_000_000_000  # 2024-01-01T00:00:00Z: whole ms, in the past for any CI clock

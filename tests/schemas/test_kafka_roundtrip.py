@@ -18,7 +18,7 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.v1.common_pb2 import Counter, DeltaStatus
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters, OperStatus
 from flowtracer.schemas.v1.flows_pb2 import ByteSource, Flow, FlowBatch, NcclTag, PortTotals, QpState, QpType
-from flowtracer.sim.tansu import TansuBroker
+from flowtracer.testbed.tansu import TansuBroker
 
 PARTITIONS = topics.DEFAULT_PARTITIONS
 LEAVES = ("leaf-01", "leaf-02", "leaf-03", "leaf-04")
@@ -182,7 +182,7 @@ def consume_all(
     *expected* records arrived, plus one more short poll to catch extra ones.
 
     Polls instead of comparing with end offsets because Tansu reports wrong latest offsets.
-    Manual assignment, no group: Tansu groups can stick (see flowtracer.sim.tansu).
+    Manual assignment, no group: Tansu groups can stick (see flowtracer.testbed.tansu).
     """
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,

@@ -10,9 +10,9 @@ import pytest
 from pygnmi.client import gNMIclient
 
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.sim.ground_truth import GroundTruth
+from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.runner import RunnerOptions, SimRunner
-from flowtracer.sim.workload import preset
 
 COUNTERS = "/interfaces/interface[name=Ethernet3]/state/counters"
 

@@ -8,10 +8,10 @@ import math
 import pytest
 
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
-from flowtracer.stream import influx_points as ip
-from flowtracer.stream.attribute import attribute, heaviest
-from flowtracer.stream.flow_obs import FlowObserver, Unattributed, placed_ends
-from flowtracer.stream.resolve import FlowObs, Placement
+from flowtracer.stream.analytics.attribution import attribute, heaviest
+from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed, placed_ends
+from flowtracer.stream.resolvers.contract import FlowObs, Placement
+from flowtracer.stream.sinks import line_protocol as ip
 
 
 def obs(i: int, nbytes: int) -> FlowObs:

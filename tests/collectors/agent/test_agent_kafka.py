@@ -19,16 +19,16 @@ from kafka import KafkaConsumer, TopicPartition
 from flowtracer.cmd_agent import agent
 from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
-from flowtracer.collectors.agent.sources import SimSource
+from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.schemas.topics import FLOWS
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2 as pb
-from flowtracer.sim.engine import Engine
-from flowtracer.sim.host_views import host_view_dir, write_host_view
-from flowtracer.sim.tansu import TansuBroker, free_port
-from flowtracer.sim.workload import validate_workload
+from flowtracer.sim.fabric.engine import Engine
+from flowtracer.sim.fabric.workload import validate_workload
+from flowtracer.sim.hosts.views import host_view_dir, write_host_view
+from flowtracer.testbed.tansu import TansuBroker, free_port
 
 G = 1_000_000_000
 

@@ -19,15 +19,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowtracer.collectors.agent import rdma_json
 from flowtracer.collectors.agent.flow_wire import FlowParts, encode_flows
 from flowtracer.collectors.agent.host_pipeline import HostPipeline, HostSample, PipelineConfig, WindowStats
-from flowtracer.collectors.agent.inventory import Inventory, NicInfo
-from flowtracer.collectors.agent.nccl_log import NcclLog, QpTag
-from flowtracer.collectors.agent.peers import Endpoint, PeerDirectory
+from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
 from flowtracer.collectors.agent.qp_windows import FLOW_QP_TYPES, PSN_ESTIMATE, QP_COUNTER, PortDelta, PortTracker
-from flowtracer.collectors.agent.rdma_json import QPN_MASK, QpBytes, QpCounter, QpRecord, parse_res_qp, per_qp_counters
-from flowtracer.collectors.agent.sysfs import Gid, PortView, SysfsView, roce_path_mtu
+from flowtracer.collectors.agent.sources import rdma_json
+from flowtracer.collectors.agent.sources.inventory import Inventory, NicInfo
+from flowtracer.collectors.agent.sources.nccl_log import NcclLog, QpTag
+from flowtracer.collectors.agent.sources.rdma_json import (
+    QPN_MASK,
+    QpBytes,
+    QpCounter,
+    QpRecord,
+    parse_res_qp,
+    per_qp_counters,
+)
+from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, roce_path_mtu
 from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.topology import parse_topology

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from flowtracer.collectors.agent.nccl_log import NcclLog
+from flowtracer.collectors.agent.sources.nccl_log import NcclLog
 
 
 def test_fixture_tags_qps_with_communicator_channel_peer_and_collective(fixtures: Path) -> None:

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from flowtracer.collectors.agent.peer_ends import BadQpEnds, Publisher, RemoteEnds, decode, encode
-from flowtracer.collectors.agent.peers import Endpoint, PeerDirectory
+from flowtracer.collectors.agent.peers.ends import BadQpEnds, Publisher, RemoteEnds, decode, encode
+from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
 from flowtracer.schemas.v1 import peers_pb2 as pb
 
 A = Endpoint("host-a", "mlx5_0", 1, "10.0.0.1")

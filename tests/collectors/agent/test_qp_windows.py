@@ -12,7 +12,7 @@ from flowtracer.collectors.agent.qp_windows import (
     psn_delta,
     psn_error_bounds,
 )
-from flowtracer.collectors.agent.rdma_json import QpBytes, QpCounter, QpRecord, per_qp_counters
+from flowtracer.collectors.agent.sources.rdma_json import QpBytes, QpCounter, QpRecord, per_qp_counters
 from flowtracer.schemas.roce import rocev2_udp_sport
 
 MTU, H = 4096, 62

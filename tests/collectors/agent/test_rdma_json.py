@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from flowtracer.collectors.agent.rdma_json import (
+from flowtracer.collectors.agent.sources.rdma_json import (
     QpRecord,
     counter_values,
     parse_res_qp,

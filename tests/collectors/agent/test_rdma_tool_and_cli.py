@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from flowtracer.cmd_agent import EXIT_BAD_INPUT, EXIT_NO_RDMA, agent
-from flowtracer.collectors.agent.rdma_json import parse_res_qp
-from flowtracer.collectors.agent.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
+from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp
+from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
 
 
 def test_missing_program_is_unavailable_with_a_clear_message(tmp_path: Path) -> None:

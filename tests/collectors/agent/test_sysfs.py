@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.collectors.agent.sysfs import Gid, read_sysfs, roce_path_mtu
+from flowtracer.collectors.agent.sources.sysfs import Gid, read_sysfs, roce_path_mtu
 
 
 def test_fixture_tree_reads_to_exactly_these_ports(fixtures: Path) -> None:

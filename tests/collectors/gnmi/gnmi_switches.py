@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from flowtracer.sim.switch_state import Event, EventKind, InterfaceState, NextHop, NextHopGroup, SwitchState
+from flowtracer.sim.switches.state import Event, EventKind, InterfaceState, NextHop, NextHopGroup, SwitchState
 
 
 def make_switch(name: str, ifaces: int = 4) -> SwitchState:

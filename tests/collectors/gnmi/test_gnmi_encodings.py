@@ -14,8 +14,8 @@ from flowtracer.collectors.gnmi.config import Encoding, Target, Tls
 from flowtracer.collectors.gnmi.deltas import BASELINE, GAP, OK
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
-from flowtracer.sim.gnmi_server import GnmiServer, TlsFiles
-from flowtracer.sim.switch_state import INTERFACE_COUNTERS
+from flowtracer.sim.switches.server import GnmiServer, TlsFiles
+from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 
 
 def _collect(target: Target, encoding: Encoding, ticker: Ticker, n: int = 6) -> list[CounterBatch]:

@@ -22,11 +22,11 @@ from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
-from flowtracer.sim.ground_truth import GroundTruth
+from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.runner import RunnerOptions, SimRunner
-from flowtracer.sim.switch_state import INTERFACE_COUNTERS
-from flowtracer.sim.tansu import TansuBroker
-from flowtracer.sim.workload import preset
+from flowtracer.sim.switches.state import INTERFACE_COUNTERS
+from flowtracer.testbed.tansu import TansuBroker
 
 TICK_S = 1.0
 RUN_S = 30.0

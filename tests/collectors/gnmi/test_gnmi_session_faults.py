@@ -20,8 +20,8 @@ from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
-from flowtracer.sim.gnmi_server import GnmiServer, TlsFiles
-from flowtracer.sim.tansu import TansuBroker
+from flowtracer.sim.switches.server import GnmiServer, TlsFiles
+from flowtracer.testbed.tansu import TansuBroker
 
 T0 = 1_767_225_600_000_000_000
 SAMPLE = {"update": {"timestamp": str(T0), "update": [{

@@ -1,0 +1,1 @@
+"""How agents learn each QP's remote end: matching QP ends and exchanging them over Kafka."""

@@ -1,0 +1,301 @@
+"""Flow sources: where an agent's samples come from. One Protocol, one registry.
+
+Lifecycle (the agent calls, in this order): construct with the ``AgentConfig`` (raises
+``SourceUnavailable`` when the host cannot be read at all, ``ConfigError`` for bad settings);
+then per window ``wait_until(boundary_ns, stop)`` and ``sample(boundary_ns)``; ``close()`` at the
+end. ``now_ns()`` is the source's clock: wall clock on a real host, engine time for the simulator
+(so windows line up with the simulated switches even when the simulation runs faster than real
+time). Every source reads through the same parsers (``rdma_json``, ``sysfs``, ``nccl_log``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from flowtracer.collectors.agent.config import AgentConfig, ConfigError
+from flowtracer.collectors.agent.host_pipeline import HostSample
+from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogTail
+from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp
+from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
+from flowtracer.collectors.agent.sources.sysfs import read_sysfs
+
+log = logging.getLogger(__name__)
+
+
+class SourceUnavailable(RuntimeError):
+    """The source cannot read this host at all (no rdma tool, no RDMA devices, no sim views)."""
+
+
+class FlowSource(Protocol):
+    """What the agent needs from a source of host samples."""
+
+    def hosts(self) -> list[str]:
+        """Host names this source reads (one on a real host; every simulated host for ``sim``)."""
+        ...
+
+    def now_ns(self) -> int:
+        """The source's clock, ns since the Unix epoch."""
+        ...
+
+    def wait_until(self, t_ns: int, stop: threading.Event) -> bool:
+        """Block until ``now_ns() >= t_ns``; False when ``stop`` was set first."""
+        ...
+
+    def sample(self, at_ns: int) -> list[HostSample]:
+        """Read every host as of ``at_ns`` (or as close after it as the source can)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+SOURCES: dict[str, Callable[[AgentConfig], FlowSource]] = {}
+
+
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: make a source available as ``--source NAME``."""
+
+    def deco(cls: type) -> type:
+        SOURCES[name] = cls
+        return cls
+
+    return deco
+
+
+def create_source(cfg: AgentConfig) -> FlowSource:
+    try:
+        factory = SOURCES[cfg.source]
+    except KeyError:
+        raise ConfigError(f"source: {cfg.source!r} is not one of: {', '.join(sorted(SOURCES))}") from None
+    return factory(cfg)
+
+
+class _GidClock:
+    """Says when GID tables are due for a re-read (they are large in sysfs and rarely change)."""
+
+    def __init__(self, every_ns: int) -> None:
+        self.every_ns, self._next = every_ns, 0
+
+    def due(self, now_ns: int) -> bool:
+        if now_ns >= self._next:
+            self._next = now_ns + self.every_ns
+            return True
+        return False
+
+
+@register("linux")
+class LinuxSource:
+    """This host: ``rdma -j resource show qp``, ``rdma -j statistic qp show``, sysfs, optional NCCL log."""
+
+    def __init__(self, cfg: AgentConfig) -> None:
+        self.cfg = cfg
+        self.host = cfg.host
+        self._timeout = cfg.rdma_timeout.total_seconds()
+        self._stat_ok = cfg.qp_counters and not cfg.sysfs_only
+        self._stat_retry_ns = 0
+        self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
+        self._nccl = GlobTail(cfg.nccl_log) if cfg.nccl_log else None
+        probe = read_sysfs(cfg.sysfs_root, gids=False)
+        if not probe.root_exists or not probe.ports:
+            raise SourceUnavailable(
+                f"no RDMA devices: {cfg.sysfs_root} {'has no ports' if probe.root_exists else 'does not exist'} "
+                f"(is an RDMA driver such as mlx5_ib loaded?)")
+        if not cfg.sysfs_only:
+            try:
+                run_rdma(cfg.rdma_command, ["resource", "show", "qp"], self._timeout)
+            except RdmaUnavailable as e:
+                raise SourceUnavailable(str(e)) from None
+            except RdmaToolError as e:
+                log.warning("rdma probe failed (will retry every window): %s", e)
+
+    def hosts(self) -> list[str]:
+        return [self.host]
+
+    def now_ns(self) -> int:
+        return time.time_ns()
+
+    def wait_until(self, t_ns: int, stop: threading.Event) -> bool:
+        while (left := t_ns - time.time_ns()) > 0:
+            if stop.wait(left / 1e9):
+                return False
+        return not stop.is_set()
+
+    def _rdma(self, *args: str) -> bytes | None:
+        try:
+            return run_rdma(self.cfg.rdma_command, args, self._timeout)
+        except RdmaToolError as e:
+            log.warning("%s", e)
+            return None
+
+    def sample(self, at_ns: int) -> list[HostSample]:
+        malformed = 0
+        qps = counters = None
+        # Port counters just before and just after the QP snapshot bracket it (PSN error bounds).
+        before = None if self.cfg.sysfs_only else read_sysfs(self.cfg.sysfs_root, gids=False)
+        if not self.cfg.sysfs_only:
+            text = self._rdma("resource", "show", "qp")
+            if text is None:
+                return []  # no QP view this window: skip it rather than lose every QP's baseline
+            parsed = parse_res_qp(text)
+            qps, malformed = parsed.records, parsed.malformed
+            if self._stat_ok or at_ns >= self._stat_retry_ns > 0:
+                stat = self._rdma("statistic", "qp", "show")
+                if stat is None:
+                    # Old kernel or iproute2: no per-QP counters. Look again in a minute.
+                    self._stat_ok, self._stat_retry_ns = False, at_ns + 60_000_000_000
+                else:
+                    self._stat_ok = True
+                    p = parse_stat_qp(stat)
+                    counters, malformed = p.records, malformed + p.malformed
+        sysfs = read_sysfs(self.cfg.sysfs_root, gids=self._gids.due(at_ns))
+        lines = self._nccl.read_lines() if self._nccl is not None else []
+        return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, lines, malformed + sysfs.malformed,
+                           sysfs_before=before)]
+
+    def close(self) -> None:
+        pass
+
+
+@register("nccl-log")
+class NcclLogSource(LinuxSource):
+    """The linux source with NCCL log tagging required (``nccl_log`` must be set)."""
+
+    def __init__(self, cfg: AgentConfig) -> None:
+        if not cfg.nccl_log:
+            raise ConfigError("source nccl-log needs nccl_log (--nccl-log FILE-or-GLOB)")
+        super().__init__(cfg)
+
+
+def load_sim_endpoints(path: Path) -> dict[str, Path]:
+    """Host name -> host view directory, from the ready JSON ``flowtracer sim`` printed.
+
+    Accepted shapes (the last line of the file that is a JSON object is used): a mapping under
+    ``host_view_dirs`` (what ``flowtracer sim`` prints) / ``host_views`` / ``hosts`` of host ->
+    directory (or -> {"view_dir": directory}), or ``host_views`` / ``host_view_root`` naming the
+    directory whose subdirectories are the hosts. Relative paths are relative to the file.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the sim endpoints: {e.strerror or e}") from None
+    doc = None
+    for line in reversed([*text.splitlines(), text]):
+        try:
+            cand = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(cand, dict):
+            doc = cand
+            break
+    if doc is None:
+        raise ConfigError(f"{path}: no JSON object found (expected the ready JSON of `flowtracer sim`)")
+    base = Path(path).parent
+    for key in ("host_view_dirs", "host_views", "hosts"):
+        hv = doc.get(key)
+        if isinstance(hv, dict):
+            out: dict[str, Path] = {}
+            for host, v in hv.items():
+                d = v if isinstance(v, str) else (v.get("view_dir") or v.get("dir")) if isinstance(v, dict) else None
+                if isinstance(d, str):
+                    out[str(host)] = base / d
+            if out:
+                return out
+    for key in ("host_views", "host_view_root"):
+        root = doc.get(key)
+        if isinstance(root, str) and (base / root).is_dir():
+            return {p.name: p for p in sorted((base / root).iterdir()) if p.is_dir()}
+    raise ConfigError(f"{path}: no host views in it (expected 'host_view_dirs': {{host: dir}} or 'host_views': dir)")
+
+
+def _snapshot_ts(name: str) -> int | None:
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+@register("sim")
+class SimSource:
+    """Every simulated host, read from its view directory through the real parsers.
+
+    The snapshot read for a window boundary is the newest one taken at or before it, so the
+    deltas are the host's state at the boundary even when this process lags behind the engine.
+    """
+
+    def __init__(self, cfg: AgentConfig) -> None:
+        if cfg.sim_endpoints is None:
+            raise ConfigError("source sim needs sim_endpoints (--sim-endpoints FILE)")
+        self.cfg = cfg
+        self.dirs = load_sim_endpoints(cfg.sim_endpoints)
+        if not self.dirs:
+            raise SourceUnavailable(f"{cfg.sim_endpoints}: lists no simulated hosts")
+        self._tails = {h: LogTail(d / "nccl.log") for h, d in self.dirs.items()}
+        self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
+
+    def hosts(self) -> list[str]:
+        return sorted(self.dirs)
+
+    def _current_ts(self, d: Path) -> int | None:
+        try:
+            return _snapshot_ts(os.path.basename(os.readlink(d / "current")))
+        except OSError:
+            return None
+
+    def now_ns(self) -> int:
+        """Engine time every host has reached (the oldest of the hosts' newest snapshots); 0 before any."""
+        ts = [t for d in self.dirs.values() if (t := self._current_ts(d)) is not None]
+        return min(ts) if ts else 0
+
+    def wait_until(self, t_ns: int, stop: threading.Event) -> bool:
+        while self.now_ns() < t_ns:
+            if stop.wait(0.01):
+                return False
+        return not stop.is_set()
+
+    def sample(self, at_ns: int) -> list[HostSample]:
+        gids = self._gids.due(self.now_ns())
+        out = []
+        for host in self.hosts():
+            s = self._read_host(host, at_ns, gids)
+            if s is not None:
+                out.append(s)
+        return out
+
+    def _read_host(self, host: str, at_ns: int, gids: bool) -> HostSample | None:
+        snaps_dir = self.dirs[host] / "snapshots"
+        for _ in range(3):  # a snapshot can be pruned between listing and reading: list again
+            try:
+                names = sorted(n for n in os.listdir(snaps_dir) if not n.startswith("."))
+            except OSError:
+                return None
+            timed = [(t, n) for n in names if (t := _snapshot_ts(n)) is not None]
+            if not timed:
+                return None
+            before = [x for x in timed if x[0] <= at_ns]
+            ts, name = before[-1] if before else timed[0]
+            snap = snaps_dir / name
+            try:
+                qp_text = (snap / "rdma" / "resource_show_qp.json").read_bytes()
+            except FileNotFoundError:
+                continue
+            stat_path = snap / "rdma" / "statistic_qp_show.json"
+            stat_text = stat_path.read_bytes() if stat_path.exists() else None
+            sysfs = read_sysfs(snap / "sys" / "class" / "infiniband", gids=gids)
+            if not sysfs.root_exists:
+                continue
+            parsed = parse_res_qp(qp_text)
+            malformed = parsed.malformed + sysfs.malformed
+            counters = None
+            if stat_text is not None and self.cfg.qp_counters:
+                p = parse_stat_qp(stat_text)
+                counters, malformed = p.records, malformed + p.malformed
+            lines = self._tails[host].read_lines()
+            return HostSample(host, ts, parsed.records, counters, sysfs, lines, malformed)
+        return None
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,195 @@
+"""The whole pipeline on one machine: embedded broker, simulated fabric, collectors, agents, processor.
+
+Used by ``flowtracer demo`` and by the end-to-end tests. Every stage runs as its own
+``flowtracer`` subprocess, talking to the others only through Kafka and the simulator's network
+endpoints and files, exactly as on a real fabric. Everything started is stopped, in reverse
+order, on ``stop()`` or when the context exits, whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from flowtracer.schemas.topic_admin import ensure_topics
+from flowtracer.testbed.tansu import TansuBroker
+
+log = logging.getLogger(__name__)
+
+
+class PipelineError(RuntimeError):
+    """A stage failed to start or died; the message names it and points at its log."""
+
+
+@dataclass
+class Stage:
+    """One running ``flowtracer`` subprocess and its log file."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGINT (clean shutdown, flushes), then SIGTERM, then SIGKILL."""
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if self.proc.poll() is not None:
+                break
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+        self.log_file.close()
+        return self.proc.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class PipelineOptions:
+    """What to run. Durations in seconds."""
+
+    topology: Path
+    workload: str = "ring-allreduce"
+    sim_args: Sequence[str] = ()
+    hop_s: float = 1.0
+    partitions: int = 4
+    resolvers: Sequence[str] = ("hash",)
+    #: Topology the processor is given, when it should differ from the simulator's (a wrong seed).
+    processor_topology: Path | None = None
+    influx_url: str | None = None
+    line_protocol_file: Path | None = None
+    workers: int = 1
+    processor_args: Sequence[str] = ()
+    log_level: str = "info"
+
+
+@dataclass
+class LocalPipeline:
+    """Start with ``start()`` (or ``with``); ``ready`` is the simulator's ready JSON."""
+
+    options: PipelineOptions
+    run_dir: Path
+    broker: TansuBroker | None = None
+    stages: list[Stage] = field(default_factory=list)
+    ready: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def __enter__(self) -> LocalPipeline:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.broker is not None
+        return self.broker.bootstrap
+
+    def _spawn(self, name: str, args: Sequence[str]) -> Stage:
+        log_path = self.run_dir / f"{name}.log"
+        log_file = open(log_path, "wb")  # noqa: SIM115 - closed by Stage.stop
+        cmd = [sys.executable, "-m", "flowtracer", "--log-level", self.options.log_level, *args]
+        log.info("starting %s: %s", name, " ".join(cmd))
+        proc = subprocess.Popen(cmd, stdout=log_file if name != "sim" else subprocess.PIPE, stderr=log_file,
+                                stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
+        stage = Stage(name, proc, log_path, log_file)
+        self.stages.append(stage)
+        return stage
+
+    def start(self) -> None:
+        o = self.options
+        self.run_dir = self.run_dir.resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.broker = TansuBroker(log_dir=self.run_dir)
+            self.broker.start()
+            ensure_topics(self.bootstrap, o.partitions)
+            self._start_sim()
+            sim_topology = self.ready["topology"]
+            self.start_processors(o.resolvers)
+            # Tansu has no idempotent producers: both producers are told so.
+            self._spawn("collect", ["collect", "--topology", sim_topology, "--kafka", self.bootstrap,
+                                    "--no-idempotence"])
+            self._spawn("agent", ["agent", "--source", "sim", "--sim-endpoints", str(self.run_dir / "ready.json"),
+                                  "--topology", sim_topology, "--kafka", self.bootstrap, "--no-kafka-idempotence",
+                                  "--interval", f"{round(o.hop_s * 1000)}ms"])
+            self.check()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_sim(self) -> None:
+        o = self.options
+        stage = self._spawn("sim", ["sim", "--topology", str(o.topology), "--workload", o.workload,
+                                    "--tick", f"{o.hop_s}", "--gnmi-ports", "free",
+                                    "--out", str(self.run_dir / "sim"), *o.sim_args])
+        assert stage.proc.stdout is not None
+        line = stage.proc.stdout.readline()  # the simulator prints one JSON object when it is ready
+        if not line:
+            raise PipelineError(f"the simulator exited before it was ready: {stage.tail()}")
+        self.ready = json.loads(line)
+        (self.run_dir / "ready.json").write_text(json.dumps(self.ready))
+
+    def start_processors(self, resolvers: Sequence[str], workers: int | None = None,
+                         app_id: str | None = None) -> list[Stage]:
+        """Start ``workers`` processor workers per resolver (each resolver its own app id by default)."""
+        o = self.options
+        topology = str(o.processor_topology or self.ready["topology"])
+        started = []
+        for resolver in resolvers:
+            for i in range(workers or o.workers):
+                args = ["process", "--topology", topology, "--kafka", self.bootstrap, "--tansu",
+                        "--resolver", resolver, "--partitions", str(o.partitions), "--hop", str(o.hop_s),
+                        "--app-id", app_id or f"flowtracer-{resolver}", *o.processor_args]
+                if o.influx_url:
+                    args += ["--influx-url", o.influx_url]
+                if o.line_protocol_file:
+                    args += ["--line-protocol-file", str(o.line_protocol_file)]
+                started.append(self._spawn(f"process-{app_id or resolver}-{i}", args))
+        return started
+
+    def check(self) -> None:
+        """Raise PipelineError naming any stage that died."""
+        for s in self.stages:
+            if not s.alive() and s.proc.returncode not in (0, None):
+                raise PipelineError(f"{s.name} exited with {s.proc.returncode}; see {s.log_path}:\n{s.tail()}")
+
+    def wait(self, seconds: float) -> None:
+        """Let the pipeline run, checking every second that every stage is alive."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.check()
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def stop_stages(self) -> None:
+        """Stop every stage in reverse start order (the broker keeps its data for reading)."""
+        for stage in reversed(self.stages):
+            if stage.alive():
+                stage.stop()
+            elif not stage.log_file.closed:
+                stage.log_file.close()
+
+    def stop(self) -> None:
+        """Stop every stage, then the broker."""
+        self.stop_stages()
+        if self.broker is not None:
+            self.broker.stop()

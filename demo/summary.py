@@ -1,0 +1,221 @@
+"""The demo's final summary: what the pipeline reported, set against the simulator's ground truth.
+
+The pipeline never reads ground truth; the demo does, only to report how close the pipeline came.
+``build_summary`` is pure apart from reading the ground-truth directory; ``summary_lines`` renders
+it for the terminal. docs/demo.md documents every field.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from flowtracer.demo.status import Observed
+from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.stream.analytics.fim import fabric_fim, fim
+
+S = 1_000_000_000
+SUMMARY_VERSION = 1
+WARMUP_HOPS = 4
+"""Hops after the simulator's start that are not fully measured (collector baselines, first windows)."""
+STEADY_AFTER_HOPS = 5
+"""Latency statistics start this many hops after the first fully measured window."""
+TOLERANCE = 0.02
+"""Largest |pipeline - ground truth| fabric FIM still called consistent (the end-to-end test's bound)."""
+
+
+def ground_truth_fabric_fim(gt: GroundTruth, end_ns: int, rolling_ns: int) -> float:
+    """Fabric FIM the processor should report for the rolling window ending at ``end_ns`` (docs/fim.md)."""
+    loads = gt.group_loads(end_ns - rolling_ns, end_ns)
+    fims = {g: fim(v) for g, v in loads.items()}
+    return fabric_fim(list(fims.values()), [sum(loads[g]) for g in fims])
+
+
+def fim_section(obs: Observed, gt: GroundTruth | None, rolling_s: float) -> dict[str, Any]:
+    """The fabric FIM over time (both bases), with ground truth for every rolling window that lies
+    after :func:`fully_measured_from` (and after the simulator's first ``WARMUP_HOPS``)."""
+    rolling_ns = round(rolling_s * S)
+    start = gt.start_ns if gt is not None else min(obs.fabric_fim, default=0) - rolling_ns
+    last_tick = gt.tick_ends[-1] if gt is not None and gt.tick_ends else 0
+    measured_from = fully_measured_from(obs)
+    if gt is not None:
+        measured_from = max(measured_from or 0, gt.start_ns + WARMUP_HOPS * S)
+    series = []
+    errors: dict[str, list[float]] = {"measured": [], "attributed": []}
+    for end in sorted(obs.fabric_fim):
+        v = obs.fabric_fim[end]
+        truth = None
+        if gt is not None and end - rolling_ns >= (measured_from or 0) and end <= last_tick:
+            truth = ground_truth_fabric_fim(gt, end, rolling_ns)
+            for basis in errors:
+                if basis in v:
+                    errors[basis].append(abs(v[basis] - truth))
+        series.append({"t_s": round((end - start) / S, 3), "window_end_ns": end,
+                       "measured": _r(v.get("measured")), "attributed": _r(v.get("attributed")),
+                       "ground_truth": _r(truth)})
+    compared = len(errors["measured"])
+    first_compared = next((x["window_end_ns"] for x in series if x["ground_truth"] is not None), None)
+    out: dict[str, Any] = {
+        "rolling_window_s": rolling_s,
+        "final": series[-1] if series else None,
+        "mean_measured": _r(statistics.fmean(x["measured"] for x in series if x["measured"] is not None))
+        if any(x["measured"] is not None for x in series) else None,
+        "vs_ground_truth": {
+            "windows_compared": compared,
+            "fully_measured_from_ns": measured_from,
+            "first_compared_window_end_ns": first_compared,
+            "max_abs_error_measured": _r(max(errors["measured"], default=None)),
+            "max_abs_error_attributed": _r(max(errors["attributed"], default=None)),
+            "tolerance": TOLERANCE,
+            "consistent": bool(compared) and max(errors["measured"]) <= TOLERANCE,
+        },
+        "series": series,
+    }
+    return out
+
+
+def fully_measured_from(obs: Observed) -> int | None:
+    """End of the first window in which every switch's counters measured its links (None: never).
+
+    Before it, collectors were still taking baselines: the measured basis covered only some
+    groups, so rolling windows reaching back before it are not comparable with ground truth.
+    """
+    if not obs.switch_names:
+        return None
+    return next((e for e in sorted(obs.switches) if obs.switches[e] >= obs.switch_names), None)
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def collisions_section(obs: Observed, gt: GroundTruth | None) -> list[dict[str, Any]]:
+    """Every collision seen, with its flows; ``job_ground_truth`` names the simulator's job of each flow."""
+    jobs: dict[tuple[str, str, int], str] = {}
+    if gt is not None:
+        jobs = {(f.src_ip, f.dst_ip, f.udp_src_port): f.job for f in gt.flows.values()}
+    start = gt.start_ns if gt is not None else 0
+    out = []
+    for c in sorted(obs.collisions.values(), key=lambda c: (-c.windows, c.group)):
+        flows = []
+        for key, f in sorted(c.flows.items(), key=lambda kv: -kv[1]["max_bytes_per_hop"]):
+            flows.append({**f, "job_ground_truth": jobs.get(key)})
+        out.append({"group": c.group, "switch": c.switch, "link": c.link, "idle_link": c.idle_link,
+                    "windows": c.windows,
+                    "first_s": round((c.first_end_ns - start) / S, 3) if start else None,
+                    "last_s": round((c.last_end_ns - start) / S, 3) if start else None,
+                    "first_window_end_ns": c.first_end_ns, "last_window_end_ns": c.last_end_ns,
+                    "max_link_utilization": round(c.max_link_utilization, 4),
+                    "min_idle_utilization": round(c.min_idle_utilization, 4), "flows": flows})
+    return out
+
+
+def _gbps(byte_counts: Sequence[int], hop_s: float) -> float | None:
+    return round(statistics.median(byte_counts) * 8 / hop_s / 1e9, 1) if byte_counts else None
+
+
+def faults_section(obs: Observed, gt: GroundTruth | None, hop_s: float = 1.0) -> list[dict[str, Any]]:
+    """Each fault the simulator applied, with the measured traffic before and after it.
+
+    ``fabric_gbps_*``: median over windows of the bytes on all switch-to-switch links (both
+    directions), as Gbit/s; ``link_gbps_*``: the same for each direction of the faulty cable.
+    Before = the up to 15 hops before the fault (after warm-up); after = from 3 hops after it.
+    """
+    if gt is None:
+        return []
+    out = []
+    ends = sorted(obs.fabric_bytes)
+    warm = gt.start_ns + WARMUP_HOPS * S
+    for ev in gt.events:
+        t = ev["t_ns"]
+        before = [e for e in ends if max(warm, t - 15 * S) < e <= t]
+        after = [e for e in ends if e > t + 3 * S]
+        target = str(ev.get("target", ""))
+        item: dict[str, Any] = {"at_s": round((t - gt.start_ns) / S, 3), "kind": ev.get("kind"), "target": target}
+        if "capacity" in ev:
+            item["capacity"] = ev["capacity"]
+        item["fabric_gbps_before"] = _gbps([obs.fabric_bytes[e] for e in before], hop_s)
+        item["fabric_gbps_after"] = _gbps([obs.fabric_bytes[e] for e in after], hop_s)
+        links: dict[str, dict[str, float | None]] = {}
+        names = {lk for e in ends for lk in obs.link_bytes[e]
+                 if lk.startswith(target + ">") or lk.endswith(">" + target)} if target else set()
+        for lk in sorted(names):
+            links[lk] = {"gbps_before": _gbps([obs.link_bytes[e].get(lk, 0) for e in before], hop_s),
+                         "gbps_after": _gbps([obs.link_bytes[e].get(lk, 0) for e in after], hop_s)}
+        item["links"] = links
+        out.append(item)
+    return out
+
+
+def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling_s: float, hop_s: float,
+                  extra: dict[str, Any]) -> dict[str, Any]:
+    """The whole summary. ``extra`` carries what only the command knows (run, sink, stages, scenario)."""
+    gt = None
+    gt_error = None
+    if ground_truth_dir is not None:
+        try:
+            gt = GroundTruth.load(ground_truth_dir)
+        except (OSError, ValueError, KeyError) as e:
+            gt_error = f"cannot read the simulator's ground truth in {ground_truth_dir}: {e}"
+    summary: dict[str, Any] = {"summary_version": SUMMARY_VERSION, **extra}
+    summary["fabric_fim"] = fim_section(obs, gt, rolling_s)
+    summary["collisions"] = collisions_section(obs, gt)
+    summary["faults"] = faults_section(obs, gt, hop_s)
+    # Steady state: from a few hops after every switch was measured (start-up windows wait out the grace).
+    steady_from = (fully_measured_from(obs) or 0) + STEADY_AFTER_HOPS * S
+    summary["pipeline"] = {
+        "fabric_windows": len(obs.fabric_fim), "output_records": obs.records,
+        "dead_letters": obs.dead_letters, "dead_letter_reasons": obs.dead_letter_reasons,
+        "latency_window_end_to_kafka": obs.latency_stats(steady_from),
+        "latency_window_end_to_kafka_from_start": obs.latency_stats(), "undecodable_outputs": obs.undecodable,
+    }
+    summary["ground_truth"] = {"dir": str(ground_truth_dir) if ground_truth_dir else None, "error": gt_error}
+    return summary
+
+
+def summary_lines(s: dict[str, Any]) -> list[str]:
+    """The summary for the terminal: a few lines a person reads."""
+    lines = []
+    f = s["fabric_fim"]
+    fin = f["final"]
+    vs = f["vs_ground_truth"]
+    if fin:
+        gt = "n/a" if fin["ground_truth"] is None else f"{fin['ground_truth']:.3f}"
+        lines.append(f"fabric FIM (rolling {f['rolling_window_s']:g} s), last window: measured {_f(fin['measured'])}, "
+                     f"attributed {_f(fin['attributed'])}, ground truth {gt}")
+        if vs["windows_compared"]:
+            verdict = "consistent with" if vs["consistent"] else "NOT consistent with"
+            lines.append(f"  {verdict} ground truth over {vs['windows_compared']} windows: max |error| measured "
+                         f"{vs['max_abs_error_measured']:.4f}, attributed {_f(vs['max_abs_error_attributed'], 4)} "
+                         f"(tolerance {vs['tolerance']})")
+        else:
+            lines.append("  not compared with ground truth: no rolling window lay inside fully measured time "
+                         "(run longer than ~15 s)")
+    else:
+        lines.append("fabric FIM: no window was finalized (run longer, or see the processor's log)")
+    if not s["collisions"]:
+        lines.append("collisions: none seen")
+    for c in s["collisions"][:4]:
+        jobs = sorted({fl["job_ground_truth"] or fl["job_id"] or fl["comm_id"][:8] for fl in c["flows"]} - {""})
+        lines.append(f"collision {c['group']}: {len(c['flows'])} flows share {c['link']} "
+                     f"(up to {c['max_link_utilization']:.0%}) while {c['idle_link']} idles, {c['windows']} windows"
+                     + (f"; job {', '.join(jobs)}" if jobs else ""))
+    for fl in s["faults"]:
+        what = f"{fl['kind']} {fl['target']}" + (f" to {fl['capacity']:.0%}" if "capacity" in fl else "")
+        lines.append(f"fault at {fl['at_s']:.0f} s: {what}; switch-to-switch traffic "
+                     f"{_g(fl['fabric_gbps_before'])} -> {_g(fl['fabric_gbps_after'])} Gbit/s")
+    p = s["pipeline"]
+    lat = p["latency_window_end_to_kafka"]
+    lines.append(f"pipeline: {p['fabric_windows']} fabric windows, latency sample->output p50 {_f(lat['p50_s'], 1)} s "
+                 f"p99 {_f(lat['p99_s'], 1)} s, dead letters {p['dead_letters']}")
+    return lines
+
+
+def _f(x: float | None, nd: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def _g(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0f}"

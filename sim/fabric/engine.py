@@ -1,0 +1,606 @@
+"""The simulated fabric engine: NCCL-like traffic forwarded hop by hop, max-min fair, in ticks.
+
+Time advances in ticks of ``tick_ns`` whose ends are multiples of the tick (wall-clock aligned in
+real time, or from a chosen start in virtual time). Inside a tick the engine is a fluid
+simulation: between events (an op starting, a transfer finishing, a compute gap ending) every
+active transfer moves at its max-min fair rate (``flowtracer.schemas.maxmin``), recomputed at each
+event. Faults act at tick boundaries, so a flow has one path per tick.
+
+Forwarding: each flow direction's path is ``Fabric.hash_path`` with the simulator's own topology
+hash models and the current out-of-service links; a path changes only when that set changes.
+
+Bytes on the wire: every counter (host QP and port counters, switch interface and next-hop
+counters, ground truth) counts the same thing, RoCEv2 frames: payload plus ``header_bytes`` per
+packet (default 62 = Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4). A data flow's
+packets in a tick are ceil(payload / MTU); a clear-to-send message (64 payload bytes, one per
+``cts_every`` data bytes, on the reverse direction of the QP pair) is one packet. So for every link
+and tick, switch bytes == the sum of the frame bytes of the flows crossing it, exactly. Link
+capacity is enforced on payload at line rate x MTU / (MTU + header_bytes); the ceil can put at
+most one header per flow per tick above line rate, and CTS traffic (about 0.02% of data) is not
+rate-limited.
+
+Threading: ``advance(n)`` runs ticks in the caller's thread (virtual time, no sleeping);
+``run(stop)`` runs in real time until ``stop`` is set. ``inject`` may be called from any thread;
+the fault applies at the current tick boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.maxmin import max_min_rates
+from flowtracer.schemas.topology import Topology
+from flowtracer.sim.fabric.addressing import p2p_addresses
+from flowtracer.sim.fabric.counters import CounterBook
+from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
+from flowtracer.sim.fabric.flows import (
+    CTS_BYTES,
+    CTS_EVERY,
+    HEADER_BYTES,
+    Flow,
+    TickStats,
+    Transfer,
+    account_tick,
+    apply_to_hosts,
+    nh_deltas,
+)
+from flowtracer.sim.fabric.ground_truth import GroundTruthWriter
+from flowtracer.sim.fabric.jobs import COMM_NAME, JobRun
+from flowtracer.sim.fabric.rdma import NicEnd, QpnAllocator, QpPair, random_psn
+from flowtracer.sim.fabric.workload import Workload, WorkloadError
+from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
+from flowtracer.sim.switches.state import Event, EventKind, SwitchState
+
+log = logging.getLogger(__name__)
+
+#: Bound on events inside one tick, so a degenerate workload cannot hang the engine.
+MAX_EVENTS_PER_TICK = 200_000
+
+
+class Engine:
+    """The fabric simulator. Construct, then ``advance(n)`` (virtual time) or ``run(stop)`` (real time).
+
+    ``switch_states`` / ``host_states`` are the contracts the gNMI servers and host-view writers read.
+    ``counter32``: True (every switch) or the names of switches whose counters wrap at 2**32.
+    ``ground_truth``: directory for ground-truth JSON lines, or None to write none.
+    """
+
+    def __init__(self, topology: Topology, workload: Workload, *, tick_s: float = 1.0, start_ns: int | None = None,
+                 counter32: bool | Collection[str] = False, header_bytes: int = HEADER_BYTES,
+                 cts_every: int = CTS_EVERY, ground_truth: Path | None = None, qpn_reuse: bool = False,
+                 coll_log: bool = True) -> None:
+        if tick_s <= 0:
+            raise ValueError("tick_s must be positive")
+        self.topology = topology
+        self.workload = workload
+        self.fabric = Fabric(topology)
+        self.tick_ns = round(tick_s * 1e9)
+        if start_ns is None:
+            start_ns = time.time_ns() // self.tick_ns * self.tick_ns
+        self.start_ns = start_ns
+        self.now_ns = start_ns
+        self.mtu = workload.mtu
+        self.header_bytes = header_bytes
+        self.cts_every = cts_every
+        self.coll_log = coll_log
+        self.rng = random.Random(workload.seed)
+
+        self.link_ids = list(self.fabric.links)
+        self.link_index = {lid: i for i, lid in enumerate(self.link_ids)}
+        self._line_rate = np.array([self.fabric.links[lid].speed_bps for lid in self.link_ids], dtype=np.float64)
+        self._nic_cap = np.full(len(self.link_ids), np.inf)
+        self.faults = FaultState(self.fabric)
+        self._down: frozenset[str] = frozenset()
+        self._capacity = self._compute_capacity()
+
+        p2p = p2p_addresses(topology)
+        self.counters = CounterBook(self.fabric, self.link_ids, p2p, workload.seed)
+        names32 = {s.name for s in topology.switches} if counter32 is True else set(counter32 or ())
+        self.switch_states: dict[str, SwitchState] = {}
+        for s in topology.switches:
+            st = SwitchState(s.name, counter_bits=32 if s.name in names32 else 64)
+            self.counters.init_state(st)
+            st.timestamp_ns = st.last_clear_ns = start_ns
+            for iface in st.interfaces.values():
+                iface.last_change_ns = start_ns
+            self.switch_states[s.name] = st
+
+        self.nics: dict[str, NicEnd] = {}
+        self.host_states: dict[str, HostState] = {}
+        self._qpn: dict[str, QpnAllocator] = {}
+        for h in topology.hosts:
+            hs = HostState(h.name, timestamp_ns=start_ns)
+            for nic in h.nics:
+                end = NicEnd(h.name, nic.rdma_device, nic.port, nic.netdev, nic.ip)
+                self.nics[end.name] = end
+                hs.nics.append(NicInfo(nic.rdma_device, nic.port, nic.netdev, nic.ip, nic.speed))
+                hs.ports[(nic.rdma_device, nic.port)] = PortCounters(nic.rdma_device, nic.port, nic.netdev)
+                self._qpn[end.name] = QpnAllocator(self.rng.randrange(0x100, 0x20000), reuse=qpn_reuse)
+            self.host_states[h.name] = hs
+
+        self.flows: dict[int, Flow] = {}
+        self.pairs: dict[int, QpPair] = {}
+        self.transfers: list[Transfer] = []
+        self._next_flow = 1
+        self._next_pair = 1
+        self._rates_dirty = True
+        self._route_version = 0
+        self._path_cache: dict[tuple[HeaderFields, str, str], tuple[str, ...] | None] = {}
+        self._pending_add: dict[str, list[tuple[QpPair, QpState]]] = {}
+        self._closed_pairs: list[QpPair] = []
+        self._logs: dict[str, list[str]] = {}
+        #: Held while a tick is computed; ``inject`` waits for it, so a fault lands on a boundary.
+        self._step_lock = threading.RLock()
+        self._listeners: list[Callable[[int], None]] = []
+
+        self.gt: GroundTruthWriter | None = None
+        self.jobs = self._make_jobs()
+        self._scheduled = sorted(
+            ((start_ns + math.ceil(f.at * 1e9 / self.tick_ns) * self.tick_ns, i, f)
+             for i, f in enumerate(workload.faults)), key=lambda x: (x[0], x[1]))
+        for i, f in enumerate(workload.faults):
+            try:
+                self._check_fault(f.kind, f.target)
+            except FaultError as e:
+                raise WorkloadError(f"faults[{i}].{f.kind}: {e}") from None
+        self._check_background()
+        if ground_truth is not None:  # only once the workload is known to be good
+            self.gt = GroundTruthWriter(ground_truth)
+            self.gt.write_meta(self._meta())
+        self._make_background()
+        self._publish(start_ns, None)
+
+    # -- set-up -----------------------------------------------------------------------------------
+
+    def _meta(self) -> dict[str, object]:
+        return {
+            "version": 1, "topology": self.topology.name, "tick_ns": self.tick_ns, "start_ns": self.start_ns,
+            "mtu": self.mtu, "header_bytes": self.header_bytes, "cts_bytes": CTS_BYTES, "cts_every": self.cts_every,
+            "links": {lid: self.fabric.links[lid].speed_bps for lid in self.link_ids},
+            "ecmp_groups": {gid: [m.id for m in g.members] for gid, g in self.fabric.ecmp_groups.items()},
+            "counter_bits": {n: s.counter_bits for n, s in self.switch_states.items()},
+        }
+
+    def _hosts_of(self, spec: object, where: str) -> list[str]:
+        names = [h.name for h in self.topology.hosts]
+        if spec == "all":
+            return names
+        if isinstance(spec, int):
+            if spec < 1:
+                raise WorkloadError(f"{where}: give at least 1 host, got {spec}")
+            if spec > len(names):
+                raise WorkloadError(f"{where}: {spec} hosts asked for, the topology has {len(names)}")
+            return names[:spec]
+        assert isinstance(spec, tuple)
+        for h in spec:
+            if h not in names:
+                raise WorkloadError(f"{where}: unknown host {h!r}")
+        return list(spec)
+
+    def _make_jobs(self) -> list[JobRun]:
+        scale: dict[str, float] = {}
+        nic_rate: dict[str, int] = {}
+        for gi, g in enumerate(self.workload.node_groups):
+            for h in self._hosts_of(g.hosts, f"node_groups[{gi}].hosts"):
+                scale[h] = max(scale.get(h, 1.0), g.compute_scale)
+                if g.nic_rate is not None:
+                    nic_rate[h] = min(nic_rate.get(h, g.nic_rate), g.nic_rate)
+        for i, lid in enumerate(self.link_ids):
+            dl = self.fabric.links[lid]
+            for node in (dl.src_node, dl.dst_node):
+                if dl.host_link and node in nic_rate:
+                    self._nic_cap[i] = nic_rate[node]
+        self._capacity = self._compute_capacity()
+        hosts_by_name = {h.name: h for h in self.topology.hosts}
+        jobs = []
+        for ji, spec in enumerate(self.workload.jobs):
+            hosts = self._hosts_of(spec.hosts, f"jobs[{ji}].hosts")
+            have = min(len(hosts_by_name[h].nics) for h in hosts)
+            rails = have if spec.nics_per_node == "all" else spec.nics_per_node
+            if rails > have:
+                raise WorkloadError(f"jobs[{ji}].nics_per_node: {rails} asked for, a host of the job has {have}")
+            nics = [[self.nics[f"{h}:{hosts_by_name[h].nics[k].rdma_device}"] for k in range(rails)] for h in hosts]
+            jobs.append(JobRun(spec, nics, max(scale.get(h, 1.0) for h in hosts), self.rng, self, self.start_ns))
+        return jobs
+
+    def _check_background(self) -> None:
+        for bi, bg in enumerate(self.workload.background):
+            if len(self._hosts_of(bg.hosts, f"background[{bi}].hosts")) < 2:
+                raise WorkloadError(f"background[{bi}].hosts: background flows need NICs on two hosts")
+
+    def _make_background(self) -> None:
+        for bi, bg in enumerate(self.workload.background):
+            hosts = self._hosts_of(bg.hosts, f"background[{bi}].hosts")
+            ends = [e for e in self.nics.values() if e.host in hosts]
+            rng = random.Random(f"{self.workload.seed}:bg:{bi}:{bg.seed}")
+            for _ in range(bg.flows):
+                src = rng.choice(ends)
+                dst = rng.choice([e for e in ends if e.host != src.host])
+                pid = rng.randrange(2000, 4_000_000)
+                pair = self.open_pairs(src, dst, 1, pid, pid + 1, self.start_ns,
+                                       {"job": f"background{bi}", "kind": "background"}, comm="ib_write_bw")[0]
+                self._start(Transfer([self.flows[pair.meta["fwd"]]], math.inf, demand=float(bg.rate)))
+
+    def add_steady_flow(self, src_nic: str, dst_nic: str, rate_bps: float = math.inf, *,
+                        job: str = "steady") -> QpPair:
+        """One QP pair sending from ``src_nic`` to ``dst_nic`` (``host:rdma_device``) for ever, asking
+        for ``rate_bps`` of payload (inf: as much as max-min fairness gives). For tests and what-ifs."""
+        for n in (src_nic, dst_nic):
+            if n not in self.nics:
+                raise WorkloadError(f"unknown NIC {n!r} (give host:rdma_device)")
+        with self._step_lock:
+            pid = self.rng.randrange(2000, 4_000_000)
+            pair = self.open_pairs(self.nics[src_nic], self.nics[dst_nic], 1, pid, pid + 1, self.now_ns,
+                                   {"job": job, "kind": "background"}, comm="ib_write_bw")[0]
+            self._start(Transfer([self.flows[pair.meta["fwd"]]], math.inf, demand=float(rate_bps)))
+        return pair
+
+    # -- JobEnv: what jobs call ---------------------------------------------------------------------
+
+    def open_pairs(self, src: NicEnd, dst: NicEnd, count: int, a_pid: int, b_pid: int, t_ns: int,
+                   meta: dict[str, Any], comm: str = COMM_NAME) -> list[QpPair]:
+        """Create ``count`` QP pairs between two NICs (QPs appear in the hosts' state at the tick end)."""
+        out = []
+        for _ in range(count):
+            a_qpn, b_qpn = self._qpn[src.name].allocate(), self._qpn[dst.name].allocate()
+            pair = QpPair(self._next_pair, src, dst, a_qpn, b_qpn, a_pid, b_pid, comm, t_ns,
+                          random_psn(self.rng), random_psn(self.rng),
+                          job=str(meta.get("job", "")), kind=str(meta.get("kind", "")),
+                          channel=int(meta.get("channel", -1)), a_rank=int(meta.get("a_rank", -1)),
+                          b_rank=int(meta.get("b_rank", -1)), comm_id=int(meta.get("comm_id", 0)))
+            self._next_pair += 1
+            self.pairs[pair.id] = pair
+            qa = QpState(src.rdma_device, src.port, src.netdev, a_qpn, b_qpn, src.ip, dst.ip, pair.udp_src_port,
+                         a_pid, comm, t_ns, sq_psn=pair.a_psn0, rq_psn=pair.b_psn0, mtu=self.mtu,
+                         peer_host=dst.host, peer_device=dst.rdma_device)
+            qb = QpState(dst.rdma_device, dst.port, dst.netdev, b_qpn, a_qpn, dst.ip, src.ip, pair.udp_src_port,
+                         b_pid, comm, t_ns, sq_psn=pair.b_psn0, rq_psn=pair.a_psn0, mtu=self.mtu,
+                         peer_host=src.host, peer_device=src.rdma_device)
+            self._pending_add.setdefault(src.host, []).append((pair, qa))
+            self._pending_add.setdefault(dst.host, []).append((pair, qb))
+            fwd = Flow(self._next_flow, pair, True, src, dst, pair.headers(True), qa, qb)
+            rev = Flow(self._next_flow + 1, pair, False, dst, src, pair.headers(False), qb, qa)
+            fwd.reverse = rev
+            self._next_flow += 2
+            pair.meta.update(fwd=fwd.id, rev=rev.id)
+            for f in (fwd, rev):
+                self.flows[f.id] = f
+                self._route(f)
+                if self.gt is not None:
+                    self.gt.flow(self._flow_record(f))
+            out.append(pair)
+        return out
+
+    def close_pairs(self, pairs: Sequence[QpPair], t_ns: int) -> None:
+        """Destroy QP pairs: the NIC frees their numbers now; their last bytes are accounted at this
+        tick's end, when they vanish from the hosts' state."""
+        for p in pairs:
+            p.destroyed_ns = t_ns
+            self._closed_pairs.append(p)
+            self._qpn[p.a.name].free(p.a_qpn)
+            self._qpn[p.b.name].free(p.b_qpn)
+
+    def start_transfer(self, pairs: Sequence[QpPair], bytes_per_qp: int, on_done: Callable[[int], None]) -> None:
+        flows = [self.flows[p.meta["fwd"]] for p in pairs]  # type: ignore[index]
+        self._start(Transfer(flows, float(bytes_per_qp), on_done=on_done))
+
+    def log(self, host: str, lines: Sequence[str]) -> None:
+        self._logs.setdefault(host, []).extend(lines)
+
+    # -- faults -----------------------------------------------------------------------------------
+
+    def _check_fault(self, kind: str, target: str) -> None:
+        if kind == "reboot":
+            self.faults.switch(target)
+        else:
+            self.faults.cable(target)
+
+    def inject(self, kind: str, target: str, *, capacity: float = 0.5, down_for_s: float = 2.0) -> None:
+        """Apply a fault now, at the last tick boundary (``now_ns``): kind is link_down, link_up,
+        degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``).
+
+        The next tick's traffic sees it; events and ground truth are stamped ``now_ns``. Called while
+        a tick is being computed (real time), it waits for that tick and lands on its end.
+        """
+        if kind not in ("link_down", "link_up", "degrade", "restore", "reboot"):
+            raise FaultError(f"unknown fault {kind!r}")
+        self._check_fault(kind, target)
+        with self._step_lock:
+            self._apply_faults(self.now_ns, [(kind, target, capacity, down_for_s)])
+
+    def _apply_faults(self, t_ns: int, due: list[tuple[str, str, float, float]] | None = None) -> None:
+        due = list(due or [])
+        while self._scheduled and self._scheduled[0][0] <= t_ns:
+            _, _, f = self._scheduled.pop(0)
+            due.append((f.kind, f.target, f.capacity, f.down_for))
+        boots = self.faults.due_boots(t_ns)
+        if not due and not boots:
+            return
+        events: dict[str, list[Event]] = {}
+        changes: list[OperChange] = []
+        for sw in boots:
+            changes += self.faults.apply("boot", sw, t_ns)
+            st = self.switch_states[sw]
+            with st.lock:
+                st.available = True
+                st.last_clear_ns = t_ns
+            self._record_event(t_ns, "boot", sw)
+        for kind, target, capacity, down_for in due:
+            changes += self.faults.apply(kind, target, t_ns, capacity, round(down_for * 1e9))
+            self._record_event(t_ns, kind, target, capacity=capacity if kind == "degrade" else None)
+            if kind == "reboot":
+                st = self.switch_states[target]
+                self.counters.reset(target)
+                with st.lock:
+                    st.boot_epoch += 1
+                    st.available = False
+                    st.last_clear_ns = t_ns
+                self.counters.renumber(target, st.boot_epoch)
+                events.setdefault(target, []).append(Event(EventKind.REBOOT, t_ns))
+        oper = self.faults.oper_up()
+        for ch in changes:
+            st = self.switch_states[ch.switch]
+            with st.lock:
+                st.interfaces[ch.port].oper_up = oper[(ch.switch, ch.port)]
+                st.interfaces[ch.port].last_change_ns = t_ns
+            self._record_event(t_ns, "oper-status", f"{ch.switch}:{ch.port}", up=ch.up)
+            if ch.switch not in self.faults.rebooting:
+                events.setdefault(ch.switch, []).append(Event(EventKind.OPER_STATUS, t_ns, ch.port))
+        self._capacity = self._compute_capacity()
+        down = self.faults.down_links()
+        if down != self._down:
+            self._down = down
+            self._path_cache.clear()
+            self._route_version += 1
+            for f in self.flows.values():
+                self._route(f)
+        self._rates_dirty = True
+        down_idx = {self.link_index[lid] for lid in self._down}
+        for st in self.switch_states.values():
+            with st.lock:
+                self.counters.publish(st, oper, down_idx)
+        for name, evs in events.items():
+            for ev in evs:
+                self.switch_states[name].emit(ev)
+
+    def _record_event(self, t_ns: int, kind: str, target: str, **extra: object) -> None:
+        if self.gt is not None:
+            self.gt.event({"t_ns": t_ns, "kind": kind, "target": target,
+                           **{k: v for k, v in extra.items() if v is not None}})
+
+    def _compute_capacity(self) -> np.ndarray:
+        """Payload capacity of every link, bit/s: line rate (or NIC cap) x degrade x MTU share."""
+        eff = self.mtu / (self.mtu + self.header_bytes)
+        factor = np.array([self.faults.capacity_factor(lid) for lid in self.link_ids])
+        return np.minimum(self._line_rate, self._nic_cap) * factor * eff
+
+    # -- forwarding -------------------------------------------------------------------------------
+
+    def _route(self, f: Flow) -> None:
+        """Resolve a flow's path hop by hop with the switches' ECMP hashes and the links in service."""
+        key = (f.headers, f.src.name, f.dst.name)
+        if key not in self._path_cache:
+            self._path_cache[key] = self.fabric.hash_path(f.headers, f.src.name, f.dst.name, down=self._down)
+        ids = self._path_cache[key]
+        if ids is None:
+            f.path, f.nh_hops, f.group_hops = None, (), ()
+            return
+        f.path = tuple(self.link_index[i] for i in ids)
+        dst_leaf = self.fabric.nics[f.dst.name].leaf
+        nh, gh = [], []
+        for lid in ids[1:-1]:
+            # A hop counts on a next hop when the switch's (healthy) group toward the destination has
+            # this link as a member; a shrunk group still forwards through its remaining members.
+            group = self.fabric.group_of(self.fabric.links[lid].src_node, dst_leaf)
+            pos = next((i for i, m in enumerate(group.members) if m.id == lid), None) if group else None
+            if group is not None and pos is not None:
+                nh.append(self.link_index[lid])
+                gh.append((group.id, pos))
+        f.nh_hops, f.group_hops = tuple(nh), tuple(gh)
+
+    def _start(self, t: Transfer) -> None:
+        for f in t.flows:
+            f.transfer = t
+        self.transfers.append(t)
+        self._rates_dirty = True
+
+    def _transfer_links(self, t: Transfer) -> np.ndarray | None:
+        if t.links[0] != self._route_version:
+            paths = [f.path for f in t.flows]
+            arr = None if any(p is None for p in paths) else np.fromiter(
+                (li for p in paths for li in p), dtype=np.intp)  # type: ignore[union-attr]
+            t.links = (self._route_version, arr)
+        return t.links[1]
+
+    def _compute_rates(self) -> None:
+        demand = np.empty(len(self.transfers))
+        groups, links = [], []
+        for gi, t in enumerate(self.transfers):
+            arr = self._transfer_links(t)
+            demand[gi] = 0.0 if arr is None else t.demand  # a flow without a path stalls its set
+            if arr is not None and len(arr):
+                links.append(arr)
+                groups.append(np.full(len(arr), gi, dtype=np.intp))
+        empty = np.zeros(0, dtype=np.intp)
+        rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
+                              self._capacity, len(self.transfers), demand)
+        for t, r in zip(self.transfers, rates, strict=True):
+            t.rate = float(r)
+        self._rates_dirty = False
+
+    # -- the tick ---------------------------------------------------------------------------------
+
+    def add_tick_listener(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(tick_end_ns)`` after every tick, in the engine's thread."""
+        self._listeners.append(listener)
+
+    def advance(self, ticks: int = 1) -> None:
+        """Run ``ticks`` ticks as fast as possible (virtual time)."""
+        for _ in range(ticks):
+            self.step()
+
+    def run(self, stop: threading.Event, until_ns: int | None = None) -> None:
+        """Run in real time: each tick is computed at its wall-clock end; returns when ``stop`` is set
+        or the tick ending at or after ``until_ns`` is done."""
+        while not stop.is_set():
+            target = self.now_ns + self.tick_ns
+            delay = (target - time.time_ns()) / 1e9
+            if delay > 0 and stop.wait(delay):
+                break
+            self.step()
+            if until_ns is not None and self.now_ns >= until_ns:
+                break
+            behind = (time.time_ns() - self.now_ns) // self.tick_ns
+            if behind > 2:
+                log.warning("engine is %d ticks behind real time (tick %.3f s)", behind, self.tick_ns / 1e9)
+
+    def step(self) -> TickStats:
+        """Simulate one tick, publish counters and host state, emit events, apply due faults."""
+        with self._step_lock:
+            t0, t1 = self.now_ns, self.now_ns + self.tick_ns
+            self._simulate(t0, t1)
+            stats = account_tick(self.flows.values(), t0, t1, len(self.link_ids), self.mtu, self.header_bytes,
+                                 self.cts_every)
+            self.counters.add(stats.link_bytes, stats.link_pkts, *nh_deltas(stats, self.flows, len(self.link_ids)),
+                              set(self.faults.rebooting))
+            self.now_ns = t1
+            self._publish(t1, stats)
+            self._apply_faults(t1)
+        for listener in self._listeners:
+            listener(t1)
+        return stats
+
+    def _simulate(self, t0: int, t1: int) -> None:
+        span = (t1 - t0) / 1e9
+        t = 0.0
+        for _ in range(MAX_EVENTS_PER_TICK):
+            now_ns = t0 + round(t * 1e9)
+            for job in self.jobs:
+                job.poll(now_ns)
+            if self._rates_dirty:
+                self._compute_rates()
+            dt = span - t
+            first: Transfer | None = None
+            for tr in self.transfers:
+                if tr.rate > 0 and math.isfinite(tr.bytes_per_flow):
+                    need = (tr.bytes_per_flow - tr.done) * 8 / tr.rate
+                    if need < dt:
+                        dt, first = need, tr
+            for job in self.jobs:
+                if job.timer_ns is not None:
+                    dt_job = (job.timer_ns - t0) / 1e9 - t
+                    if dt_job < dt:
+                        dt, first = max(dt_job, 0.0), None
+            dt = max(dt, 0.0)
+            for tr in self.transfers:
+                tr.done += tr.rate * dt / 8
+            t += dt
+            done_ns = t0 + round(t * 1e9)
+            finished = [tr for tr in self.transfers
+                        if tr is first or tr.done >= tr.bytes_per_flow - max(1e-6, tr.bytes_per_flow * 1e-12)]
+            if finished:
+                for tr in finished:
+                    self.transfers.remove(tr)
+                    for f in tr.flows:
+                        f.base_payload += int(tr.bytes_per_flow)
+                        f.transfer = None
+                    if tr.on_done is not None:
+                        tr.on_done(done_ns)
+                self._rates_dirty = True
+            if t >= span:
+                return
+        log.warning("tick ending %d: more than %d events, cut short", t1, MAX_EVENTS_PER_TICK)
+
+    # -- publishing -------------------------------------------------------------------------------
+
+    def _publish(self, t_ns: int, stats: TickStats | None) -> None:
+        oper = self.faults.oper_up()
+        down_idx = {self.link_index[lid] for lid in self._down}
+        records: dict[str, dict[str, object]] = {}
+        for st in self.switch_states.values():
+            with st.lock:
+                self.counters.publish(st, oper, down_idx)
+                st.timestamp_ns = t_ns
+                if self.gt is not None:
+                    records[st.name] = self.counters.record(st)
+        closed = self._publish_hosts(t_ns, stats)
+        for st in self.switch_states.values():
+            if st.available:
+                st.emit(Event(EventKind.SAMPLE, t_ns))
+        if self.gt is not None:
+            if stats is not None:
+                self.gt.tick(self._tick_record(stats))
+            self.gt.counters(t_ns, records)
+        self._reap(closed, t_ns)
+
+    def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
+        """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
+        closed = self._closed_pairs
+        self._closed_pairs = []
+        apply_to_hosts(self.host_states, self.flows, stats, closed, self._pending_add, self._logs, t_ns)
+        self._pending_add, self._logs = {}, {}
+        return closed
+
+    def _reap(self, closed: list[QpPair], t_ns: int) -> None:
+        """Forget destroyed QP pairs and free their QP numbers (after their last tick is recorded)."""
+        for p in closed:
+            for fid in (p.meta["fwd"], p.meta["rev"]):
+                f = self.flows.pop(fid)  # type: ignore[call-overload]
+                tr = f.transfer
+                if tr is not None:  # destroyed mid-transfer: the QP's share of it is gone
+                    tr.flows.remove(f)
+                    if not tr.flows:
+                        self.transfers.remove(tr)
+                        self._rates_dirty = True
+                        if tr.on_done is not None:
+                            tr.on_done(t_ns)
+            self.pairs.pop(p.id, None)
+            if self.gt is not None:
+                self.gt.destroyed(p.meta["fwd"], p.meta["rev"], p.destroyed_ns)  # type: ignore[arg-type]
+
+    # -- ground truth -----------------------------------------------------------------------------
+
+    def _flow_record(self, f: Flow) -> dict[str, object]:
+        p = f.pair
+        return {
+            "id": f.id, "pair": p.id, "direction": "data" if f.forward else "cts", "job": p.job, "kind": p.kind,
+            "src_host": f.src.host, "src_device": f.src.rdma_device, "dst_host": f.dst.host,
+            "dst_device": f.dst.rdma_device, "src_ip": f.headers.src_ip, "dst_ip": f.headers.dst_ip,
+            "udp_src_port": f.headers.udp_src_port, "udp_dst_port": f.headers.udp_dst_port,
+            "src_qpn": f.tx_qp.lqpn, "dst_qpn": f.rx_qp.lqpn, "src_pid": f.tx_qp.pid, "comm": p.comm,
+            "comm_id": f"{p.comm_id:#x}", "channel": p.channel,
+            "src_rank": p.a_rank if f.forward else p.b_rank, "dst_rank": p.b_rank if f.forward else p.a_rank,
+            "created_ns": p.created_ns,
+        }
+
+    def _tick_record(self, stats: TickStats) -> dict[str, object]:
+        assert self.gt is not None
+        flows = []
+        groups: dict[str, list[int]] = {}
+        for fid, (pl, wire, pk) in sorted(stats.flows.items()):
+            f = self.flows[fid]
+            assert f.path is not None
+            flows.append([fid, self.gt.path_id(tuple(self.link_ids[i] for i in f.path)), wire, pk, pl])
+            for gid, pos in f.group_hops:
+                loads = groups.setdefault(gid, [0] * len(self.fabric.ecmp_groups[gid].members))
+                loads[pos] += wire
+        links = [[self.link_ids[i], int(stats.link_bytes[i]), int(stats.link_pkts[i])]
+                 for i in np.flatnonzero(stats.link_bytes)]
+        return {"start_ns": stats.start_ns, "end_ns": stats.end_ns, "flows": flows, "links": links,
+                "groups": groups}
+
+    def close(self) -> None:
+        """Flush and close the ground-truth files."""
+        if self.gt is not None:
+            self.gt.close()

@@ -1,0 +1,177 @@
+"""Flow directions, transfers and per-tick accounting: how fluid progress becomes whole bytes.
+
+Pure bookkeeping, used by the engine at each tick end:
+
+- ``account_tick``: each data flow's payload moved in the tick is the whole-byte increase of its
+  cumulative progress; its packets are ceil(payload / MTU); its frame bytes are payload + packets x
+  ``header_bytes``. The reverse direction of the QP pair carries one 64-byte clear-to-send write
+  (one packet) per ``cts_every`` payload bytes. Link bytes and packets are the sums over the flows
+  whose path crosses the link, so switch counters equal host flow bytes exactly.
+- ``nh_deltas``: the part of each link's bytes its transmitting switch forwarded by an ECMP decision.
+- ``apply_to_hosts``: the same numbers onto the HostStates (QP and port counters, PSNs, new and
+  destroyed QPs, NCCL log lines), each host under its lock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair
+from flowtracer.sim.hosts.state import HostState, QpState
+
+#: Frame bytes per RoCEv2 packet besides payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
+HEADER_BYTES = 62
+#: NCCL's clear-to-send: a 64-byte RDMA write back to the sender per receive of up to 512 KiB.
+CTS_BYTES = 64
+CTS_EVERY = 512 * 1024
+
+
+@dataclass(eq=False)
+class Transfer:
+    """Flows moving ``bytes_per_flow`` payload bytes each at one common rate (bit/s of payload)."""
+
+    flows: list[Flow]
+    bytes_per_flow: float
+    demand: float = math.inf
+    on_done: Callable[[int], None] | None = None
+    done: float = 0.0
+    rate: float = 0.0
+    #: Links of all its flows' paths (routing version, array), or None when a flow has no path.
+    links: tuple[int, np.ndarray | None] = (-1, None)
+
+
+@dataclass(eq=False)
+class Flow:
+    """One direction of a QP pair. Payload counts are bytes; ``path`` holds link indexes."""
+
+    id: int
+    pair: QpPair
+    forward: bool
+    src: NicEnd
+    dst: NicEnd
+    headers: HeaderFields
+    tx_qp: QpState
+    rx_qp: QpState
+    path: tuple[int, ...] | None = None
+    nh_hops: tuple[int, ...] = ()  # links of the path chosen by an ECMP group (next-hop counters)
+    group_hops: tuple[tuple[str, int], ...] = ()  # (ECMP group id, member position) of those hops
+    transfer: Transfer | None = None
+    base_payload: int = 0  # payload of finished transfers
+    reported_payload: int = 0  # cumulative payload accounted at the last tick end
+    cts_msgs: int = 0
+    reverse: Flow | None = field(default=None, repr=False)
+
+
+@dataclass
+class TickStats:
+    """What one tick moved: per flow (payload, frame bytes, packets) and per link (bytes, packets)."""
+
+    start_ns: int
+    end_ns: int
+    flows: dict[int, tuple[int, int, int]]
+    link_bytes: np.ndarray
+    link_pkts: np.ndarray
+
+
+def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int, header_bytes: int,
+                 cts_every: int) -> TickStats:
+    """Turn the tick's progress into whole bytes and packets per flow and per link (see module doc)."""
+    per_flow: dict[int, tuple[int, int, int]] = {}
+    coo_links: list[int] = []
+    coo_bytes: list[int] = []
+    coo_pkts: list[int] = []
+    for f in flows:
+        if not f.forward:
+            continue
+        tr = f.transfer
+        total = f.base_payload + (math.floor(tr.done) if tr is not None else 0)
+        payload = total - f.reported_payload
+        f.reported_payload = total
+        for flow, pl, pk in ((f, payload, -(-payload // mtu)), _cts(f, cts_every)):
+            if pl <= 0 or flow.path is None:  # a data flow without a path is stalled and moved nothing
+                continue
+            wire = pl + pk * header_bytes
+            per_flow[flow.id] = (pl, wire, pk)
+            coo_links.extend(flow.path)
+            coo_bytes.extend([wire] * len(flow.path))
+            coo_pkts.extend([pk] * len(flow.path))
+    link_bytes = np.zeros(n_links, dtype=np.int64)
+    link_pkts = np.zeros(n_links, dtype=np.int64)
+    if coo_links:
+        idx = np.asarray(coo_links, dtype=np.intp)
+        np.add.at(link_bytes, idx, np.asarray(coo_bytes, dtype=np.int64))
+        np.add.at(link_pkts, idx, np.asarray(coo_pkts, dtype=np.int64))
+    return TickStats(t0, t1, per_flow, link_bytes, link_pkts)
+
+
+def _cts(f: Flow, cts_every: int) -> tuple[Flow, int, int]:
+    """Clear-to-send traffic on the reverse direction since the last tick: (flow, payload, packets)."""
+    rev = f.reverse
+    assert rev is not None
+    if f.pair.kind == "background":  # perftest-style writes: no NCCL FIFO
+        return rev, 0, 0
+    msgs = f.reported_payload // cts_every
+    new = msgs - rev.cts_msgs
+    rev.cts_msgs = msgs
+    return rev, new * CTS_BYTES, new
+
+
+def nh_deltas(stats: TickStats, flows: Mapping[int, Flow], n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and packets per link that its transmitting switch forwarded by an ECMP decision."""
+    nh_bytes = np.zeros(n_links, dtype=np.int64)
+    nh_pkts = np.zeros(n_links, dtype=np.int64)
+    for fid, (_pl, wire, pk) in stats.flows.items():
+        for li in flows[fid].nh_hops:
+            nh_bytes[li] += wire
+            nh_pkts[li] += pk
+    return nh_bytes, nh_pkts
+
+
+def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], stats: TickStats | None,
+                   closed: Iterable[QpPair], new_qps: Mapping[str, list[tuple[QpPair, QpState]]],
+                   logs: Mapping[str, list[str]], t_ns: int) -> None:
+    """Write one tick into every HostState: counters and PSNs of both QP ends, port totals, QPs that
+    appeared or were destroyed, new NCCL log lines, and ``timestamp_ns``."""
+    by_host: dict[str, list[tuple[Flow, int, int]]] = {}
+    if stats is not None:
+        for fid, (_pl, wire, pk) in stats.flows.items():
+            f = flows[fid]
+            by_host.setdefault(f.src.host, []).append((f, wire, pk))
+            if f.dst.host != f.src.host:
+                by_host.setdefault(f.dst.host, []).append((f, wire, pk))
+    gone: dict[str, list[QpState]] = {}
+    for p in closed:
+        fwd = flows[p.meta["fwd"]]  # type: ignore[index]
+        gone.setdefault(p.a.host, []).append(fwd.tx_qp)
+        gone.setdefault(p.b.host, []).append(fwd.rx_qp)
+    for name, hs in hosts.items():
+        with hs.lock:
+            for f, wire, pk in by_host.get(name, []):
+                if f.src.host == name:
+                    f.tx_qp.tx_bytes += wire
+                    f.tx_qp.tx_packets += pk
+                    f.tx_qp.sq_psn = (f.tx_qp.sq_psn + pk) & PSN_MASK
+                    port = hs.ports[(f.src.rdma_device, f.src.port)]
+                    port.tx_bytes += wire
+                    port.tx_packets += pk
+                if f.dst.host == name:
+                    f.rx_qp.rx_bytes += wire
+                    f.rx_qp.rx_packets += pk
+                    f.rx_qp.rq_psn = (f.rx_qp.rq_psn + pk) & PSN_MASK
+                    port = hs.ports[(f.dst.rdma_device, f.dst.port)]
+                    port.rx_bytes += wire
+                    port.rx_packets += pk
+            # Destroyed QPs go first: a new QP may reuse the number within the same tick.
+            for qp in gone.get(name, []):
+                if hs.qps.get((qp.rdma_device, qp.lqpn)) is qp:
+                    del hs.qps[(qp.rdma_device, qp.lqpn)]
+            for pair, qp in new_qps.get(name, []):
+                if pair.destroyed_ns is None:  # created and destroyed in one tick: never visible
+                    hs.qps[(qp.rdma_device, qp.lqpn)] = qp
+            hs.nccl_log.extend(logs.get(name, []))
+            hs.timestamp_ns = t_ns

@@ -1,0 +1,237 @@
+"""The files a host agent reads on a real Linux RDMA host, written for each simulated host.
+
+``write_host_view(state, root)`` writes one *snapshot* of ``state`` (a ``HostState``) under
+``root/<host>/``; the engine calls it at the end of every tick. Layout of a host directory::
+
+    current -> snapshots/<ts>-<seq>            the newest snapshot (symlink, swapped atomically)
+    snapshots/<ts>-<seq>/                      ts = engine time in ns (20 digits), seq = write count
+        view.json                              {"host", "timestamp_ns"}
+        rdma/resource_show_qp.json             = rdma -j resource show qp
+        rdma/statistic_qp_show.json            = rdma -j statistic qp show (absent without QP counters)
+        sys/class/infiniband/<dev>/ports/<n>/counters/*      PMA counters that move (port_*_data in 4-byte words)
+        sys/class/infiniband/<dev>/ports/<n>/{gids,gid_attrs,hw_counters} -> ../../../../../../../../static/...
+        sys/class/net -> ../../../../static/net  (<netdev>/mtu)
+    static/                                    GID tables, hw_counters (all 0) and netdev MTUs (written once)
+    nccl.log                                   NCCL_DEBUG=INFO lines, append-only (NCCL_DEBUG_FILE)
+
+Each snapshot is built under a temporary name and renamed into place before ``current`` moves,
+so a reader never sees half a file or a mix of two ticks; the last ``KEEP`` snapshots are kept
+so an agent can read the one at its window boundary (the state of the host at that instant).
+JSON is formatted as iproute2 prints it (compact, keys in its order); sysfs files as the kernel
+prints them. Formats are documented, with their upstream sources, in docs/agent.md.
+
+Per-QP byte counters (Linux >= 6.15 optional counters, one counter bound per QP) are written
+unless ``qp_counters`` is False, or the environment has ``FLOWTRACER_SIM_QP_COUNTERS=0``: then
+an agent must fall back to PSN estimates, as on older kernels.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flowtracer.sim.hosts.state import HostState, QpState
+
+KEEP = 16
+"""Snapshots kept per host (at a 0.25 s tick: 4 s of history)."""
+
+# The hardware counters mlx5 exposes per port and per QP counter (values the simulator does not
+# model stay 0, as on an idle error-free port).
+_HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "np_cnp_sent",
+                "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence", "packet_seq_err",
+                "rnr_nak_retry_err", "rp_cnp_handled", "rx_atomic_requests", "rx_read_requests",
+                "rx_write_requests")
+_QP_HW_COUNTERS = ("rx_write_requests", "rx_read_requests", "rx_atomic_requests", "out_of_buffer",
+                   "out_of_sequence", "duplicate_request", "rnr_nak_retry_err", "packet_seq_err",
+                   "implied_nak_seq_err", "local_ack_timeout_err")
+# A netdev MTU for each RoCE path MTU such that Linux's iboe_get_mtu() yields that path MTU.
+_NETDEV_MTU = {4096: 9000, 2048: 4000, 1024: 1500, 512: 1000, 256: 500}
+_FIRST_CNTN = 4  # mlx5 allocates the default port counters first
+
+
+@dataclass
+class _HostWriter:
+    """What the writer remembers about one host between ticks."""
+
+    seq: int = 0
+    nccl_written: int = 0
+    static_key: tuple[object, ...] = ()
+    cntn: dict[tuple[str, int, int, int], int] = field(default_factory=dict)  # (dev, port, lqpn, created) -> cntn
+    next_cntn: int = _FIRST_CNTN
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_writers: dict[Path, _HostWriter] = {}
+_writers_lock = threading.Lock()
+
+
+def host_view_dir(root: Path, host: str) -> Path:
+    """The directory holding one host's view (what ``flowtracer sim`` reports per host)."""
+    return Path(root) / host
+
+
+def ipv4_mapped_gid(ip: str) -> str:
+    """The RoCE v2 GID of an IPv4 address as sysfs prints it: ``0000:...:ffff:0a00:0001``."""
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+def _link_local_gid(ip: str) -> str:
+    # A stable, MAC-like fe80:: GID (index 0/1 on a real port); only its presence matters here.
+    _a, b, c, d = (int(x) for x in ip.split("."))
+    return f"fe80:0000:0000:0000:0200:00ff:fe{b:02x}:{c:02x}{d:02x}"
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="ascii") as f:
+        f.write(text)
+
+
+def _write_static(hostdir: Path, state: HostState, mtus: dict[tuple[str, int], int]) -> None:
+    """GID tables (index 0/1: link-local v1/v2, 2/3: IPv4-mapped v1/v2, as mlx5 fills them) and MTUs."""
+    tmp = Path(tempfile.mkdtemp(prefix=".static-", dir=hostdir))
+    for nic in state.nics:
+        pdir = tmp / nic.rdma_device / str(nic.port)
+        for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+            (pdir / sub).mkdir(parents=True, exist_ok=True)
+        entries = [(_link_local_gid(nic.ip), "IB/RoCE v1"), (_link_local_gid(nic.ip), "RoCE v2"),
+                   (ipv4_mapped_gid(nic.ip), "IB/RoCE v1"), (ipv4_mapped_gid(nic.ip), "RoCE v2")]
+        for i, (gid, gtype) in enumerate(entries):
+            _write(pdir / "gids" / str(i), gid + "\n")
+            _write(pdir / "gid_attrs" / "types" / str(i), gtype + "\n")
+            _write(pdir / "gid_attrs" / "ndevs" / str(i), nic.netdev + "\n")
+        (pdir / "hw_counters").mkdir()
+        for cname in _HW_COUNTERS:
+            _write(pdir / "hw_counters" / cname, "0\n")
+        _write(pdir / "hw_counters" / "lifespan", "10\n")
+        ndir = tmp / "net" / nic.netdev
+        ndir.mkdir(parents=True, exist_ok=True)
+        _write(ndir / "mtu", f"{_NETDEV_MTU.get(mtus.get((nic.rdma_device, nic.port), 4096), 9000)}\n")
+    final = hostdir / "static"
+    old = None
+    if final.exists():
+        old = hostdir / f".static-old-{os.getpid()}-{threading.get_ident()}"
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _qp_json(ifindex: dict[str, int], qps: list[QpState]) -> str:
+    rows = []
+    for q in qps:
+        rows.append({"ifindex": ifindex.get(q.rdma_device, 0), "ifname": q.rdma_device, "port": q.port,
+                     "lqpn": q.lqpn, "rqpn": q.rqpn, "type": q.qp_type, "state": q.state,
+                     "rq-psn": q.rq_psn & 0xFFFFFF, "sq-psn": q.sq_psn & 0xFFFFFF, "path-mig-state": "MIGRATED",
+                     "pdn": 3, "pid": q.pid, "comm": q.comm})
+    return json.dumps(rows, separators=(",", ":")) + "\n"
+
+
+def _stat_json(w: _HostWriter, ifindex: dict[str, int], qps: list[QpState]) -> str:
+    rows = []
+    live = set()
+    for q in qps:
+        key = (q.rdma_device, q.port, q.lqpn, q.created_ns)
+        live.add(key)
+        cntn = w.cntn.get(key)
+        if cntn is None:
+            cntn = w.cntn[key] = w.next_cntn
+            w.next_cntn += 1
+        row: dict[str, object] = {"ifindex": ifindex.get(q.rdma_device, 0), "ifname": q.rdma_device,
+                                  "port": q.port, "cntn": cntn, "qp-type": q.qp_type, "pid": q.pid, "comm": q.comm}
+        for name in _QP_HW_COUNTERS:
+            row[name] = 0
+        row["rdma_tx_bytes"], row["rdma_tx_packets"] = q.tx_bytes, q.tx_packets
+        row["rdma_rx_bytes"], row["rdma_rx_packets"] = q.rx_bytes, q.rx_packets
+        row["lqpn"] = [q.lqpn]
+        rows.append(row)
+    for key in [k for k in w.cntn if k not in live]:
+        del w.cntn[key]  # destroyed QPs release their counters
+    return json.dumps(rows, separators=(",", ":")) + "\n"
+
+
+def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None) -> None:
+    """Write one snapshot of ``state`` under ``root/<state.name>/`` and make it ``current``.
+
+    Call at the end of each engine tick. ``qp_counters`` (default: env
+    ``FLOWTRACER_SIM_QP_COUNTERS``, else on) writes ``rdma statistic qp`` with one counter per QP.
+    """
+    if qp_counters is None:
+        qp_counters = os.environ.get("FLOWTRACER_SIM_QP_COUNTERS", "1") not in ("0", "false", "no")
+    hostdir = host_view_dir(root, state.name)
+    with _writers_lock:
+        w = _writers.setdefault(hostdir.resolve() if hostdir.exists() else hostdir.absolute(), _HostWriter())
+    with w.lock:
+        _write_snapshot(state, hostdir, w, qp_counters)
+
+
+def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool) -> None:
+    with state.lock:  # copy what is needed, write outside the engine's lock
+        ts = state.timestamp_ns
+        nics = list(state.nics)
+        qps = [q for _, q in sorted(state.qps.items())]
+        qps = [copy.copy(q) for q in qps]
+        ports = [(k, p.tx_bytes, p.rx_bytes, p.tx_packets, p.rx_packets) for k, p in sorted(state.ports.items())]
+        new_lines = state.nccl_log[w.nccl_written:]
+        w.nccl_written = len(state.nccl_log)
+    (hostdir / "snapshots").mkdir(parents=True, exist_ok=True)
+
+    mtus: dict[tuple[str, int], int] = {}
+    for q in qps:
+        k = (q.rdma_device, q.port)
+        mtus[k] = max(mtus.get(k, 0), q.mtu)
+    static_key = tuple((n.rdma_device, n.port, n.netdev, n.ip, mtus.get((n.rdma_device, n.port), 4096))
+                       for n in nics)
+    if static_key != w.static_key or not (hostdir / "static").is_dir():
+        _write_static(hostdir, state, mtus)
+        w.static_key = static_key
+
+    ifindex = {}
+    for n in nics:
+        ifindex.setdefault(n.rdma_device, len(ifindex))
+    w.seq += 1
+    name = f"{ts:020d}-{w.seq:09d}"
+    tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=hostdir / "snapshots"))
+    _write(tmp / "view.json", json.dumps({"host": state.name, "timestamp_ns": ts}) + "\n")
+    (tmp / "rdma").mkdir()
+    _write(tmp / "rdma" / "resource_show_qp.json", _qp_json(ifindex, qps))
+    if qp_counters:
+        _write(tmp / "rdma" / "statistic_qp_show.json", _stat_json(w, ifindex, qps))
+    ib = tmp / "sys" / "class" / "infiniband"
+    totals = {k: v for k, *v in ports}
+    for n in nics:
+        pdir = ib / n.rdma_device / "ports" / str(n.port)
+        (pdir / "counters").mkdir(parents=True, exist_ok=True)
+        tx_b, rx_b, tx_p, rx_p = totals.get((n.rdma_device, n.port), (0, 0, 0, 0))
+        # Only the counters that move; the error counters (all 0 here) live in the static tree.
+        for cname, value in (("port_xmit_data", tx_b // 4), ("port_rcv_data", rx_b // 4),
+                             ("port_xmit_packets", tx_p), ("port_rcv_packets", rx_p),
+                             ("unicast_xmit_packets", tx_p), ("unicast_rcv_packets", rx_p)):
+            _write(pdir / "counters" / cname, f"{value}\n")
+        static_port = hostdir / "static" / n.rdma_device / str(n.port)
+        for sub in ("gids", "gid_attrs", "hw_counters"):
+            os.symlink(os.path.relpath(static_port / sub, pdir), pdir / sub)
+    (tmp / "sys" / "class").mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(hostdir / "static" / "net", tmp / "sys" / "class"), tmp / "sys" / "class" / "net")
+    os.chmod(tmp, 0o755)
+    final = hostdir / "snapshots" / name
+    os.rename(tmp, final)
+    link_tmp = hostdir / f".current-{os.getpid()}-{threading.get_ident()}"
+    if link_tmp.is_symlink():
+        link_tmp.unlink()
+    os.symlink(os.path.join("snapshots", name), link_tmp)
+    os.replace(link_tmp, hostdir / "current")  # atomic: readers see the old or the new snapshot
+
+    if new_lines:
+        with open(hostdir / "nccl.log", "a", encoding="utf-8") as f:
+            f.write("".join(line if line.endswith("\n") else line + "\n" for line in new_lines))
+
+    snaps = sorted(p for p in os.listdir(hostdir / "snapshots") if not p.startswith("."))
+    for old in snaps[:-KEEP]:
+        shutil.rmtree(hostdir / "snapshots" / old, ignore_errors=True)

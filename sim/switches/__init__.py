@@ -1,0 +1,1 @@
+"""Switch emulation: each simulated switch's state served by a real gRPC gNMI server."""

@@ -1,0 +1,1 @@
+"""Pure fabric analytics: link index, flow observations, byte attribution, ECMP collisions and FIM."""

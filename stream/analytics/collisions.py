@@ -1,0 +1,133 @@
+"""Per ECMP group: member loads per hop, the rolling FIM samples, and collisions (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flowtracer.schemas.fabric import EcmpGroup
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.stream.analytics.attribution import Share
+from flowtracer.stream.analytics.fim import fim, imbalance
+
+
+@dataclass(frozen=True)
+class GroupHop:
+    """One group's member loads in one hop, in member order. Bytes; ``measured`` None when untrusted."""
+
+    measured: tuple[int, ...] | None
+    attributed: tuple[float, ...]
+    flows: tuple[int, ...]
+
+
+def group_hop(group: EcmpGroup, measured: Mapping[str, int], shares: Mapping[str, Share]) -> GroupHop:
+    """Member loads of ``group``; measured only when every member has a trusted counter delta."""
+    ids = [m.id for m in group.members]
+    meas = tuple(measured[i] for i in ids) if all(i in measured for i in ids) else None
+    attr = tuple(shares[i].bytes if i in shares else 0.0 for i in ids)
+    flows = tuple(shares[i].flow_count if i in shares else 0 for i in ids)
+    return GroupHop(meas, attr, flows)
+
+
+class GroupHistory:
+    """The last ``hops`` GroupHops of each group, keyed by window end: the rolling FIM's state."""
+
+    def __init__(self, hops: int) -> None:
+        self.hops = hops
+        self._h: dict[str, dict[int, GroupHop]] = {}
+
+    def add(self, group: str, window_end_ns: int, hop: GroupHop, hop_ns: int) -> list[GroupHop]:
+        """Record a hop (a replay overwrites) and return the hops of the rolling window ending here."""
+        h = self._h.setdefault(group, {})
+        h[window_end_ns] = hop
+        oldest = window_end_ns - self.hops * hop_ns
+        for end in [e for e in h if e <= oldest]:
+            del h[end]
+        return [h[e] for e in sorted(h) if e <= window_end_ns]
+
+    def state(self) -> dict[str, Any]:
+        return {g: {str(e): [list(h.measured) if h.measured is not None else None, list(h.attributed),
+                             list(h.flows)] for e, h in hops.items()} for g, hops in self._h.items()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self._h = {g: {int(e): GroupHop(tuple(m) if m is not None else None, tuple(a), tuple(f))
+                       for e, (m, a, f) in hops.items()} for g, hops in state.items()}
+
+
+def fim_samples(group: EcmpGroup, hops: Sequence[GroupHop], window_start_ns: int,
+                window_end_ns: int, resolver: str = "") -> list[analytics_pb2.FimSample]:
+    """Rolling FimSamples (measured and attributed basis) of a group over ``hops``."""
+    out = []
+    links = [m.id for m in group.members]
+    valid = [h.measured for h in hops if h.measured is not None]
+    if valid:
+        # Hops without trusted counters (a baseline after a reconnect, a gap) are left out, and the rest
+        # scaled to the whole window, so the group keeps its byte weight in the fabric FIM.
+        x = np.sum(np.asarray(valid, dtype=np.float64), axis=0) * (len(hops) / len(valid))
+        out.append(_sample(group, analytics_pb2.LOAD_BASIS_MEASURED, x, None, links, window_start_ns, window_end_ns))
+    if hops:
+        x = np.sum(np.asarray([h.attributed for h in hops], dtype=np.float64), axis=0)
+        flows = np.mean(np.asarray([h.flows for h in hops], dtype=np.float64), axis=0)
+        s = _sample(group, analytics_pb2.LOAD_BASIS_ATTRIBUTED, x, flows, links, window_start_ns, window_end_ns)
+        s.resolver = resolver
+        out.append(s)
+    return out
+
+
+def _sample(group: EcmpGroup, basis: int, x: np.ndarray, flows: np.ndarray | None, links: list[str],
+            start: int, end: int) -> analytics_pb2.FimSample:
+    im = imbalance(x)
+    return analytics_pb2.FimSample(
+        schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, group=group.id,
+        switch=group.switch, basis=basis, members=len(links), fim=im.fim,
+        fim_flows=fim(flows) if flows is not None else 0.0, max_mean_ratio=im.max_mean_ratio, cv=im.cv,
+        total_bytes=round(im.total), member_links=links, member_bytes=[round(v) for v in x])
+
+
+@dataclass(frozen=True)
+class CollisionRule:
+    """A flow is heavy when it fills ``heavy_share`` of a member's capacity in the hop; a collision is
+    a member with ``min_flows`` or more heavy flows while a sibling has at least two fewer (moving one
+    flow over would lower the busiest member's load)."""
+
+    heavy_share: float = 0.1
+    min_flows: int = 2
+    max_flows_reported: int = 16
+
+
+def find_collision(group: EcmpGroup, hop: GroupHop, member_flows: Mapping[str, Sequence[common_pb2.FlowRef]],
+                   hop_ns: int, rule: CollisionRule, window_start_ns: int, window_end_ns: int,
+                   resolver: str) -> analytics_pb2.Collision | None:
+    """The group's collision in this hop, if any: its busiest member and least used sibling.
+
+    ``member_flows`` maps a member link to the flows placed on it, each FlowRef's ``bytes`` being
+    its bytes on that link in the hop.
+    """
+    seconds = hop_ns / 1e9
+    heavy: list[list[common_pb2.FlowRef]] = []
+    util: list[float] = []
+    for i, m in enumerate(group.members):
+        cap_bytes = m.speed_bps / 8 * seconds
+        flows = member_flows.get(m.id, ())
+        heavy.append([f for f in flows if f.bytes >= rule.heavy_share * cap_bytes])
+        used = hop.measured[i] if hop.measured is not None else hop.attributed[i]
+        util.append(used / cap_bytes if cap_bytes else 0.0)
+    counts = [len(h) for h in heavy]
+    busiest = max(range(len(counts)), key=lambda i: (counts[i], util[i]))
+    idle = min(range(len(counts)), key=lambda i: (counts[i], util[i]))
+    if counts[busiest] < rule.min_flows or counts[idle] > counts[busiest] - 2:
+        return None
+    return analytics_pb2.Collision(
+        schema_version=SCHEMA_VERSION, window_start_ns=window_start_ns, window_end_ns=window_end_ns,
+        switch=group.switch, group=group.id, link=group.members[busiest].id, link_utilization=util[busiest],
+        idle_link=group.members[idle].id, idle_utilization=util[idle],
+        flows=sorted(heavy[busiest], key=ref_order)[:rule.max_flows_reported], resolver=resolver)
+
+
+def ref_order(ref: common_pb2.FlowRef) -> tuple[int, str, str, int, int]:
+    """Heaviest first; ties broken by flow identity so that a replay reports the same list."""
+    return (-ref.bytes, ref.key.src_ip, ref.key.dst_ip, ref.key.udp_src_port, ref.lqpn)

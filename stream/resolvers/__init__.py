@@ -1,0 +1,1 @@
+"""Flow -> path resolvers: the contract, the registry and each resolver (``hash``, ``infer``)."""

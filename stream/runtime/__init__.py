@@ -1,0 +1,1 @@
+"""The processor's runtime: Faust wiring (``app``), worker start-up, input decoding, offset commits."""

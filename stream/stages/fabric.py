@@ -1,0 +1,60 @@
+"""Stage C, one partition: the fabric-wide FIM from every counters partition's group FIMs (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
+from flowtracer.stream.analytics.fim import fabric_fim
+from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS
+from flowtracer.stream.stages.window_tracker import WindowTracker
+
+FABRIC = "fabric"
+
+
+class FabricStage:
+    """Waits for the GroupFimBatch of every counters partition that reports, then emits the fabric samples."""
+
+    def __init__(self, hop_ns: int, grace_ns: int, rolling_hops: int, senders: frozenset[int] = frozenset()) -> None:
+        """``senders``: the counters partitions that own switches (each sends one batch per window)."""
+        self.hop_ns = hop_ns
+        self.rolling_hops = rolling_hops
+        self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders),
+                                     required_grace_ns=3 * REQUIRED_GRACE_NS, name="fabric stage")
+
+    def state(self) -> dict[str, Any]:
+        """What a new owner needs (JSON-able): the last published window."""
+        return {"released_up_to": self.tracker.released_up_to}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the windows a previous owner published: replayed records of those are late."""
+        self.tracker.released_up_to = int(state["released_up_to"])
+
+    def add(self, batch: internal_pb2.GroupFimBatch, token: object, now_ns: int) -> bool:
+        source = f"groups:{batch.source_partition}"
+        return self.tracker.add(batch.window_end_ns, source, batch, token, now_ns, identity=source)
+
+    def finalize(self, now_ns: int) -> Emitted:
+        out = Emitted()
+        for end in self.tracker.due(now_ns):
+            items, tokens, _ = self.tracker.pop(end)
+            samples = [s for b in items for s in b.groups]
+            for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
+                mine = [s for s in samples if s.basis == basis and s.total_bytes > 0]
+                if not mine:
+                    continue
+                total = sum(s.total_bytes for s in mine)
+                out.fims.append(analytics_pb2.FimSample(
+                    schema_version=SCHEMA_VERSION, window_start_ns=end - self.rolling_hops * self.hop_ns,
+                    window_end_ns=end, group=FABRIC, basis=basis, members=len(mine),
+                    fim=fabric_fim([s.fim for s in mine], [s.total_bytes for s in mine]),
+                    fim_flows=fabric_fim([s.fim_flows for s in mine], [s.total_bytes for s in mine]),
+                    max_mean_ratio=max(s.max_mean_ratio for s in mine),
+                    cv=fabric_fim([s.cv for s in mine], [s.total_bytes for s in mine]), total_bytes=total,
+                    resolver=mine[0].resolver))
+            out.tokens.extend(tokens)
+            out.windows += 1
+        return out

@@ -1,0 +1,171 @@
+"""Stage A, per flows partition: resolve the flows that enter the fabric at its leaves (pure).
+
+Input: FlowBatches keyed by the sending NICs' leaf, and (for resolvers that learn from counters)
+the CounterBatches of the same leaves, which co-partitioning puts here. Per finalized window:
+PathLoads, and one AttributionBatch for every counters partition (bytes per link of the switches
+that partition owns; empty batches too, as end-of-window markers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from operator import attrgetter
+from typing import Any
+
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
+from flowtracer.stream.analytics.attribution import attribute, heaviest
+from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
+from flowtracer.stream.analytics.link_index import LinkIndex
+from flowtracer.stream.resolvers.contract import Resolver
+from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.window_tracker import WindowTracker
+
+#: How long a stage waits for a required upstream source that is missing (a failover in progress);
+#: each downstream stage waits one more multiple, so it never gives up before its upstream did.
+REQUIRED_GRACE_NS = 30_000_000_000
+
+_FLOW_ID = attrgetter("flow_id")
+_TEMPLATES_MAX = 1 << 16  # PathLoad templates kept per stage (NIC pairs x paths); cleared when exceeded
+
+
+def counter_identity(batch: counters_pb2.CounterBatch) -> tuple[str, str, int, int]:
+    """A CounterBatch's identity: one instant may come as several batches, a redelivery repeats one."""
+    return (batch.collector_id, batch.switch, batch.session, batch.sequence)
+
+
+class FlowsStage:
+    """Window state and finalization of one flows partition."""
+
+    def __init__(self, partition: int, partitions: int, fabric: Fabric, links: LinkIndex, resolver: Resolver,
+                 hop_ns: int, grace_ns: int, uses_counters: bool, max_flows_per_link: int = 16,
+                 heavy_share: float = 0.1) -> None:
+        self.partition = partition
+        self.partitions = partitions
+        self.fabric = fabric
+        self.links = links
+        self.resolver = resolver
+        self.hop_ns = hop_ns
+        self.uses_counters = uses_counters
+        self.max_flows_per_link = max_flows_per_link
+        # Flows are named only where a collision can be reported: on ECMP members, and only the flows
+        # heavy enough to count there (the links stage's rule), in bytes per hop.
+        self._named_min_bytes = {m.id: heavy_share * m.speed_bps / 8 * hop_ns / 1e9
+                                 for g in fabric.ecmp_groups.values() for m in g.members}
+        # The hosts cabled to this partition's leaves send a FlowBatch per window: require them, or a
+        # resolver that also reads counters (which arrive first) would learn to close windows without flows.
+        mine = frozenset(f"flows:{n.host}@{n.leaf}" for n in fabric.nics.values()
+                         if partition_for(n.leaf, partitions) == partition)
+        if uses_counters:  # and the leaves' counters, for resolvers that learn from them
+            mine |= frozenset(f"counters:{lf}" for lf in fabric.leaves if partition_for(lf, partitions) == partition)
+        self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS,
+                                     name=f"flows stage of partition {partition}")
+        self.unattributed = Unattributed()
+        self._observe = FlowObserver(fabric)
+        # (path id, src NIC, dst NIC) -> PathLoad with the fields that do not change per window: copying it
+        # is about half the cost of building the message from keyword arguments.
+        self._path_templates: dict[tuple[str, str, str], analytics_pb2.PathLoad] = {}
+        self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}
+
+    def window_of(self, timestamp_ns: int) -> int:
+        """The window end a sample instant belongs to (the hop boundary at or after it)."""
+        return -(-timestamp_ns // self.hop_ns) * self.hop_ns
+
+    def state(self) -> dict[str, Any]:
+        """What a new owner of the partition needs (JSON-able): the last published window, what the resolver learned."""
+        return {"released_up_to": self.tracker.released_up_to,
+                "resolver": self.resolver.state() if self.uses_counters else {}}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the windows a previous owner published: replayed records of those are late."""
+        self.tracker.released_up_to = int(state["released_up_to"])
+        if state.get("resolver"):
+            self.resolver.restore(state["resolver"])
+
+    def add_flows(self, batch: flows_pb2.FlowBatch, token: object, now_ns: int) -> bool:
+        end = self.window_of(batch.window_end_ns)
+        source = f"flows:{batch.host}@{batch.leaf}"
+        return self.tracker.add(end, source, batch, token, now_ns, identity=source)
+
+    def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
+        """Counters of this partition's leaves, for resolvers that learn from them."""
+        if not self.uses_counters:
+            return False
+        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
+                                identity=counter_identity(batch))
+
+    def finalize(self, now_ns: int) -> Emitted:
+        out = Emitted()
+        for end in self.tracker.due(now_ns):
+            items, tokens, _ = self.tracker.pop(end)
+            out.extend(self._window(end, items))
+            out.tokens.extend(tokens)
+            out.windows += 1
+        return out
+
+    def _window(self, end: int, items: list[object]) -> Emitted:
+        start = end - self.hop_ns
+        obs = []
+        measured: dict[str, int] = {}
+        for item in items:
+            if isinstance(item, flows_pb2.FlowBatch):
+                obs.extend(self._observe(item, self.unattributed))
+            elif isinstance(item, counters_pb2.CounterBatch):
+                measured.update(self.links.measured(item, self.hop_ns))
+        obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
+        placements = self.resolver.resolve(end, obs, measured)
+        # Only the links that name flows keep them (and only the heavy ones): fewer objects per window.
+        att = attribute(obs, placements, keep_flows=self._named_min_bytes)
+        self.unattributed.flows += att.unplaced_flows
+        self.unattributed.bytes += att.unplaced_bytes
+        resolver = self.resolver.name
+        out = Emitted()
+        templates = self._path_templates
+        if len(templates) > _TEMPLATES_MAX:
+            templates.clear()
+        path_loads = out.path_loads
+        prow, pbytes, pcount, pconf = att.path_row, att.path_bytes, att.path_flow_count, att.path_conf_bytes
+        psrc, pdst, plinks = att.path_src_nic, att.path_dst_nic, att.path_links
+        for pid in sorted(prow):
+            i = prow[pid]
+            key = (pid, psrc[i], pdst[i])
+            tmpl = templates.get(key)
+            if tmpl is None:
+                src_host, src_nic = psrc[i].split(":", 1)
+                dst_host, dst_nic = pdst[i].split(":", 1)
+                tmpl = templates[key] = analytics_pb2.PathLoad(
+                    schema_version=SCHEMA_VERSION, path_id=pid, links=plinks[i], src_host=src_host, src_nic=src_nic,
+                    dst_host=dst_host, dst_nic=dst_nic, resolver=resolver)
+            b = pbytes[i]
+            m = analytics_pb2.PathLoad()
+            m.CopyFrom(tmpl)
+            m.window_start_ns = start
+            m.window_end_ns = end
+            m.bytes = round(b)
+            m.flow_count = pcount[i]
+            m.confidence = pconf[i] / b if b else 1.0
+            path_loads.append(m)
+        # Shares are added straight into each destination's batch: building LinkShares apart and passing
+        # them to the batch would copy every one.
+        batches = [internal_pb2.AttributionBatch(
+            schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end,
+            source_partition=self.partition, source_partitions=self.partitions, resolver=resolver)
+            for _ in range(self.partitions)]
+        shares_of = [b.links for b in batches]
+        owner_of, dest_of, named_min = self.links.owner, self._dest, self._named_min_bytes
+        lrow, lbytes, lcount, lconf, lflows = (att.link_row, att.link_bytes, att.link_flow_count, att.link_conf_bytes,
+                                               att.link_flows)
+        for lid in sorted(lrow):
+            i = lrow[lid]
+            owner = owner_of[lid]
+            b = lbytes[i]
+            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=round(b), flow_count=lcount[i],
+                                               confidence=lconf[i] / b if b else 1.0)
+            threshold = named_min.get(lid)
+            if threshold is not None:  # flows are named only on ECMP members (see __init__)
+                named = heaviest(lflows.get(lid, ()), self.max_flows_per_link, threshold)
+                if named:
+                    ls.flows.extend(named)
+        out.attributions.extend(enumerate(batches))
+        return out

@@ -1,0 +1,136 @@
+"""Stage B, per counters partition: measured vs attributed load of every link its switches own (pure).
+
+Input: CounterBatches of this partition's switches and the AttributionBatches every flows
+partition sent here. A window is complete when every flows partition's batch arrived and the
+switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
+Collisions, and one GroupFimBatch for the fabric-wide aggregation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from flowtracer.schemas.fabric import EcmpGroup, Fabric
+from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
+from flowtracer.stream.analytics.attribution import Share
+from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
+from flowtracer.stream.analytics.link_index import LinkIndex
+from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
+from flowtracer.stream.stages.window_tracker import WindowTracker
+
+
+class LinksStage:
+    """Window state, rolling history and finalization of one counters partition."""
+
+    def __init__(self, partition: int, partitions: int, fabric: Fabric, links: LinkIndex, hop_ns: int,
+                 grace_ns: int, rolling_hops: int, rule: CollisionRule | None = None, resolver: str = "hash") -> None:
+        self.partition = partition
+        self.partitions = partitions
+        self.links = links
+        self.hop_ns = hop_ns
+        self.rule = rule or CollisionRule()
+        self.history = GroupHistory(rolling_hops)
+        # Every flows partition that owns a leaf with hosts sends a batch per window: require those (the
+        # others never send). Switches are learned from what reported recently. The grace is twice the
+        # flows stage's, so that a window is not closed while its upstream is still waiting out its own.
+        senders = {partition_for(n.leaf, partitions) for n in fabric.nics.values()}
+        # The switches this partition owns report every sample too: also required, or a stage created at a
+        # rebalance could close a window from the attributions alone before the counters are replayed.
+        mine_switches = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
+        required = frozenset(f"attr:{q}" for q in senders) | frozenset(f"counters:{sw}" for sw in mine_switches)
+        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=required,
+                                     required_grace_ns=2 * REQUIRED_GRACE_NS,
+                                     name=f"links stage of partition {partition}")
+        mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
+        self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
+        self.link_groups: dict[str, list[str]] = defaultdict(list)
+        for g in fabric.ecmp_groups.values():
+            for m in g.members:
+                self.link_groups[m.id].append(g.id)
+        self.resolver = resolver
+
+    def window_of(self, timestamp_ns: int) -> int:
+        return -(-timestamp_ns // self.hop_ns) * self.hop_ns
+
+    def state(self) -> dict[str, Any]:
+        """What a new owner of the partition needs (JSON-able): the last published window and the history."""
+        return {"released_up_to": self.tracker.released_up_to, "history": self.history.state()}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue after the windows a previous owner published: replayed records of those are late."""
+        self.tracker.released_up_to = int(state["released_up_to"])
+        self.history.restore(state["history"])
+
+    def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
+        return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
+                                identity=counter_identity(batch))
+
+    def add_attributions(self, batch: internal_pb2.AttributionBatch, token: object, now_ns: int) -> bool:
+        # A flows partition replayed after a failover sends its batch again: the same identity.
+        source = f"attr:{batch.source_partition}"
+        return self.tracker.add(batch.window_end_ns, source, batch, token, now_ns, identity=source)
+
+    def finalize(self, now_ns: int) -> Emitted:
+        out = Emitted()
+        for end in self.tracker.due(now_ns):
+            items, tokens, _ = self.tracker.pop(end)
+            out.extend(self._window(end, items))
+            out.tokens.extend(tokens)
+            out.windows += 1
+        return out
+
+    def _window(self, end: int, items: list[object]) -> Emitted:
+        start = end - self.hop_ns
+        measured: dict[str, int] = {}
+        reported: set[str] = set()
+        shares: dict[str, Share] = {}
+        member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
+        for item in items:
+            if isinstance(item, counters_pb2.CounterBatch):
+                reported.add(item.switch)
+                measured.update(self.links.measured(item, self.hop_ns))
+            elif isinstance(item, internal_pb2.AttributionBatch):
+                for ls in item.links:
+                    s = shares.get(ls.link)
+                    if s is None:
+                        s = shares[ls.link] = Share()
+                    s.bytes += ls.bytes
+                    s.flow_count += ls.flow_count
+                    s.conf_bytes += ls.bytes * ls.confidence
+                    member_flows[ls.link].extend(ls.flows)
+        out = Emitted()
+        seconds = self.hop_ns / 1e9
+        link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
+        for lid in sorted(link_ids):
+            link = self.links.fabric.links[lid]
+            share = shares.get(lid)
+            attributed = round(share.bytes) if share else 0
+            valid = lid in measured
+            meas = measured.get(lid, 0)
+            out.link_loads.append(analytics_pb2.LinkLoad(
+                schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, link=lid,
+                src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
+                speed_bps=link.speed_bps, measured_bytes=meas, measured_valid=valid, attributed_bytes=attributed,
+                unexplained_bytes=meas - attributed if valid else 0,
+                utilization=meas * 8 / (link.speed_bps * seconds) if valid else 0.0,
+                flow_count=share.flow_count if share else 0, resolver=self.resolver,
+                groups=self.link_groups.get(lid, [])))
+        rolling_start = end - self.history.hops * self.hop_ns
+        group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
+                                                 source_partition=self.partition, source_partitions=self.partitions)
+        for g in self.groups:
+            if g.switch not in reported and not any(m.id in shares for m in g.members):
+                continue
+            hop = group_hop(g, measured, shares)
+            samples = fim_samples(g, self.history.add(g.id, end, hop, self.hop_ns), rolling_start, end, self.resolver)
+            out.fims.extend(samples)
+            group_batch.groups.extend(samples)
+            collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
+            if collision is not None:
+                out.collisions.append(collision)
+        out.group_fims.append(group_batch)
+        return out

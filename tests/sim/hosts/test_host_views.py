@@ -1,0 +1,111 @@
+"""The simulator's host views: the files of a real Linux RDMA host, read by the agent's real parsers."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flowtracer.collectors.agent.sources.nccl_log import NcclLog
+from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp, per_qp_counters
+from flowtracer.collectors.agent.sources.sysfs import read_sysfs
+from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
+from flowtracer.sim.hosts.views import KEEP, host_view_dir, ipv4_mapped_gid, write_host_view
+
+T0 = 1_700_000_000_000_000_000
+
+
+@pytest.fixture
+def shm(tmp_path: Path) -> Iterator[Path]:
+    """A temp dir on tmpfs when there is one: host views are many small files."""
+    if not Path("/dev/shm").is_dir():
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        yield Path(d)
+
+
+def _host() -> HostState:
+    hs = HostState("gpu01", timestamp_ns=T0)
+    for dev, nd, ip in (("mlx5_0", "ens1f0np0", "10.0.1.1"), ("mlx5_1", "ens2f0np0", "10.0.2.1")):
+        hs.nics.append(NicInfo(dev, 1, nd, ip, 400_000_000_000))
+        hs.ports[(dev, 1)] = PortCounters(dev, 1, nd, tx_bytes=4_000_003, rx_bytes=8, tx_packets=1000, rx_packets=2)
+    hs.qps[("mlx5_0", 300)] = QpState("mlx5_0", 1, "ens1f0np0", 300, 700, "10.0.1.1", "10.0.1.2", 0, 42, "python3",
+                                      T0, sq_psn=0xFFFFFF, rq_psn=5, tx_bytes=123, tx_packets=1, rx_bytes=7,
+                                      rx_packets=1)
+    hs.nccl_log.append("gpu01:42:42 [0] NCCL INFO ncclCommInitRank comm 0x10 rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
+                       "busId 1000 commId 0xabc - Init START")
+    return hs
+
+
+def test_a_snapshot_reads_back_through_the_agent_parsers(shm: Path) -> None:
+    hs = _host()
+    write_host_view(hs, shm)
+    d = host_view_dir(shm, "gpu01")
+    cur = d / "current"
+    assert cur.is_symlink() and json.loads((cur / "view.json").read_text()) == {"host": "gpu01", "timestamp_ns": T0}
+    text = (cur / "rdma" / "resource_show_qp.json").read_text()
+    assert text.startswith('[{"ifindex":0,"ifname":"mlx5_0","port":1,"lqpn":300,"rqpn":700,"type":"RC"')
+    (qp,) = parse_res_qp(text).records
+    assert (qp.lqpn, qp.rqpn, qp.sq_psn, qp.rq_psn, qp.pid, qp.comm) == (300, 700, 0xFFFFFF, 5, 42, "python3")
+    stat = parse_stat_qp((cur / "rdma" / "statistic_qp_show.json").read_bytes())
+    _cntn, (tx_bytes, rx_bytes, tx_packets, rx_packets) = per_qp_counters(stat.records)[("mlx5_0", 1, 300)]
+    assert (tx_bytes, rx_bytes, tx_packets, rx_packets) == (123, 7, 1, 1)
+    view = read_sysfs(cur / "sys" / "class" / "infiniband")
+    assert view.malformed == 0
+    p = view.ports[("mlx5_0", 1)]
+    assert p.roce_v2_ips() == ["10.0.1.1"] and p.netdev == "ens1f0np0" and p.netdev_mtu == 9000
+    assert p.counters["port_xmit_data"] == 1_000_000 and p.tx_bytes == 4_000_000  # 4-byte words, as the PMA
+    assert ipv4_mapped_gid("10.0.1.1") == "0000:0000:0000:0000:0000:ffff:0a00:0101"
+    log = NcclLog()
+    log.feed((d / "nccl.log").read_text().splitlines())
+    assert log.malformed == 0 and log.tag(42, "mlx5_0", 300) is not None
+
+
+def test_snapshots_are_kept_pruned_and_log_lines_appended_once(shm: Path) -> None:
+    hs = _host()
+    for i in range(KEEP + 5):
+        hs.timestamp_ns = T0 + i * 250_000_000
+        hs.nccl_log.append(f"gpu01:42:42 [0] NCCL INFO line {i}")
+        write_host_view(hs, shm, qp_counters=False)
+    d = host_view_dir(shm, "gpu01")
+    snaps = sorted(os.listdir(d / "snapshots"))
+    assert len(snaps) == KEEP and snaps[-1].startswith(f"{T0 + (KEEP + 4) * 250_000_000:020d}-")
+    assert not (d / "current" / "rdma" / "statistic_qp_show.json").exists()  # kernel without per-QP counters
+    lines = (d / "nccl.log").read_text().splitlines()
+    assert len(lines) == KEEP + 6 and lines[-1].endswith("line 20")
+
+
+def test_readers_never_see_half_a_snapshot(shm: Path) -> None:
+    hs = _host()
+    write_host_view(hs, shm)
+    cur = host_view_dir(shm, "gpu01") / "current"
+    stop = threading.Event()
+    bad: list[str] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                snap = cur.resolve(strict=True)
+                qp = parse_res_qp((snap / "rdma" / "resource_show_qp.json").read_bytes())
+                st = parse_stat_qp((snap / "rdma" / "statistic_qp_show.json").read_bytes())
+            except FileNotFoundError:
+                continue  # pruned between resolve and read: the agent lists again
+            if qp.malformed or st.malformed or len(qp.records) != 1:
+                bad.append(repr(qp))
+
+    t = threading.Thread(target=read)
+    t.start()
+    for i in range(60):
+        with hs.lock:
+            hs.timestamp_ns = T0 + i
+            hs.qps[("mlx5_0", 300)].tx_bytes += 10**9
+        write_host_view(hs, shm)
+    stop.set()
+    t.join()
+    assert not bad

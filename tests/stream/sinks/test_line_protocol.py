@@ -1,0 +1,284 @@
+"""The line-protocol encoders (pure, no servers): every line matches MEASUREMENTS exactly (tag set,
+field set, field types), timestamps are window ends, escaping round-trips, "absent, not zero"
+holds, and bad messages get an error that names them.
+
+Lines are checked with a small independent line-protocol parser (``parse_line``) that follows the
+InfluxDB 2 rules, so the encoder is not checked against itself. That VictoriaMetrics reads them
+the same way is tested in test_sinks.py.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from flowtracer.schemas.v1 import analytics_pb2 as a
+from flowtracer.schemas.v1 import common_pb2 as c
+from flowtracer.stream.sinks import line_protocol as ip
+from flowtracer.stream.sinks.line_protocol import MEASUREMENTS, PointError
+
+T_END = 1_704_067_210_000_000_000  # 2024-01-01T00:00:10Z
+T_START = T_END - 10_000_000_000
+
+
+# -- an independent line-protocol parser --------------------------------------------------------------
+
+def _read_key(s: str, i: int, stops: str) -> tuple[str, int]:
+    """Read up to an unescaped char in *stops*; a backslash escapes any of ``, =\\`` (InfluxDB 2),
+    before anything else it is literal."""
+    out = []
+    while i < len(s) and s[i] not in stops:
+        if s[i] == "\\" and i + 1 < len(s) and s[i + 1] in ", =\\":
+            out.append(s[i + 1])
+            i += 2
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out), i
+
+
+def parse_line(line: str) -> tuple[str, dict[str, str], dict[str, tuple[str, Any]], int]:
+    """(measurement, tags, fields as name -> (type, value), timestamp) of one line."""
+    assert "\n" not in line and "\r" not in line
+    name, i = _read_key(line, 0, ", ")
+    tags: dict[str, str] = {}
+    while line[i] == ",":
+        k, i = _read_key(line, i + 1, "=")
+        v, i = _read_key(line, i + 1, ", ")
+        assert k not in tags and v, line
+        tags[k] = v
+    assert line[i] == " "
+    fields: dict[str, tuple[str, Any]] = {}
+    while True:
+        k, i = _read_key(line, i + 1, "=")
+        i += 1
+        if line[i] == '"':
+            out, i = [], i + 1
+            while line[i] != '"':
+                if line[i] == "\\" and line[i + 1] in '"\\':
+                    i += 1
+                out.append(line[i])
+                i += 1
+            fields[k] = ("string", "".join(out))
+            i += 1
+        else:
+            j = i
+            while line[i] not in ", ":
+                i += 1
+            raw = line[j:i]
+            if raw.endswith("i"):
+                fields[k] = ("int", int(raw[:-1]))
+            else:
+                assert "." in raw or "e" in raw, f"float {k}={raw} is written like an integer"
+                fields[k] = ("float", float(raw))
+        if line[i] == " ":
+            break
+    return name, tags, fields, int(line[i + 1:])
+
+
+def check_against_schema(line: str) -> tuple[dict[str, str], dict[str, Any], int]:
+    """Parse *line* and assert it is exactly what MEASUREMENTS defines; returns tags, field values, ts."""
+    name, tags, fields, ts = parse_line(line)
+    m = MEASUREMENTS[name]
+    assert set(m.tags) - set(m.optional) <= set(tags) <= set(m.tags), line
+    assert set(m.fields) - set(m.optional) <= set(fields) <= set(m.fields), line
+    for k, (kind, _) in fields.items():
+        assert kind == m.fields[k], f"{name}.{k} written as {kind}, defined as {m.fields[k]}"
+    return tags, {k: v for k, (_, v) in fields.items()}, ts
+
+
+# -- messages ------------------------------------------------------------------------------------------
+
+LINK = "leaf-01:Ethernet1/1>spine-01:Ethernet1/1"
+
+
+def _set(msg: Any, changes: dict[str, Any]) -> Any:
+    """*msg* with fields replaced (repeated fields by a list)."""
+    for k, v in changes.items():
+        if isinstance(v, list):
+            del getattr(msg, k)[:]
+            getattr(msg, k).extend(v)
+        else:
+            setattr(msg, k, v)
+    return msg
+
+
+def link_load(**kw: Any) -> a.LinkLoad:
+    msg = a.LinkLoad(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, link=LINK, src_node="leaf-01",
+        src_port="Ethernet1/1", dst_node="spine-01", dst_port="Ethernet1/1", speed_bps=400_000_000_000,
+        measured_bytes=125_000_000_000, measured_valid=True, attributed_bytes=120_000_000_000,
+        unexplained_bytes=5_000_000_000, utilization=0.25, flow_count=3, resolver="hash",
+        groups=["leaf-01:spine-01|spine-02"],
+    )
+    return _set(msg, kw)
+
+
+def path_load(**kw: Any) -> a.PathLoad:
+    links = ["h01:mlx5_0>leaf-01:Ethernet1/9", LINK, "spine-01:Ethernet1/3>leaf-03:Ethernet1/1",
+             "leaf-03:Ethernet1/9>h09:mlx5_0"]
+    msg = a.PathLoad(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, path_id="|".join(links), links=links,
+        src_host="h01", src_nic="h01:mlx5_0", dst_host="h09", dst_nic="h09:mlx5_0", bytes=9_000_000_000,
+        flow_count=2, resolver="infer", confidence=0.875,
+    )
+    return _set(msg, kw)
+
+
+def fim(**kw: Any) -> a.FimSample:
+    msg = a.FimSample(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, group="leaf-01:spine-01|spine-02",
+        switch="leaf-01", basis=a.LOAD_BASIS_ATTRIBUTED, members=2, fim=0.5, fim_flows=0.0,
+        max_mean_ratio=1.5, cv=0.5, total_bytes=200, member_links=["x", "y"], member_bytes=[150, 50],
+    )
+    return _set(msg, kw)
+
+
+def flow(src: str, dst: str, sport: int, nbytes: int, job: str = "", coll: str = "") -> c.FlowRef:
+    key = c.FlowKey(src_ip=src, dst_ip=dst, ip_proto=17, udp_src_port=sport, udp_dst_port=4791, dst_qpn=7)
+    return c.FlowRef(key=key, src_host="h01", dst_host="h09", lqpn=9, job_id=job, collective=coll, bytes=nbytes)
+
+
+def collision(**kw: Any) -> a.Collision:
+    msg = a.Collision(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, switch="leaf-01",
+        group="leaf-01:spine-01|spine-02", link=LINK, link_utilization=0.96,
+        idle_link="leaf-01:Ethernet1/2>spine-02:Ethernet1/1", idle_utilization=0.0,
+        flows=[flow("10.0.0.1", "10.0.3.1", 52208, 1_200_000_000, "j42", "AllReduce"),
+               flow("10.0.0.2", "10.0.3.2", 49152, 800_000_000)],
+        resolver="hash",
+    )
+    return _set(msg, kw)
+
+
+# -- tests ---------------------------------------------------------------------------------------------
+
+def test_docstring_table_is_generated_from_the_definitions() -> None:
+    assert ip.markdown_table() in (ip.__doc__ or "")
+
+
+def test_link_load_line_is_exact() -> None:
+    """Tags sorted by key, ints with i, floats with a decimal point, timestamp = window end (ns)."""
+    assert ip.link_load_line(link_load(utilization=0.0)) == (
+        "link_load,dst_node=spine-01,link=leaf-01:Ethernet1/1>spine-01:Ethernet1/1,resolver=hash,src_node=leaf-01 "
+        "measured_bytes=125000000000i,attributed_bytes=120000000000i,unexplained_bytes=5000000000i,"
+        "utilization=0.0,flow_count=3i,measured_valid=1i 1704067210000000000"
+    )
+
+
+@pytest.mark.parametrize("msg", [link_load(), path_load(), fim(), collision(),
+                                 link_load(measured_valid=False), fim(basis=a.LOAD_BASIS_MEASURED),
+                                 fim(group="fabric", switch=""), collision(flows=[])],
+                         ids=["link", "path", "fim", "collision", "link-invalid", "fim-measured", "fim-fabric",
+                              "collision-noflows"])
+def test_every_line_matches_the_schema(msg: Any) -> None:
+    _, _, ts = check_against_schema(ip.to_lines([msg])[0])
+    assert ts == T_END
+
+
+def test_invalid_measurement_is_absent_not_zero() -> None:
+    tags, fields, _ = check_against_schema(ip.link_load_line(link_load(measured_valid=False)))
+    assert fields == {"attributed_bytes": 120_000_000_000, "flow_count": 3, "measured_valid": 0}
+    assert tags["link"] == LINK
+
+
+def test_fim_fields_and_tags_by_basis_and_scope() -> None:
+    tags, fields, _ = check_against_schema(ip.fim_line(fim()))
+    assert tags == {"group": "leaf-01:spine-01|spine-02", "switch": "leaf-01", "basis": "attributed"}
+    assert fields == {"fim": 0.5, "fim_flows": 0.0, "max_mean_ratio": 1.5, "cv": 0.5, "total_bytes": 200,
+                      "members": 2}
+    tags, fields, _ = check_against_schema(ip.fim_line(fim(group="fabric", switch="", basis=a.LOAD_BASIS_MEASURED)))
+    assert tags == {"group": "fabric", "basis": "measured"}
+    assert "fim_flows" not in fields
+    with pytest.raises(PointError, match=r"FimSample group='fabric' .*LOAD_BASIS_UNSPECIFIED"):
+        ip.fim_line(fim(group="fabric", basis=a.LOAD_BASIS_UNSPECIFIED))
+
+
+def test_path_tag_is_the_switch_part() -> None:
+    tags, fields, _ = check_against_schema(ip.path_load_line(path_load()))
+    assert tags == {"src_nic": "h01:mlx5_0", "dst_nic": "h09:mlx5_0", "resolver": "infer",
+                    "path": f"{LINK}|spine-01:Ethernet1/3>leaf-03:Ethernet1/1"}
+    assert fields == {"bytes": 9_000_000_000, "flow_count": 2, "confidence": 0.875}
+    # NICs named by device only, links only in path_id, both NICs on one leaf.
+    same_leaf = ["h01:mlx5_0>leaf-01:Ethernet1/9", "leaf-01:Ethernet1/10>h02:mlx5_0"]
+    msg = path_load(src_nic="mlx5_0", dst_host="h02", dst_nic="mlx5_0", path_id="|".join(same_leaf), links=[])
+    tags, _, _ = check_against_schema(ip.path_load_line(msg))
+    assert (tags["src_nic"], tags["dst_nic"], tags["path"]) == ("h01:mlx5_0", "h02:mlx5_0", ip.SAME_LEAF)
+
+
+def test_collision_fields() -> None:
+    tags, fields, _ = check_against_schema(ip.collision_line(collision()))
+    assert tags == {"group": "leaf-01:spine-01|spine-02", "switch": "leaf-01", "link": LINK, "resolver": "hash"}
+    assert fields == {
+        "link_utilization": 0.96, "idle_utilization": 0.0, "idle_link": "leaf-01:Ethernet1/2>spine-02:Ethernet1/1",
+        "flow_count": 2, "flow_bytes": 2_000_000_000, "top_bytes": 1_200_000_000,
+        "flows": "10.0.0.1>10.0.3.1:sport=52208 job=j42 coll=AllReduce 1.2GB; 10.0.0.2>10.0.3.2:sport=49152 800.0MB",
+    }
+    many = [flow("10.0.0.1", "10.0.3.1", 1000 + i, 10 - i) for i in range(ip.MAX_FLOWS_TEXT + 3)]
+    _, fields, _ = check_against_schema(ip.collision_line(collision(flows=many)))
+    assert fields["flows"].endswith("; +3 more") and fields["flow_count"] == ip.MAX_FLOWS_TEXT + 3
+    assert fields["top_bytes"] == 10
+
+
+@pytest.mark.parametrize(("n", "text"), [(0, "0B"), (999, "999B"), (1000, "1.0kB"), (1_234_567, "1.2MB"),
+                                         (1_200_000_000, "1.2GB"), (3_000_000_000_000, "3.0TB")])
+def test_human_bytes(n: int, text: str) -> None:
+    assert ip.human_bytes(n) == text
+
+
+def test_special_characters_round_trip() -> None:
+    """Tag values with the line-protocol separators and backslashes (also trailing) and a string
+    field with quotes, backslashes and a line break come back intact (the break as the text \\n)."""
+    odd = 'leaf 02,rack=7\\x:Eth"1>spine\\'
+    msg = collision(link=odd, switch="sw 1", group="g=1,2", idle_link='a "b"\\c\nd')
+    line = ip.collision_line(msg)
+    tags, fields, _ = check_against_schema(line)
+    assert tags["link"] == odd and tags["switch"] == "sw 1" and tags["group"] == "g=1,2"
+    assert fields["idle_link"] == 'a "b"\\c\\nd'
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 1e-05, 1.5e20, 0.1, 2.0**-30, 123456789.0])
+def test_floats_are_never_written_like_integers(value: float) -> None:
+    _, fields, _ = check_against_schema(ip.link_load_line(link_load(utilization=value)))
+    assert fields["utilization"] == value
+
+
+@pytest.mark.parametrize(("msg", "error"), [
+    (link_load(utilization=math.nan), r"LinkLoad link='leaf-01:.*' window_end_ns=1704067210000000000: "
+                                      r"field 'utilization': nan is not finite"),
+    (link_load(measured_bytes=2**63), r"field 'measured_bytes': 9223372036854775808 does not fit"),
+    (link_load(schema_version=0), r"schema_version 0 \(these encoders know 1\)"),
+    (link_load(resolver=""), r"tag 'resolver' is empty"),
+    (link_load(window_end_ns=0), r"window_end_ns=0 is not a timestamp"),
+    (path_load(src_nic=""), r"PathLoad path_id='h01:.*tag 'src_nic' is empty"),
+    (collision(group=""), r"Collision group='' link=.*tag 'group' is empty"),
+    (fim(cv=math.inf), r"field 'cv': inf is not finite"),
+])
+def test_bad_messages_are_refused_with_where(msg: Any, error: str) -> None:
+    with pytest.raises(PointError, match=error):
+        ip.to_lines([msg])
+
+
+def test_to_lines_keeps_order_and_refuses_other_messages() -> None:
+    lines = ip.to_lines([fim(), link_load(), collision(), path_load()])
+    assert [ln.split(",", 1)[0] for ln in lines] == ["fim", "link_load", "collision", "path_load"]
+    with pytest.raises(PointError, match="no line encoder for DeadLetter"):
+        ip.to_lines([a.DeadLetter()])
+
+
+def test_definitions_reject_inconsistent_schemas() -> None:
+    with pytest.raises(ValueError, match="names must be"):
+        ip.Measurement("Bad Name", "X", tags=(), fields={"v": "int"}, units={"v": "count"})
+    with pytest.raises(ValueError, match="every key needs a unit"):
+        ip.Measurement("m", "X", tags=("t",), fields={"v": "uint"}, units={"v": "count", "t": "id"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="used twice"):
+        ip.Measurement("m", "X", tags=("v",), fields={"v": "int"}, units={"v": "count"})
+
+
+def test_docs_stream_md_shows_the_current_schema() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "stream.md").read_text()
+    assert ip.markdown_table() in doc

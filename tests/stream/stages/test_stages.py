@@ -1,0 +1,173 @@
+"""The processor's three stages, wired by hand as Kafka would wire them, on a fabric small enough to
+check by hand: two heavy flows hashed onto one uplink of leaf01 while the other idles."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.roce import rocev2_udp_sport
+from flowtracer.schemas.topics import partition_for
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2
+from flowtracer.stream.analytics.link_index import LinkIndex
+from flowtracer.stream.resolvers.hash import HashResolver
+from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.fabric import FabricStage
+from flowtracer.stream.stages.flows import FlowsStage
+from flowtracer.stream.stages.links import LinksStage
+
+S = 1_000_000_000
+P = 2
+GB = 25_000_000_000  # 200 Gbit/s for one second: half a 400G link
+
+
+def _colliding_pair(fabric: Fabric) -> list[tuple[str, str, int, int]]:
+    """Two flows host01->host03 and host02->host04 whose QP numbers hash onto the same spine."""
+    found: dict[str, list[tuple[str, str, int, int]]] = defaultdict(list)
+    for src, dst in (("host01", "host03"), ("host02", "host04")):
+        for lqpn in range(0x100, 0x200):
+            rqpn = lqpn + 0x1000
+            s, d = fabric.nics[f"{src}:mlx5_0"], fabric.nics[f"{dst}:mlx5_0"]
+            path = fabric.hash_path(HeaderFields(s.nic.ip, d.nic.ip, rocev2_udp_sport(lqpn, rqpn)),
+                                    f"{src}:mlx5_0", f"{dst}:mlx5_0")
+            spine = path[1].split(">")[1].split(":")[0]
+            if not any(f[0] == src for f in found[spine]):
+                found[spine].append((src, dst, lqpn, rqpn))
+    return found["spine01"]
+
+
+def _counter(delta: int) -> common_pb2.Counter:
+    return common_pb2.Counter(value=delta, delta=delta, status=common_pb2.DELTA_STATUS_OK)
+
+
+def test_collision_link_loads_and_fim_end_to_end() -> None:
+    fabric = Fabric(generate(FabricSpec(hosts=4, leaves=2, spines=2)))
+    links = LinkIndex(fabric)
+    flows = _colliding_pair(fabric)
+    assert len(flows) == 2
+    # Ground truth: both flows' paths, computed with the same hash model as the switches.
+    truth: dict[str, int] = defaultdict(int)
+    batches = []
+    for src, dst, lqpn, rqpn in flows:
+        s, d = fabric.nics[f"{src}:mlx5_0"], fabric.nics[f"{dst}:mlx5_0"]
+        sport = rocev2_udp_sport(lqpn, rqpn)
+        for lid in fabric.hash_path(HeaderFields(s.nic.ip, d.nic.ip, sport), s.name, d.name):
+            truth[lid] += GB
+        batches.append(flows_pb2.FlowBatch(
+            schema_version=1, host=src, leaf=s.leaf, window_start_ns=0, window_end_ns=S,
+            flows=[flows_pb2.Flow(rdma_device="mlx5_0", lqpn=lqpn, rqpn=rqpn, src_ip=s.nic.ip, dst_ip=d.nic.ip,
+                                  udp_src_port=sport, udp_dst_port=4791, tx_bytes=GB, job_id="job7")]))
+    # The other hosts' agents report too, with no flows (as agents do every window).
+    for host in ("host03", "host04"):
+        nic = fabric.nics[f"{host}:mlx5_0"]
+        batches.append(flows_pb2.FlowBatch(schema_version=1, host=host, leaf=nic.leaf, window_start_ns=0,
+                                           window_end_ns=S))
+    # Every switch reports counters that agree with the truth (0 on idle links).
+    counters = []
+    for sw in sorted(fabric.switch_names):
+        cb = counters_pb2.CounterBatch(schema_version=1, switch=sw, timestamp_ns=S)
+        ports = {lk.src_port for lk in fabric.out_links[sw]}
+        for port in sorted(ports):
+            out_id = links.out_link[(sw, port)]
+            host_in = links.in_host_link.get((sw, port))
+            cb.interfaces.append(counters_pb2.InterfaceCounters(
+                name=port, interval_ns=S, out_octets=_counter(truth.get(out_id, 0)),
+                in_octets=_counter(truth.get(host_in, 0) if host_in else 0)))
+        counters.append(cb)
+
+    resolver = HashResolver(fabric)
+    a = [FlowsStage(p, P, fabric, links, resolver, S, 5 * S, uses_counters=False) for p in range(P)]
+    b = [LinksStage(p, P, fabric, links, S, 5 * S, rolling_hops=10) for p in range(P)]
+    c = FabricStage(S, 5 * S, rolling_hops=10)
+    for fb in batches + batches:  # every batch delivered twice (at-least-once): counted once
+        a[partition_for(fb.leaf, P)].add_flows(fb, "flow-token", now_ns=S)
+    for cb in counters:
+        b[partition_for(cb.switch, P)].add_counters(cb, "counter-token", now_ns=S)
+    out = Emitted()
+    for stage in a:
+        out.extend(stage.finalize(now_ns=10 * S))  # grace passed: the first window has no history
+    assert len(out.attributions) == P  # the one flows partition with leaves marks every destination
+    for dest, ab in out.attributions + out.attributions:  # a replayed flows partition re-sends
+        b[dest].add_attributions(ab, "attr-token", now_ns=S)
+    for stage in b:
+        out.extend(stage.finalize(now_ns=100 * S))
+    for gb in out.group_fims:
+        c.add(gb, "group-token", now_ns=S)
+    out.extend(c.finalize(now_ns=100 * S))
+
+    loads = {ll.link: ll for ll in out.link_loads}
+    for lid, nbytes in truth.items():
+        assert loads[lid].measured_bytes == nbytes and loads[lid].attributed_bytes == nbytes
+        assert loads[lid].unexplained_bytes == 0 and loads[lid].measured_valid
+    up = "leaf01:Ethernet3>spine01:Ethernet1"
+    idle = "leaf01:Ethernet4>spine02:Ethernet1"
+    assert loads[up].utilization == pytest.approx(1.0) and loads[up].flow_count == 2
+    assert loads[idle].measured_bytes == 0 and loads[idle].measured_valid
+
+    group = {(f.group, f.basis): f for f in out.fims}
+    for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
+        g = group[("leaf01:spine01|spine02", basis)]
+        assert g.fim == pytest.approx(1.0) and list(g.member_bytes) == [2 * GB, 0]
+        assert group[("fabric", basis)].fim == pytest.approx(1.0)  # only leaf01's group carried traffic
+    assert group[("leaf01:spine01|spine02", analytics_pb2.LOAD_BASIS_ATTRIBUTED)].fim_flows == pytest.approx(1.0)
+
+    [collision] = out.collisions
+    assert (collision.switch, collision.link, collision.idle_link) == ("leaf01", up, idle)
+    assert sorted(f.src_host for f in collision.flows) == ["host01", "host02"]
+    assert {f.job_id for f in collision.flows} == {"job7"}
+    assert len(out.path_loads) == 2 and all(p.bytes == GB for p in out.path_loads)
+    assert sorted(set(out.tokens)) == ["attr-token", "counter-token", "flow-token", "group-token"]
+
+
+def _uplink_counters(fabric: Fabric, links: LinkIndex, end: int, loads: dict[str, int]) -> list[counters_pb2.CounterBatch]:
+    """Every switch's CounterBatch for the window ending ``end``: ``loads`` bytes on the given out-links."""
+    out = []
+    for sw in sorted(fabric.switch_names):
+        cb = counters_pb2.CounterBatch(schema_version=1, switch=sw, timestamp_ns=end, sequence=end // S)
+        for port in sorted({lk.src_port for lk in fabric.out_links[sw]}):
+            cb.interfaces.append(counters_pb2.InterfaceCounters(
+                name=port, interval_ns=S, out_octets=_counter(loads.get(links.out_link[(sw, port)], 0)),
+                in_octets=_counter(0)))
+        out.append(cb)
+    return out
+
+
+def test_a_stage_restored_from_saved_state_skips_published_windows_and_keeps_its_rolling_history() -> None:
+    """A worker taking a partition over replays records of windows the previous owner published (they
+    sit after the committed offset): they must be late, and the rolling FIM must span the takeover."""
+    import json
+
+    fabric = Fabric(generate(FabricSpec(hosts=4, leaves=2, spines=2)))
+    links = LinkIndex(fabric)
+    up1, up2 = "leaf01:Ethernet3>spine01:Ethernet1", "leaf01:Ethernet4>spine02:Ethernet1"
+
+    def window(stage: LinksStage, k: int) -> Emitted:
+        for cb in _uplink_counters(fabric, links, k * S, {up1: k * GB, up2: GB}):
+            stage.add_counters(cb, f"c{k}", now_ns=k * S)
+        for q in range(P):  # every flows partition's (empty) attribution batch: the end-of-window marker
+            stage.add_attributions(internal_pb2.AttributionBatch(schema_version=1, window_end_ns=k * S,
+                                                                 source_partition=q), f"a{k}", now_ns=k * S)
+        return stage.finalize(now_ns=k * S)
+
+    def new_stage() -> LinksStage:
+        return LinksStage(0, P, fabric, links, S, 5 * S, rolling_hops=10)
+
+    first = new_stage()
+    assert [window(first, k).windows for k in (1, 2)] == [1, 1]
+    saved = json.loads(json.dumps(first.state()))  # what the Faust table holds
+    expected = window(first, 3)
+
+    taker = new_stage()
+    taker.restore(saved)
+    assert [window(taker, k).windows for k in (1, 2)] == [0, 0], "published windows are not reopened"
+    assert taker.tracker.late > 0
+    got = window(taker, 3)
+    assert got.windows == 1
+    fims = {(f.group, f.basis): f for f in got.fims}
+    assert fims == {(f.group, f.basis): f for f in expected.fims}
+    rolling = fims[("leaf01:spine01|spine02", analytics_pb2.LOAD_BASIS_MEASURED)]
+    assert list(rolling.member_bytes) == [6 * GB, 3 * GB], "three windows of history, two of them restored"

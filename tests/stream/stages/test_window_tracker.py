@@ -1,0 +1,76 @@
+"""Window release rules: complete, moved on, overdue; strictly in order; late records counted."""
+
+from flowtracer.stream.stages.window_tracker import WindowTracker
+
+S = 1_000_000_000
+
+
+def test_first_window_waits_for_grace_then_completeness_releases_at_once() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S)
+    t.add(1 * S, "a", "a1", 1, now_ns=0)
+    t.add(1 * S, "b", "b1", 2, now_ns=0)
+    assert t.due(now_ns=S) == []  # nothing known about the expected sources yet
+    assert t.due(now_ns=3 * S) == [S]
+    assert t.pop(S) == (["a1", "b1"], [1, 2], frozenset({"a", "b"}))
+    t.add(2 * S, "a", "a2", 3, now_ns=4 * S)
+    assert t.due(now_ns=4 * S) == []  # b has not reported
+    t.add(2 * S, "b", "b2", 4, now_ns=4 * S)
+    assert t.due(now_ns=4 * S) == [2 * S]
+
+
+def test_a_skipped_window_is_released_once_every_source_moved_on() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=100 * S, lateness_hops=2)
+    for w, srcs in ((1, "ab"), (2, "a"), (3, "ab"), (4, "ab")):
+        for src in srcs:
+            t.add(w * S, src, f"{src}{w}", w, 0)
+    t.pop(S)  # as if window 1 had been released before
+    # b skipped window 2; both have reported window 4 = 2 + lateness, so 2 may go, then 3 (complete).
+    assert t.due(0) == [2 * S, 3 * S, 4 * S]
+
+
+def test_a_fast_source_does_not_close_windows_a_slow_one_has_not_delivered() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=100 * S, lateness_hops=2)
+    t.add(S, "fast", 0, 0, 0)
+    t.add(S, "slow", 0, 0, 0)
+    t.pop(S)
+    for w in range(2, 8):  # a backlog of one topic arrives first
+        t.add(w * S, "fast", w, w, 0)
+    assert t.due(0) == []
+    t.add(2 * S, "slow", 2, 2, 0)
+    assert t.due(0) == [2 * S]
+
+
+def test_late_records_are_counted_not_reopened() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=0)
+    t.add(S, "a", 1, 1, 0)
+    t.pop(t.due(0)[0])
+    assert t.add(S, "b", 2, 2, 0) is False
+    assert t.late == 1
+
+
+def test_a_redelivered_record_replaces_instead_of_adding() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=0)
+    t.add(S, "a", "first copy", 1, 0, identity="a#7")
+    t.add(S, "a", "second copy", 2, 0, identity="a#7")
+    t.add(S, "a", "another record", 3, 0, identity="a#8")
+    items, tokens, _ = t.pop(t.due(0)[0])
+    assert items == ["second copy", "another record"]
+    assert tokens == [1, 2, 3]  # both deliveries are acked
+
+
+def test_a_missing_required_source_is_waited_for_longer() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, required=frozenset({"upstream-0", "upstream-1"}),
+                      required_grace_ns=30 * S)
+    t.add(S, "upstream-0", 0, 0, now_ns=0)
+    assert t.due(now_ns=10 * S) == []  # just started: upstream-1 will report (a backlog), wait for it
+    assert t.due(now_ns=30 * S) == [S]  # but not for ever
+    t.pop(S)
+    t.add(2 * S, "upstream-0", 0, 0, now_ns=31 * S)
+    assert t.due(now_ns=34 * S) == [2 * S]  # upstream-1 never reported: after start-up it holds nothing
+    t.pop(2 * S)
+    t.add(3 * S, "upstream-1", 0, 0, now_ns=35 * S)
+    t.add(3 * S, "upstream-0", 0, 0, now_ns=35 * S)
+    t.pop(t.due(now_ns=35 * S)[0])
+    t.add(4 * S, "upstream-0", 0, 0, now_ns=36 * S)
+    assert t.due(now_ns=46 * S) == []  # upstream-1 reported before and is being failed over: keep waiting
+    assert t.due(now_ns=66 * S) == [4 * S]  # but not for ever
