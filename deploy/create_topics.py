@@ -95,7 +95,8 @@ def plan(partitions: int = DEFAULT_PARTITIONS, app_ids: tuple[str, ...] = (DEFAU
     out: list[TopicPlan] = []
     for t in INPUT_TOPICS:
         out.append(TopicPlan(t.name, partitions, {**common, "retention.ms": str(retention_input_ms),
-                                                  "compression.type": compression}, strict=True))
+                                                  "compression.type": compression, **required_configs(t)},
+                             strict=True))
     for t in OUTPUT_TOPICS:
         out.append(TopicPlan(t.name, partitions, {**common, "retention.ms": str(retention_output_ms),
                                                   "compression.type": compression}))

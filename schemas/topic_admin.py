@@ -26,7 +26,7 @@ from flowtracer.schemas.topics import (
 )
 
 #: Topics that must have exactly the input partition count (co-partitioned with each other).
-CO_PARTITIONED = ("flowtracer.counters.v1", "flowtracer.flows.v1", "attributions.v1")
+CO_PARTITIONED = ("flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.path-traces.v1", "attributions.v1")
 
 
 class TopicError(RuntimeError):
@@ -40,9 +40,9 @@ def wanted_partitions(topic: Topic, partitions: int) -> int:
 
 
 def required_configs(topic: Topic) -> dict[str, str]:
-    """Topic configs the contract needs whatever the deployment: exchange topics are compacted (each
-    key's latest record is all that matters)."""
-    return {"cleanup.policy": "compact"} if topic in EXCHANGE_TOPICS else {}
+    """Topic configs the contract needs whatever the deployment: exchange topics and path traces are
+    compacted (each key's latest record is all that matters)."""
+    return {"cleanup.policy": "compact"} if topic.compacted else {}
 
 
 def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
@@ -54,7 +54,7 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
     """
     wanted: dict[str, int] = {t.name: partitions for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}
     wanted.update({t.name: wanted_partitions(t, partitions) for t in EXCHANGE_TOPICS})
-    configs = {t.name: required_configs(t) for t in EXCHANGE_TOPICS}
+    configs = {t.name: required_configs(t) for t in (*INPUT_TOPICS, *EXCHANGE_TOPICS)}
     if app_id is not None:
         wanted.update({internal_name(app_id, t): wanted_partitions(t, partitions) for t in INTERNAL_TOPICS})
     deadline = time.monotonic() + timeout_s

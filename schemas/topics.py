@@ -23,6 +23,8 @@ class Topic:
     message: str
     key: str
     description: str
+    compacted: bool = False
+    """Only each key's latest record matters (``cleanup.policy=compact``)."""
 
 
 COUNTERS = Topic(
@@ -66,9 +68,16 @@ GROUP_FIM = Topic(
 QP_ENDS = Topic(
     "flowtracer.qp-ends.v1", "QpEnds", "host name",
     "compacted: each host's connected QPs, exchanged between host agents to find each QP's remote address",
+    compacted=True,
+)
+PATH_TRACES = Topic(
+    "flowtracer.path-traces.v1", "PathTrace",
+    "flow id; partition = that of the flow's source leaf on the flows topic (set by the producer)",
+    "compacted: each live flow's latest hop-by-hop trace of its own 5-tuple, from the host agents",
+    compacted=True,
 )
 
-INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS)
+INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
@@ -76,7 +85,7 @@ EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS + INTERNAL_TOPICS + EXCHANGE_TOPICS
 
 DEFAULT_PARTITIONS = 8
-"""Partitions of the input topics; counters and flows must have the same count (co-partitioning)."""
+"""Partitions of the input topics; counters, flows and path traces must have the same count (co-partitioning)."""
 
 
 def internal_name(app_id: str, topic: Topic) -> str:
@@ -102,3 +111,9 @@ def partition_for(name: str, partitions: int) -> int:
     from kafka.partitioner.default import murmur2
 
     return (murmur2(key(name)) & 0x7FFFFFFF) % partitions
+
+
+def trace_partition(src_leaf: str, partitions: int) -> int:
+    """Partition of a flow's ``PathTrace``: that of its source leaf's flow batches (co-partitioned), while
+    the record key is the flow id so that compaction keeps one trace per flow."""
+    return partition_for(src_leaf, partitions)

@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from flowtracer.schemas.addressing import p2p_addresses
 from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.maxmin import max_min_rates
 from flowtracer.schemas.topology import Topology
-from flowtracer.sim.fabric.addressing import p2p_addresses
 from flowtracer.sim.fabric.counters import CounterBook
 from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
 from flowtracer.sim.fabric.flows import (

@@ -13,11 +13,19 @@ from pathlib import Path
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2, peers_pb2
+from flowtracer.schemas.v1 import (
+    analytics_pb2,
+    common_pb2,
+    counters_pb2,
+    flows_pb2,
+    internal_pb2,
+    peers_pb2,
+    traces_pb2,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "schemas" / "v1" / "fields.lock"
-MODULES = (common_pb2, counters_pb2, flows_pb2, analytics_pb2, internal_pb2, peers_pb2)
+MODULES = (common_pb2, counters_pb2, flows_pb2, analytics_pb2, internal_pb2, peers_pb2, traces_pb2)
 
 
 def _messages() -> dict[str, Descriptor]:
@@ -73,7 +81,7 @@ def test_no_field_renumbered_retyped_or_removed_unreserved() -> None:
 
 
 def test_every_top_level_record_carries_schema_version() -> None:
-    for name in ("CounterBatch", "FlowBatch", "LinkLoad", "PathLoad", "FimSample", "Collision", "DeadLetter", "QpEnds"):
+    for name in ("CounterBatch", "FlowBatch", "LinkLoad", "PathLoad", "FimSample", "Collision", "DeadLetter", "QpEnds", "PathTrace"):
         d = _messages()[f"flowtracer.v1.{name}"]
         assert d.fields_by_name["schema_version"].number == 1, name
 
