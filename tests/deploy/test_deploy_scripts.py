@@ -136,9 +136,11 @@ def test_topic_plan_is_what_the_stages_and_the_processor_need() -> None:
     assert plan["proc-a-stage-state-changelog"].configs["cleanup.policy"] == "compact"
     assert plan["proc-a-fabric-state-changelog"].configs["cleanup.policy"] == "compact"
     assert plan["flowtracer.qp-ends.v1"].configs["cleanup.policy"] == "compact"
+    assert plan["flowtracer.path-traces.v1"].configs["cleanup.policy"] == "compact"
     assert all(t.configs["min.insync.replicas"] == "2" for t in plan.values())
     strict = {n for n, t in plan.items() if t.strict}
-    assert strict == {"flowtracer.counters.v1", "flowtracer.flows.v1", "proc-a.flowtracer.attributions.v1",
+    assert strict == {"flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.path-traces.v1",
+                      "proc-a.flowtracer.attributions.v1",
                       "proc-b.flowtracer.attributions.v1", "proc-a.flowtracer.group-fim.v1",
                       "proc-b.flowtracer.group-fim.v1", "proc-a-stage-state-changelog", "proc-b-stage-state-changelog",
                       "proc-a-fabric-state-changelog", "proc-b-fabric-state-changelog"}
