@@ -53,6 +53,7 @@ from flowtracer.collectors.gnmi import native_loader
 from flowtracer.collectors.gnmi.config import Backoff, CollectorConfig, Gnmi, Kafka, Subscription, Target
 from flowtracer.collectors.gnmi.paths import parse_path
 from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.schemas.wire import varint
 from flowtracer.testbed.tansu import TansuBroker
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
@@ -62,14 +63,6 @@ COUNTERS = ("in-octets", "out-octets", "in-pkts", "out-pkts", "in-unicast-pkts",
             "in-discards", "out-discards", "in-errors", "out-errors")
 T0 = 1_767_225_600_000_000_000
 
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _template(updates: list[tuple[str, int | str]]) -> tuple[bytes, bytes]:
@@ -85,7 +78,7 @@ def _template(updates: list[tuple[str, int | str]]) -> tuple[bytes, bytes]:
             u.val.string_val = v
     rest = n.SerializeToString()
     body_len = 1 + 9 + len(rest)
-    return b"\x0a" + _varint(body_len) + b"\x08", rest
+    return b"\x0a" + varint(body_len) + b"\x08", rest
 
 
 def _payload(interfaces: int, next_hops: int) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], int]:
@@ -123,12 +116,12 @@ def _serve(port_q: Any, interfaces: int, next_hops: int, paced: bool) -> None:
         await anext(requests)
         ts = time.time_ns()
         for head, rest in state:
-            await context.write(head + _varint(ts) + rest)
+            await context.write(head + varint(ts) + rest)
         seq = 0
         while True:
             ts = T0 + seq * 1_000_000 if not paced else time.time_ns()
             for head, rest in sample:
-                await context.write(head + _varint(ts) + rest)
+                await context.write(head + varint(ts) + rest)
             if seq == 0:
                 await context.write(sync)
             seq += 1

@@ -21,11 +21,8 @@ from flowtracer.collectors.agent.agent import Agent, Sink, StdoutSink
 from flowtracer.collectors.agent.config import ConfigError, load_config
 from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
 from flowtracer.schemas.topology import TopologyError, load_topology
-
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-EXIT_NO_RDMA = 4
 
 log = logging.getLogger("flowtracer.agent")
 

@@ -13,10 +13,9 @@ import click
 from flowtracer.collectors.gnmi.config import CollectorConfig, ConfigError, load_config, resolve_targets
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.sharding import parse_shard
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.topology import TopologyError, load_topology
 
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
 log = logging.getLogger("flowtracer.collect")
 
 

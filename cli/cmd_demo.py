@@ -12,7 +12,6 @@ writes it in full), with the fabric FIM set against the simulator's ground truth
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -28,9 +27,9 @@ from typing import Any
 
 import click
 
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED_AT_START = 130
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
+from flowtracer.testbed.managed_process import check_port_free
+
 ROLLING_S = 10.0
 HOP_S = 1.0
 PARTITIONS = 4
@@ -38,23 +37,13 @@ MARKER = ".flowtracer-demo-run"
 TOKEN_ENVS = ("FLOWTRACER_INFLUX_TOKEN", "INFLUX_TOKEN")
 
 
+class PortBusy(Exception):
+    """The dashboard's port is taken."""
+
+
 def _fail(code: int, msg: str) -> None:
     click.echo(f"flowtracer demo: {msg}", err=True)
     sys.exit(code)
-
-
-def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> str | None:
-    """None when ``port`` can be bound on ``host``, else a one-line message naming it and the fix."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                return (f"port {host}:{port} ({what}) is already in use by another program; "
-                        f"choose another with --web-port N, or --web-port 0 for no dashboard")
-            return f"cannot bind {host}:{port} ({what}): {e.strerror or e}"
-    return None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -138,9 +127,13 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
     if web_port == -1:
         web_port = free_port()
     if web_port:
-        problem = check_port_free(web_port, "dashboard, --web-port")
-        if problem:
-            _fail(EXIT_BAD_INPUT, problem)
+        try:
+            check_port_free("127.0.0.1", web_port, "the dashboard", PortBusy)
+        except PortBusy:
+            _fail(EXIT_BAD_INPUT, f"port 127.0.0.1:{web_port} (dashboard, --web-port) is already in use by another "
+                                  "program; choose another with --web-port N, or --web-port 0 for no dashboard")
+        except OSError as e:
+            _fail(EXIT_BAD_INPUT, f"cannot bind 127.0.0.1:{web_port} (dashboard, --web-port): {e.strerror or e}")
     run_dir = run_dir.resolve()
     try:
         prepare_run_dir(run_dir)

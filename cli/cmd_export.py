@@ -14,10 +14,8 @@ from typing import Any
 
 import click
 
+from flowtracer.exit_codes import EXIT_FAILURE
 from flowtracer.whatif.record import Recording, parse_instant, parse_span, write_export
-
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
 
 
 class _Converted(click.ParamType):

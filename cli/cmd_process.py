@@ -9,11 +9,10 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.topic_admin import TopicError, ensure_topics
 from flowtracer.schemas.topology import TopologyError, load_topology
 
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
 log = logging.getLogger("flowtracer.process")
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
 from flowtracer.sim.fabric.faults import FaultError
@@ -44,9 +45,6 @@ from flowtracer.sim.fabric.workload import (
     validate_workload,
 )
 from flowtracer.sim.runner import RunnerOptions, SimRunner, run_for
-
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
 
 
 def _converter(fn: Any, name: str) -> click.ParamType:

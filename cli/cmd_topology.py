@@ -8,13 +8,12 @@ from pathlib import Path
 
 import click
 
+from flowtracer.exit_codes import EXIT_BAD_INPUT
 from flowtracer.schemas.ecmp_hash import HashAlgorithm
 from flowtracer.schemas.fabric import Fabric, summarize
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-
-EXIT_BAD_INPUT = 2
 
 
 class SpeedType(click.ParamType):

@@ -25,11 +25,10 @@ from typing import Any
 import click
 
 from flowtracer.cmd_export import narrow, range_options, read_range
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import TopologyError, load_topology
 
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
 log = logging.getLogger("flowtracer.whatif")
 
 EXPERIMENTS = ("flowtracer-16",)

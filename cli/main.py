@@ -18,9 +18,6 @@ from flowtracer.cmd_topology import topology
 from flowtracer.cmd_whatif import whatif
 from flowtracer.logs import FORMATS, setup_logging
 
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="flowtracer")

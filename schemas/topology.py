@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
 from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
+from flowtracer.schemas.security import Credentials, TlsConfig
 from flowtracer.schemas.speeds import format_speed, parse_speed
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -41,33 +42,6 @@ class Role(StrEnum):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TlsConfig(_Model):
-    """TLS towards a switch's gNMI server. Paths are to PEM files; no key material inline."""
-
-    enabled: bool = False
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    skip_verify: bool = False
-    server_name: str | None = None
-
-
-class Credentials(_Model):
-    """gNMI username/password references. The password is never written in the topology."""
-
-    username: str | None = None
-    username_env: str | None = None
-    password_env: str | None = None
-    password_file: Path | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_inline_password(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "password" in data:
-            raise ValueError("passwords are not accepted inline; use password_env or password_file")
-        return data
 
 
 class GnmiEndpoint(_Model):

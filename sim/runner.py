@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import yaml
 
-from flowtracer.schemas.topology import Credentials, Topology, validate_topology
+from flowtracer.schemas.security import Credentials, SecretError
+from flowtracer.schemas.topology import Topology, validate_topology
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.hosts.state import HostState
@@ -236,16 +237,13 @@ def _freeze(hs: HostState) -> HostState:
 
 def _credentials(c: Credentials) -> tuple[str, str] | None:
     """(username, password) a topology credential reference resolves to, or None if incomplete."""
-    user = c.username or (os.environ.get(c.username_env) if c.username_env else None)
-    password = None
-    if c.password_env:
-        password = os.environ.get(c.password_env)
-    elif c.password_file:
-        try:
-            password = Path(c.password_file).read_text(encoding="utf-8").strip()
-        except OSError:
-            password = None
-    return (user, password) if user and password else None
+    try:
+        resolved = c.resolve()
+    except SecretError:
+        return None
+    if resolved is None or not resolved[0] or not resolved[1].get_secret_value():
+        return None
+    return resolved[0], resolved[1].get_secret_value()
 
 
 def run_for(runner: SimRunner, on_ready: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:

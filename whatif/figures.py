@@ -39,7 +39,7 @@ def pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise FiguresUnavailable("figures need matplotlib: pip install 'matplotlib>=3.8'") from None
+        raise FiguresUnavailable("figures need matplotlib: pip install 'flowtracer[whatif]'") from None
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

@@ -28,16 +28,6 @@ NCCL_TAG = b"\xba\x01"  # Flow.nccl: field 23, length-delimited
 WINDOW_FIELD_TAGS = (b"\x70", b"\x78", b"\x80\x01", b"\x88\x01", b"\x90\x01", b"\x98\x01")
 
 
-def varint(n: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _fields_matrix(values: np.ndarray, tags: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Varint fields of each row: (bytes (n, C) uint8, keep mask (n, C)); the kept bytes of a row,
     in order, are its fields. ``values`` (n, F) uint64, one column per field with tag ``tags[f]``;

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from flowtracer.collectors.agent.flow_wire import NCCL_TAG, FlowParts, encode_flows, varint
+from flowtracer.collectors.agent.flow_wire import NCCL_TAG, FlowParts, encode_flows
 from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
 from flowtracer.collectors.agent.qp_windows import (
     PSN_ESTIMATE,
@@ -40,6 +40,7 @@ from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, 
 from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import flows_pb2 as pb
+from flowtracer.schemas.wire import varint
 
 _QP_TYPES = {"RC": pb.QP_TYPE_RC, "UC": pb.QP_TYPE_UC, "UD": pb.QP_TYPE_UD, "XRC_INI": pb.QP_TYPE_XRC,
              "XRC_TGT": pb.QP_TYPE_XRC, "RAW_PACKET": pb.QP_TYPE_RAW}

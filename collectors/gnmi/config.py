@@ -24,6 +24,8 @@ from flowtracer.collectors.gnmi.paths import parse_path
 from flowtracer.schemas.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
 from flowtracer.schemas.durations import Duration
 from flowtracer.schemas.durations import parse_duration as parse_duration  # re-exported: part of this module's API
+from flowtracer.schemas.security import Credentials as SharedCredentials
+from flowtracer.schemas.security import SecretError, TlsConfig
 from flowtracer.schemas.topics import COUNTERS
 from flowtracer.schemas.topology import Topology
 
@@ -99,15 +101,8 @@ DEFAULT_SUBSCRIPTIONS: tuple[Subscription, ...] = (
 """Interface counters and both next-hop counter trees at 1 s SAMPLE; state ON_CHANGE."""
 
 
-class Tls(_Model):
-    """TLS towards a target. Paths to PEM files. ``enabled: false`` = plaintext gRPC."""
-
-    enabled: bool = False
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    skip_verify: bool = False
-    server_name: str | None = None
+class Tls(TlsConfig):
+    """The shared TLS model (``schemas/security.py``), with the PEM files checked when the config loads."""
 
     @field_validator("ca_file", "cert_file", "key_file")
     @classmethod
@@ -117,13 +112,8 @@ class Tls(_Model):
         return v
 
 
-class Credentials(_Model):
-    """gNMI username/password (sent as call metadata). Passwords only from env or file."""
-
-    username: str | None = None
-    username_env: str | None = None
-    password_env: str | None = None
-    password_file: Path | None = None
+class Credentials(SharedCredentials):
+    """The shared credential references (``schemas/security.py``), with the password file checked on load."""
 
     @field_validator("password_file")
     @classmethod
@@ -133,29 +123,11 @@ class Credentials(_Model):
         return v
 
     def resolve(self) -> tuple[str, SecretStr] | None:
-        """(username, password) or None when no credentials are configured.
-
-        Raises ConfigError naming the variable or file that is missing.
-        """
-        user = self.username
-        if self.username_env:
-            user = os.environ.get(self.username_env)
-            if user is None:
-                raise ConfigError(f"credentials.username_env: environment variable {self.username_env} is not set")
-        password: str | None = None
-        if self.password_env:
-            password = os.environ.get(self.password_env)
-            if password is None:
-                raise ConfigError(f"credentials.password_env: environment variable {self.password_env} is not set")
-        elif self.password_file:
-            try:
-                password = self.password_file.read_text(encoding="utf-8").strip()
-            except OSError as e:
-                raise ConfigError(
-                    f"credentials.password_file: cannot read {self.password_file}: {e.strerror}") from None
-        if user is None and password is None:
-            return None
-        return user or "", SecretStr(password or "")
+        """As the shared model, with a missing secret raised as this config's ConfigError."""
+        try:
+            return super().resolve()
+        except SecretError as e:
+            raise ConfigError(str(e)) from None
 
 
 class Target(_Model):

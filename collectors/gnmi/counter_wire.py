@@ -24,34 +24,16 @@ import functools
 
 import numpy as np
 
-_U64 = np.uint64
-_SHIFTS = np.arange(10, dtype=_U64) * _U64(7)  # byte k of a varint holds bits 7k..7k+6
-
-
-def _put_varints(b: np.ndarray, keep: np.ndarray, v: np.ndarray) -> None:
-    """Write the varints of ``v`` (uint64, shape S) into ``b`` / ``keep`` (shape (width,) + S), byte
-    planes first so every operation runs over whole contiguous arrays: byte k holds bits 7k..7k+6,
-    with the continuation bit when a higher byte follows."""
-    x = v[None] >> _SHIFTS[:len(b)].reshape(-1, *(1,) * v.ndim)
-    np.copyto(b, x, casting="unsafe")  # the low 8 bits ...
-    b &= 0x7F  # ... less the top one
-    np.not_equal(x, 0, out=keep)
-    b[:-1] |= keep[1:].view(np.uint8) << 7
-    keep[0] = True
-
-
-def _width(v: np.ndarray) -> int:
-    """Varint bytes of the largest value of ``v`` (at least 1)."""
-    return max(1, (int(v.max(initial=0)).bit_length() + 6) // 7)
+from flowtracer.schemas.wire import U64, put_varints, varint_width
 
 
 def scalar_field(tag: int, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A varint field (one-byte ``tag``) per row, left out where ``v`` is 0: (bytes, keep, length)."""
-    w = _width(v)
+    w = varint_width(v)
     b = np.empty((1 + w, *v.shape), np.uint8)
     keep = np.empty(b.shape, bool)
     b[0] = tag
-    _put_varints(b[1:], keep[1:], v)
+    put_varints(b[1:], keep[1:], v)
     keep[0] = v != 0
     keep[1:] &= keep[0]
     return np.moveaxis(b, 0, -1), np.moveaxis(keep, 0, -1), keep.sum(axis=0)
@@ -79,7 +61,7 @@ def counter_cells(tags: tuple[bytes, ...], value: np.ndarray, delta: np.ndarray,
     """
     rows, cols = value.shape
     tb, tk, _ = tag_matrix(tuple(tags))
-    tw, wv, wd = tb.shape[1], _width(value), _width(delta)
+    tw, wv, wd = tb.shape[1], varint_width(value), varint_width(delta)
     b = np.empty((tw + 1 + (1 + wv) + (1 + wd) + 2, rows, cols), np.uint8)  # byte planes first
     keep = np.empty(b.shape, bool)
     b[:tw] = tb.T[:, None, :]
@@ -87,7 +69,7 @@ def counter_cells(tags: tuple[bytes, ...], value: np.ndarray, delta: np.ndarray,
     o = tw + 1
     for tag, v, w in ((0x08, value, wv), (0x10, delta, wd)):
         b[o] = tag
-        _put_varints(b[o + 1:o + 1 + w], keep[o + 1:o + 1 + w], v)
+        put_varints(b[o + 1:o + 1 + w], keep[o + 1:o + 1 + w], v)
         np.not_equal(v, 0, out=keep[o])
         keep[o + 1:o + 1 + w] &= keep[o]
         o += 1 + w
@@ -123,12 +105,12 @@ def repeated_messages(tag: int, emit: np.ndarray, parts: list[tuple[np.ndarray, 
     (each (bytes, keep) with one row per message), in order; ``body_len`` its length."""
     if not emit.any():
         return b""
-    lens = body_len.astype(_U64)
-    head = np.empty((len(emit), 1 + _width(lens)), np.uint8)
+    lens = body_len.astype(U64)
+    head = np.empty((len(emit), 1 + varint_width(lens)), np.uint8)
     head_keep = np.empty(head.shape, bool)
     head[:, 0] = tag
     head_keep[:, 0] = True
-    _put_varints(head.T[1:], head_keep.T[1:], lens)
+    put_varints(head.T[1:], head_keep.T[1:], lens)
     m = np.concatenate([head] + [b for b, _ in parts], axis=1)
     keep = np.concatenate([head_keep] + [k for _, k in parts], axis=1)
     keep &= emit[:, None]

@@ -30,16 +30,8 @@ from typing import Any
 
 from pygnmi.spec.v080.gnmi_pb2 import Notification, Path, TypedValue
 
+from flowtracer.schemas.openconfig import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
-
-#: OpenConfig leaves under /interfaces/interface/state/counters that CounterBatch carries, in
-#: the order of the InterfaceCounters fields (index = position here).
-INTERFACE_COUNTERS: tuple[str, ...] = (
-    "in-octets", "out-octets", "in-pkts", "out-pkts", "in-unicast-pkts", "out-unicast-pkts",
-    "in-discards", "out-discards", "in-errors", "out-errors",
-)
-#: Next-hop counter leaves, index = position.
-NEXT_HOP_COUNTERS: tuple[str, ...] = ("octets-forwarded", "packets-forwarded")
 
 # Interface state fields (Samples.if_state): values are ints (OperStatus, ns, bit/s).
 OPER_STATUS, LAST_CHANGE_NS, LAST_CLEAR_NS, SPEED_BPS = "oper_status", "last_change_ns", "last_clear_ns", "speed_bps"

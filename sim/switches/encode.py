@@ -28,6 +28,7 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
+from flowtracer.schemas.wire import varint
 from flowtracer.sim.switches.paths import Selector, entity_elems
 from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick
 
@@ -41,21 +42,6 @@ ENCODINGS: tuple[int, ...] = (JSON, JSON_IETF, PROTO)
 MAX_NOTIFICATION_BYTES = 1 << 20
 
 SYNC_RESPONSE = gnmi_pb2.SubscribeResponse(sync_response=True).SerializeToString()
-
-
-_SMALL = [bytes((i,)) for i in range(0x80)]
-
-
-def varint(n: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int (a bytearray for n >= 128: cheaper, joins alike)."""
-    if n < 0x80:
-        return _SMALL[n]
-    b = bytearray()
-    while n >= 0x80:
-        b.append(n & 0x7F | 0x80)
-        n >>= 7
-    b.append(n)
-    return b  # type: ignore[return-value]
 
 
 def length_delimited(tag: bytes, payload: bytes) -> bytes:

@@ -17,11 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-#: OpenConfig leaf names under /interfaces/interface/state/counters, in this order everywhere.
-INTERFACE_COUNTERS: tuple[str, ...] = (
-    "in-octets", "out-octets", "in-pkts", "out-pkts", "in-unicast-pkts", "out-unicast-pkts",
-    "in-discards", "out-discards", "in-errors", "out-errors",
-)
+from flowtracer.schemas.openconfig import INTERFACE_COUNTERS
 
 
 @dataclass

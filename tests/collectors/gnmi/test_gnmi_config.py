@@ -58,7 +58,7 @@ def test_defaults_cover_interfaces_and_both_next_hop_trees() -> None:
     ("gnmi:\n  subscriptions:\n    - name: a\n      path: /x[k=1\n", "<config>:4: gnmi.subscriptions[0].path: unbalanced"),
     ("shard: {index: 2, count: 2}\n", "shard.count: shard index 2 is not below the shard count 2"),
     ("targets:\n  - {name: x, port: 99999}\n", "<config>:2: targets[0].port: Input should be less than or equal to 65535"),
-    ("credentials: {username: u, password: hunter2}\n", "credentials.password: unknown field 'password'"),
+    ("credentials: {username: u, password: hunter2}\n", "credentials: passwords are not accepted inline; use password_env or password_file"),
     ("kafka: [1]\n", "kafka: Input should be a valid dictionary"),
     ("gnmi: {a: [}\n", "<config>:1: YAML syntax error"),
 ])

@@ -20,6 +20,7 @@ from flowtracer.collectors.gnmi.batches import Batch, BatchAssembler
 from flowtracer.collectors.gnmi.decode import Decoder, Samples
 from flowtracer.collectors.gnmi.deltas import WRAPPED
 from flowtracer.collectors.gnmi.fast_decode import FastDecoder
+from flowtracer.schemas.wire import varint
 
 pytestmark = pytest.mark.usefixtures("kernels")  # compiled and numpy hot loops alike
 
@@ -235,13 +236,6 @@ def test_truncated_and_garbage_messages_are_refused_not_learnt() -> None:
     assert fd.learnt == 0
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out) + bytes([n])
-
 
 def test_a_timestamp_sent_after_the_updates_is_read_fast_and_equal() -> None:
     """Protobuf fields may come in any order: a switch that writes the timestamp last still gets the
@@ -249,8 +243,8 @@ def test_a_timestamp_sent_after_the_updates_is_read_fast_and_equal() -> None:
 
     def late_ts(ts: int, k: int) -> bytes:
         body = notif(interfaces({"Ethernet1": [1000 + 7 * k, 2000 + 3 * k, 30 + k, 4, 50]}), "openconfig:/", 0, (),
-                     "proto").SerializeToString() + b"\x08" + _varint(ts)
-        return b"\x0a" + _varint(len(body)) + body
+                     "proto").SerializeToString() + b"\x08" + varint(ts)
+        return b"\x0a" + varint(len(body)) + body
 
     both = Both()
     hits = both.run([late_ts(T0 + k * S, k) for k in range(5)])

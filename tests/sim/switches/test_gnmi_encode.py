@@ -9,6 +9,7 @@ from google.protobuf.internal.encoder import _VarintBytes
 from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2
 
+from flowtracer.schemas.wire import varint
 from flowtracer.sim.switches.encode import (
     JSON,
     JSON_IETF,
@@ -20,7 +21,6 @@ from flowtracer.sim.switches.encode import (
     notification,
     path_message,
     prefix_field,
-    varint,
 )
 from flowtracer.sim.switches.paths import request_elems, resolve
 from flowtracer.sim.switches.schema import INTERFACES, Tick

@@ -1,0 +1,9 @@
+"""The exit codes every ``flowtracer`` subcommand uses (README: "Exit codes")."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # a runtime failure
+EXIT_BAD_INPUT = 2  # usage, config or topology: one line naming the file, place and problem
+EXIT_NO_RDMA = 4  # host agent: no RDMA devices or no `rdma` tool
+EXIT_INTERRUPTED_AT_START = 130  # Ctrl-C before the pipeline was up (128 + SIGINT)
