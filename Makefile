@@ -11,7 +11,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: $(VENV)/.installed
 
 # setup.py and native.pyx: an editable install compiles the extension once; edits need a rebuild.
-$(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/native.pyx
+$(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -17,7 +17,7 @@ Measured in the same run, same process (this one), same targets:
   floor (what the collector's fast path starts from);
 * ``collector``: ``CollectorService`` decoding, computing deltas, assembling CounterBatches and
   producing them to Kafka (a Tansu broker started here, acks=all), with the compiled hot loops
-  (collectors/gnmi/native.pyx) when they are built; ``collector_numpy``: the same on numpy.
+  (collectors/gnmi/counters/native.pyx) when they are built; ``collector_numpy``: the same on numpy.
 
 Each counts sample instants (one per target per sample: 3 messages read, or one CounterBatch
 emitted) and reports them as counter updates (the counter leaves a switch sends per sample,
@@ -49,9 +49,9 @@ import grpc
 from pygnmi.client import telemetryParser
 from pygnmi.spec.v080 import gnmi_pb2
 
-from flowtracer.collectors.gnmi import native_loader
 from flowtracer.collectors.gnmi.config import Backoff, CollectorConfig, Gnmi, Kafka, Subscription, Target
-from flowtracer.collectors.gnmi.paths import parse_path
+from flowtracer.collectors.gnmi.counters import native_loader
+from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.schemas.wire import varint
 from flowtracer.testbed.tansu import TansuBroker

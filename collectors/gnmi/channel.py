@@ -23,7 +23,7 @@ from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2 import SubscribeRequest, SubscriptionList, SubscriptionMode
 
 from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, Mode, Subscription, Target
-from flowtracer.collectors.gnmi.paths import parse_path
+from flowtracer.collectors.gnmi.counters.paths import parse_path
 
 _PB_ENCODING = {Encoding.PROTO: PbEncoding.PROTO, Encoding.JSON_IETF: PbEncoding.JSON_IETF,
                 Encoding.JSON: PbEncoding.JSON}

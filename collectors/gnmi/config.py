@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from flowtracer.collectors.gnmi.paths import parse_path
+from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.schemas.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
 from flowtracer.schemas.durations import Duration
 from flowtracer.schemas.durations import parse_duration as parse_duration  # re-exported: part of this module's API

@@ -28,10 +28,10 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from flowtracer.collectors.gnmi import native_loader
-from flowtracer.collectors.gnmi.batches import Batch
 from flowtracer.collectors.gnmi.config import CollectorConfig, Target
-from flowtracer.collectors.gnmi.decode import Decoder
+from flowtracer.collectors.gnmi.counters import native_loader
+from flowtracer.collectors.gnmi.counters.assembly import Batch
+from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
 from flowtracer.collectors.kafka_sink import KafkaSink

@@ -35,11 +35,11 @@ from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
 from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify
-from flowtracer.collectors.gnmi.batches import Batch, BatchAssembler
 from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
-from flowtracer.collectors.gnmi.decode import Decoder
-from flowtracer.collectors.gnmi.fast_decode import FastDecoder
+from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
+from flowtracer.collectors.gnmi.counters.decode import Decoder
+from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 
 log = logging.getLogger(__name__)
 

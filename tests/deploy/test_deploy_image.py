@@ -76,7 +76,7 @@ def test_copy_sources_exist_and_are_in_the_build_context() -> None:
     assert {"pyproject.toml", "setup.py", "README.md"} <= copied  # setup.py: the compiled extension
     assert _ignored(".venv/bin/python") and _ignored("tests/conftest.py") and _ignored(".git/HEAD")
     # What a local editable install builds in the tree stays out: the image compiles its own.
-    assert _ignored("collectors/gnmi/native.cpython-311-x86_64-linux-gnu.so") and _ignored("collectors/gnmi/native.c")
+    assert _ignored("collectors/gnmi/counters/native.cpython-311-x86_64-linux-gnu.so") and _ignored("collectors/gnmi/counters/native.c")
 
 
 def test_the_helper_commands_the_deployments_run_are_installed() -> None:

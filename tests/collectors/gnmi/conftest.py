@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from flowtracer.collectors.gnmi import native_loader
+from flowtracer.collectors.gnmi.counters import native_loader
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def native() -> ModuleType:
     if native_loader.DISABLED:
         pytest.skip("FLOWTRACER_NATIVE=0 turns the compiled loops off")
     assert native_loader.native is not None, (
-        "flowtracer.collectors.gnmi.native is not built: `pip install -e .` needs a C compiler (gcc)")
+        "flowtracer.collectors.gnmi.counters.native is not built: `pip install -e .` needs a C compiler (gcc)")
     return native_loader.native
 
 

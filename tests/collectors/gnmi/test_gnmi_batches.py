@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flowtracer.collectors.gnmi.batches import BatchAssembler
-from flowtracer.collectors.gnmi.decode import INTERFACE_COUNTERS, LAST_CLEAR_NS, NH_INTERFACE, NH_IP, Samples
+from flowtracer.collectors.gnmi.counters.assembly import BatchAssembler
+from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS, LAST_CLEAR_NS, NH_INTERFACE, NH_IP, Samples
 from flowtracer.schemas.v1.common_pb2 import DeltaStatus
 
 S = 1_000_000_000

@@ -7,9 +7,9 @@ import random
 
 import numpy as np
 
-from flowtracer.collectors.gnmi.batches import _IF_FIELDS
-from flowtracer.collectors.gnmi.counter_wire import FixedBytes, counter_cells, repeated_messages, scalar_field
-from flowtracer.collectors.gnmi.fast_batches import _IF_TAGS
+from flowtracer.collectors.gnmi.counters.assembly import _IF_FIELDS
+from flowtracer.collectors.gnmi.counters.columns import _IF_TAGS
+from flowtracer.collectors.gnmi.counters.wire import FixedBytes, counter_cells, repeated_messages, scalar_field
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters
 
 EDGES = (0, 1, 127, 128, 300, 2**14, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1)

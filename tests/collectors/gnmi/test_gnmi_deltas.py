@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from flowtracer.collectors.gnmi.deltas import (
+from flowtracer.collectors.gnmi.counters.deltas import (
     BASELINE,
     GAP,
     OK,

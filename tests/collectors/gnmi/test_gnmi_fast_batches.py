@@ -15,8 +15,8 @@ import random
 import pytest
 from test_gnmi_fast_decode import NI, RECONNECT, SYNC, T0, Both, S, interfaces, next_hops, nh_state, response
 
-from flowtracer.collectors.gnmi.deltas import RESET
-from flowtracer.collectors.gnmi.fast_batches import EncodedBatch
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
+from flowtracer.collectors.gnmi.counters.deltas import RESET
 
 pytestmark = pytest.mark.usefixtures("kernels")  # compiled and numpy hot loops alike
 

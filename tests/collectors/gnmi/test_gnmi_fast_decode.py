@@ -16,10 +16,10 @@ from google.protobuf.message import DecodeError as ProtoDecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as g
 from test_gnmi_decode import notif
 
-from flowtracer.collectors.gnmi.batches import Batch, BatchAssembler
-from flowtracer.collectors.gnmi.decode import Decoder, Samples
-from flowtracer.collectors.gnmi.deltas import WRAPPED
-from flowtracer.collectors.gnmi.fast_decode import FastDecoder
+from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
+from flowtracer.collectors.gnmi.counters.decode import Decoder, Samples
+from flowtracer.collectors.gnmi.counters.deltas import WRAPPED
+from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.schemas.wire import varint
 
 pytestmark = pytest.mark.usefixtures("kernels")  # compiled and numpy hot loops alike

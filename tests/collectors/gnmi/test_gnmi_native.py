@@ -1,4 +1,4 @@
-"""The compiled hot loops (collectors/gnmi/native.pyx) give exactly what their numpy twins give.
+"""The compiled hot loops (collectors/gnmi/counters/native.pyx) give exactly what their numpy twins give.
 
 The numpy path is pinned to protobuf and to the general path by test_gnmi_counter_wire and the
 random-stream tests (which run on both); here random grids with varint edges, every delta rule
@@ -15,10 +15,10 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from flowtracer.collectors.gnmi import native_loader
-from flowtracer.collectors.gnmi.column_deltas import ColumnState
-from flowtracer.collectors.gnmi.deltas import BASELINE, GAP, OK, RESET, WRAPPED, DeltaTracker
-from flowtracer.collectors.gnmi.fast_batches import _IF_TAGS, _NH_TAGS, _Grid
+from flowtracer.collectors.gnmi.counters import native_loader
+from flowtracer.collectors.gnmi.counters.column_deltas import ColumnState
+from flowtracer.collectors.gnmi.counters.columns import _IF_TAGS, _NH_TAGS, _Grid
+from flowtracer.collectors.gnmi.counters.deltas import BASELINE, GAP, OK, RESET, WRAPPED, DeltaTracker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 
 S = 1_000_000_000

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowtracer.collectors.gnmi.deltas import BASELINE, GAP, RESET, WRAPPED
+from flowtracer.collectors.gnmi.counters.deltas import BASELINE, GAP, RESET, WRAPPED
 
 _U64 = np.uint64
 _2_32 = _U64(2**32)

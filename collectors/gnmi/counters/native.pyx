@@ -2,7 +2,7 @@
 """The collector's two hot loops compiled (Cython): a layout's slot read, and a grid's deltas + wire bytes (pure).
 
 Optional: ``pip install`` builds it where a C compiler is present (Makefile, Dockerfile); without it
-``fast_decode`` and ``fast_batches`` run the same rules on numpy (``FLOWTRACER_NATIVE=0`` forces
+``layout`` and ``columns`` run the same rules on numpy (``FLOWTRACER_NATIVE=0`` forces
 that). Both give the same bytes: the fast-path equivalence tests run on each.
 
 * ``read_slots``: ``fast_decode.Layout.read`` in one pass: the message's fixed bytes must equal
@@ -94,7 +94,7 @@ def encode_grid(const uint64_t[::1] values, const int64_t[:, ::1] src, const uin
                 const uint8_t[:, ::1] pre, const int64_t[::1] pre_len, mid, mid_len,
                 const uint8_t[:, ::1] tags, const int64_t[::1] tag_len, int msg_tag, int interval_tag):
     """(bytes, counters kept, duplicates, out of order) of one grid at ``ts`` ns; see
-    ``fast_batches._Grid.encode`` for the numpy twin. ``values``: the instant's slot values;
+    ``columns._Grid.encode`` for the numpy twin. ``values``: the instant's slot values;
     ``src[r, j]``: the slot of row r's counter j where ``present``; ``prev_*``: the delta state,
     updated in place; ``clear``: last-clear ns per row; ``max_rate``: float64 (rows, counters) or
     None; ``pre`` / ``mid`` (None: no mid): cached field bytes per row, zero-padded, with lengths;

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flowtracer.collectors.gnmi.decode import (
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch, InstantPlan
+from flowtracer.collectors.gnmi.counters.decode import (
     INTERFACE_COUNTERS,
     LAST_CLEAR_NS,
     NEXT_HOP_COUNTERS,
@@ -29,9 +30,8 @@ from flowtracer.collectors.gnmi.decode import (
     NH_IP,
     Samples,
 )
-from flowtracer.collectors.gnmi.deltas import DeltaTracker
-from flowtracer.collectors.gnmi.fast_batches import EncodedBatch, InstantPlan
-from flowtracer.collectors.gnmi.fast_decode import Layout
+from flowtracer.collectors.gnmi.counters.deltas import DeltaTracker
+from flowtracer.collectors.gnmi.counters.layout import Layout
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 

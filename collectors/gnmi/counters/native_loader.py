@@ -1,8 +1,8 @@
 """Which implementation of the collector's hot loops runs: the compiled ``native`` extension or numpy.
 
-``native`` is the extension module (collectors/gnmi/native.pyx), or None when it was not built (no
-C compiler at install time) or ``FLOWTRACER_NATIVE=0`` is set. ``fast_decode`` and
-``fast_batches`` read ``native_loader.native`` at call time, so tests can run either.
+``native`` is the extension module (collectors/gnmi/counters/native.pyx), or None when it was not built (no
+C compiler at install time) or ``FLOWTRACER_NATIVE=0`` is set. ``layout`` and
+``columns`` read ``native_loader.native`` at call time, so tests can run either.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def load() -> ModuleType | None:
     if DISABLED:
         return None
     try:
-        from flowtracer.collectors.gnmi import native as mod  # type: ignore[attr-defined]
+        from flowtracer.collectors.gnmi.counters import native as mod  # type: ignore[attr-defined]
     except ImportError:
         return None
     return mod

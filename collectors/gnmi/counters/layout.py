@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from pygnmi.spec.v080.gnmi_pb2 import Notification
 
-from flowtracer.collectors.gnmi import native_loader
-from flowtracer.collectors.gnmi.decode import (
+from flowtracer.collectors.gnmi.counters import native_loader
+from flowtracer.collectors.gnmi.counters.decode import (
     IF_TIMETICKS,
     RES_IF_COUNTER,
     RES_IGNORE,

@@ -19,17 +19,17 @@ from typing import Protocol
 
 import numpy as np
 
-from flowtracer.collectors.gnmi import native_loader
-from flowtracer.collectors.gnmi.column_deltas import ColumnState, column_deltas
-from flowtracer.collectors.gnmi.counter_wire import (
+from flowtracer.collectors.gnmi.counters import native_loader
+from flowtracer.collectors.gnmi.counters.column_deltas import ColumnState, column_deltas
+from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
+from flowtracer.collectors.gnmi.counters.deltas import DeltaTracker
+from flowtracer.collectors.gnmi.counters.wire import (
     FixedBytes,
     counter_cells,
     repeated_messages,
     scalar_field,
     tag_matrix,
 )
-from flowtracer.collectors.gnmi.decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
-from flowtracer.collectors.gnmi.deltas import DeltaTracker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 
 _U64 = np.uint64
