@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from fluid import make_trace
+from path_traces import make_trace
 from test_resolve_infer import SEC, Synth, routed, run, synth
 
 from flowtracer.schemas.topology_generate import FabricSpec
