@@ -25,7 +25,13 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--topology", type=click.Path(path_type=Path), required=True, help="Fabric topology YAML.")
 @click.option("--kafka", required=True, help="Kafka bootstrap servers host:port[,host:port].")
 @click.option("--resolver", default="hash", show_default=True,
-              help="How flows are placed on paths: hash (the topology's ECMP hash models) or infer (from counters).")
+              help="How flows are placed on paths: hash (the topology's ECMP hash models), infer (from counters) or "
+                   "trace (the agents' path traces, infer for untraced flows).")
+@click.option("--collision-confidence", type=float, default=0.9, show_default=True,
+              help="Claim a collision only from placements at least this confident (0..1) that put a flow on one "
+                   "member.")
+@click.option("--trace-max-age", "trace_max_age_s", type=float, default=60.0, show_default=True,
+              help="trace resolver: a path trace older than this many seconds no longer places its flow.")
 @click.option("--partitions", type=int, default=8, show_default=True,
               help="Partitions of the co-partitioned input topics (created if missing).")
 @click.option("--hop", "hop_s", type=float, default=1.0, show_default=True,
@@ -46,15 +52,16 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--web-port", type=int, default=0, show_default=True, help="Worker web port (Faust views); 0 = off.")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
 @click.option("--app-id", default="flowtracer-processor", show_default=True, help="Consumer group / Faust app id.")
-def process(topology: Path, kafka: str, resolver: str, partitions: int, hop_s: float, rolling_window_s: float,
+def process(topology: Path, kafka: str, resolver: str, collision_confidence: float, trace_max_age_s: float,
+            partitions: int, hop_s: float, rolling_window_s: float,
             grace_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
             influx_token_file: Path | None, line_protocol_file: Path | None, tansu: bool, web_port: int,
             metrics_port: int, app_id: str) -> None:
     """Join switch counters and host flows into link/path loads, collisions and a rolling FIM.
 
-    Reads flowtracer.counters.v1 and flowtracer.flows.v1; writes the output topics of docs/schemas.md and,
-    with --influx-url or --line-protocol-file, the measurements of docs/stream.md. Run several workers with
-    the same --app-id to split the partitions.
+    Reads flowtracer.counters.v1, flowtracer.flows.v1 and (--resolver trace) flowtracer.path-traces.v1; writes
+    the output topics of docs/schemas.md and, with --influx-url or --line-protocol-file, the measurements of
+    docs/stream.md. Run several workers with the same --app-id to split the partitions.
     """
     from flowtracer.stream.resolvers.registry import RESOLVERS
     from flowtracer.stream.runtime.config import ProcessorConfig
@@ -64,6 +71,7 @@ def process(topology: Path, kafka: str, resolver: str, partitions: int, hop_s: f
         _fail(EXIT_BAD_INPUT, f"--resolver {resolver!r}: choose one of {', '.join(sorted(RESOLVERS))}")
     try:
         cfg = ProcessorConfig(topology=topology, kafka=kafka, resolver=resolver, partitions=partitions, hop_s=hop_s,
+                              collision_confidence=collision_confidence, trace_max_age_s=trace_max_age_s,
                               rolling_window_s=rolling_window_s, grace_s=grace_s, tansu=tansu, web_port=web_port,
                               app_id=app_id)
     except ValidationError as e:

@@ -46,7 +46,7 @@ class FlowKey(_message.Message):
     def __init__(self, src_ip: _Optional[str] = ..., dst_ip: _Optional[str] = ..., ip_proto: _Optional[int] = ..., udp_src_port: _Optional[int] = ..., udp_dst_port: _Optional[int] = ..., dst_qpn: _Optional[int] = ...) -> None: ...
 
 class FlowRef(_message.Message):
-    __slots__ = ("key", "src_host", "dst_host", "lqpn", "job_id", "collective", "comm_id", "bytes")
+    __slots__ = ("key", "src_host", "dst_host", "lqpn", "job_id", "collective", "comm_id", "bytes", "confidence", "link_share", "method")
     KEY_FIELD_NUMBER: _ClassVar[int]
     SRC_HOST_FIELD_NUMBER: _ClassVar[int]
     DST_HOST_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,9 @@ class FlowRef(_message.Message):
     COLLECTIVE_FIELD_NUMBER: _ClassVar[int]
     COMM_ID_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    LINK_SHARE_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     key: FlowKey
     src_host: str
     dst_host: str
@@ -63,4 +66,7 @@ class FlowRef(_message.Message):
     collective: str
     comm_id: str
     bytes: int
-    def __init__(self, key: _Optional[_Union[FlowKey, _Mapping]] = ..., src_host: _Optional[str] = ..., dst_host: _Optional[str] = ..., lqpn: _Optional[int] = ..., job_id: _Optional[str] = ..., collective: _Optional[str] = ..., comm_id: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
+    confidence: float
+    link_share: float
+    method: str
+    def __init__(self, key: _Optional[_Union[FlowKey, _Mapping]] = ..., src_host: _Optional[str] = ..., dst_host: _Optional[str] = ..., lqpn: _Optional[int] = ..., job_id: _Optional[str] = ..., collective: _Optional[str] = ..., comm_id: _Optional[str] = ..., bytes: _Optional[int] = ..., confidence: _Optional[float] = ..., link_share: _Optional[float] = ..., method: _Optional[str] = ...) -> None: ...

@@ -7,17 +7,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flowtracer.schemas.v1 import common_pb2
-from flowtracer.stream.resolvers.contract import FlowObs, Placement
+from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
+
+Kept = tuple[float, FlowObs, Placement]
+"""A flow kept on a link: its bytes there, the flow, and the placement that put it there."""
 
 
 @dataclass(slots=True)
 class Share:
-    """What the flows of one window put on one link. ``bytes`` in bytes, flows as (bytes, flow)."""
+    """What the flows of one window put on one link. ``bytes`` in bytes, flows as (bytes, flow, placement)."""
 
     bytes: float = 0.0
     flow_count: int = 0
     conf_bytes: float = 0.0  # sum of bytes x confidence, for the byte-weighted confidence
-    flows: list[tuple[float, FlowObs]] = field(default_factory=list)
+    flows: list[Kept] = field(default_factory=list)
 
     @property
     def confidence(self) -> float:
@@ -34,6 +37,7 @@ class PathShare:
     bytes: float = 0.0
     flow_count: int = 0
     conf_bytes: float = 0.0
+    traced_bytes: float = 0.0  # bytes placed by a path trace (method "trace")
 
 
 class Attribution:
@@ -43,7 +47,7 @@ class Attribution:
     ``link_flow_count`` and ``link_conf_bytes`` (bytes x confidence); ``path_row[path id]`` likewise
     the ``path_*`` lists. Columns of floats instead of one object per link and path keep a window
     from creating tens of thousands of GC-tracked objects (each full collection scans them all).
-    ``link_flows`` holds each link's (bytes, flow) pairs, for the links that keep flows (see
+    ``link_flows`` holds each link's (bytes, flow, placement) triples, for the links that keep flows (see
     :func:`attribute`). ``links`` and ``paths`` give the same numbers as ``Share``/``PathShare`` objects.
     """
 
@@ -60,6 +64,7 @@ class Attribution:
         "path_links",
         "path_row",
         "path_src_nic",
+        "path_traced_bytes",
         "unplaced_bytes",
         "unplaced_flows",
     )
@@ -69,7 +74,7 @@ class Attribution:
         self.link_bytes: list[float] = []
         self.link_flow_count: list[int] = []
         self.link_conf_bytes: list[float] = []
-        self.link_flows: dict[str, list[tuple[float, FlowObs]]] = {}
+        self.link_flows: dict[str, list[Kept]] = {}
         self.path_row: dict[str, int] = {}
         self.path_links: list[tuple[str, ...]] = []
         self.path_src_nic: list[str] = []
@@ -77,6 +82,7 @@ class Attribution:
         self.path_bytes: list[float] = []
         self.path_flow_count: list[int] = []
         self.path_conf_bytes: list[float] = []
+        self.path_traced_bytes: list[float] = []
         self.unplaced_flows = 0
         self.unplaced_bytes = 0
 
@@ -91,7 +97,7 @@ class Attribution:
     def paths(self) -> dict[str, PathShare]:
         """Per path id (link ids joined by ``|``), in first-seen order."""
         return {pid: PathShare(self.path_links[i], self.path_src_nic[i], self.path_dst_nic[i], self.path_bytes[i],
-                               self.path_flow_count[i], self.path_conf_bytes[i])
+                               self.path_flow_count[i], self.path_conf_bytes[i], self.path_traced_bytes[i])
                 for pid, i in self.path_row.items()}
 
 
@@ -120,6 +126,7 @@ def _new_path(att: Attribution, pid: str, links: tuple[str, ...], flow: FlowObs)
     att.path_bytes.append(0.0)
     att.path_flow_count.append(0)
     att.path_conf_bytes.append(0.0)
+    att.path_traced_bytes.append(0.0)
     att.path_links.append(links)
     att.path_src_nic.append(flow.src_nic)
     att.path_dst_nic.append(flow.dst_nic)
@@ -140,13 +147,14 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
 
     A flow counts once on every link and path it has any weight on. Bytes are floats in bytes;
     sums are taken in flow order (and per flow in path order), so results are bit-identical on a replay.
-    ``link_flows`` keeps every link's (bytes, flow) pairs, or with ``keep_flows`` (link id -> minimum
+    ``link_flows`` keeps every link's (bytes, flow, placement) triples, or with ``keep_flows`` (link id -> minimum
     bytes) only those of the named links with at least that many bytes on the link.
     """
     out = Attribution()
     lrow, lbytes, lcount, lconf, lflows = (out.link_row, out.link_bytes, out.link_flow_count, out.link_conf_bytes,
                                            out.link_flows)
     prow, pbytes, pcount, pconf = out.path_row, out.path_bytes, out.path_flow_count, out.path_conf_bytes
+    ptraced = out.path_traced_bytes
     derived_get, lrow_get, prow_get = _derived.get, lrow.get, prow.get
     keep_all = keep_flows is None
     keep_get = (keep_flows or {}).get
@@ -159,6 +167,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
         if d is None or d[0] is not placement:
             d = _derive(placement)
         _, conf, items, single = d
+        traced = placement.method == TRACE_METHOD
         if single is not None:
             # One path of weight 1.0, no link twice: every link gets exactly the path's bytes
             # (0.0 + b == b, so this equals the general per-link sum below).
@@ -171,6 +180,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             pbytes[i] += b
             pcount[i] += 1
             pconf[i] += cb
+            if traced:
+                ptraced[i] += b
             bf = None
             for lid in single:
                 i = lrow_get(lid)
@@ -181,7 +192,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
                 lconf[i] += cb
                 if keep_all or ((m := keep_get(lid)) is not None and b >= m):
                     if bf is None:
-                        bf = (b, flow)
+                        bf = (b, flow, placement)
                     lflows.setdefault(lid, []).append(bf)
             continue
         per_link: dict[str, float] = {}
@@ -193,6 +204,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             pbytes[i] += b
             pcount[i] += 1
             pconf[i] += b * conf
+            if traced:
+                ptraced[i] += b
             for lid in path:
                 per_link[lid] = per_link.get(lid, 0.0) + b
         for lid, b in per_link.items():
@@ -203,21 +216,25 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             lcount[i] += 1
             lconf[i] += b * conf
             if keep_all or ((m := keep_get(lid)) is not None and b >= m):
-                lflows.setdefault(lid, []).append((b, flow))
+                lflows.setdefault(lid, []).append((b, flow, placement))
     return out
 
 
-def flow_ref(flow: FlowObs, nbytes: float) -> common_pb2.FlowRef:
-    """The FlowRef naming ``flow`` with ``nbytes`` (its bytes on the link in question)."""
+def flow_ref(flow: FlowObs, nbytes: float, placement: Placement | None = None) -> common_pb2.FlowRef:
+    """The FlowRef naming ``flow`` with ``nbytes`` (its bytes on the link in question) and, when given, the
+    confidence, method and link share (``nbytes`` / the flow's bytes) of the placement that put it there."""
     return common_pb2.FlowRef(
         key=common_pb2.FlowKey(src_ip=flow.src_ip, dst_ip=flow.dst_ip, ip_proto=17, udp_src_port=flow.udp_src_port,
                                udp_dst_port=flow.udp_dst_port, dst_qpn=flow.rqpn),
         src_host=flow.src_host, dst_host=flow.dst_host, lqpn=flow.lqpn, job_id=flow.job_id,
-        collective=flow.collective, comm_id=flow.comm_id, bytes=round(nbytes))
+        collective=flow.collective, comm_id=flow.comm_id, bytes=round(nbytes),
+        confidence=placement.confidence if placement is not None else 0.0,
+        link_share=min(1.0, nbytes / flow.bytes) if placement is not None and flow.bytes else 0.0,
+        method=placement.method if placement is not None else "")
 
 
-def heaviest(flows: Iterable[tuple[float, FlowObs]], limit: int, min_bytes: float = 0.0) -> list[common_pb2.FlowRef]:
+def heaviest(flows: Iterable[Kept], limit: int, min_bytes: float = 0.0) -> list[common_pb2.FlowRef]:
     """At most ``limit`` FlowRefs of flows with at least ``min_bytes``, heaviest first (ties by flow id,
     so replays are identical)."""
     ranked = heapq.nsmallest(limit, (bf for bf in flows if bf[0] >= min_bytes), key=lambda bf: (-bf[0], bf[1].flow_id))
-    return [flow_ref(f, b) for b, f in ranked]
+    return [flow_ref(f, b, p) for b, f, p in ranked]

@@ -90,13 +90,27 @@ def _sample(group: EcmpGroup, basis: int, x: np.ndarray, flows: np.ndarray | Non
 
 @dataclass(frozen=True)
 class CollisionRule:
-    """A flow is heavy when it fills ``heavy_share`` of a member's capacity in the hop; a collision is
-    a member with ``min_flows`` or more heavy flows while a sibling has at least two fewer (moving one
-    flow over would lower the busiest member's load)."""
+    """When flows collide on a member (docs/stream.md, "Collisions").
+
+    A flow counts on a member only when it is *certainly* there: its placement's confidence is at
+    least ``min_confidence`` and the placement puts the flow's bytes on that one member (its
+    ``link_share`` there is at least ``whole_share``; a flow split over members is an uncertain
+    placement, never a heavy flow). Such a flow is heavy when its bytes on the member fill
+    ``heavy_share`` of the member's capacity in the hop. A collision is a member with ``min_flows`` or
+    more heavy flows while a sibling has at least two fewer (moving one flow over would lower the
+    busiest member's load).
+    """
 
     heavy_share: float = 0.1
     min_flows: int = 2
     max_flows_reported: int = 16
+    min_confidence: float = 0.9
+    whole_share: float = 0.999  # a link share this close to 1 is the whole flow (rounding of path weights)
+
+
+def certain(ref: common_pb2.FlowRef, rule: CollisionRule) -> bool:
+    """Whether ``ref``'s placement is certain enough to claim the flow is on this member: confident and whole."""
+    return ref.confidence >= rule.min_confidence and ref.link_share >= rule.whole_share
 
 
 def find_collision(group: EcmpGroup, hop: GroupHop, member_flows: Mapping[str, Sequence[common_pb2.FlowRef]],
@@ -105,7 +119,9 @@ def find_collision(group: EcmpGroup, hop: GroupHop, member_flows: Mapping[str, S
     """The group's collision in this hop, if any: its busiest member and least used sibling.
 
     ``member_flows`` maps a member link to the flows placed on it, each FlowRef's ``bytes`` being
-    its bytes on that link in the hop.
+    its bytes on that link in the hop, with the ``confidence`` and ``link_share`` of its placement.
+    Only certain placements (:func:`certain`) count; the collision's ``confidence`` is the lowest of
+    its flows'.
     """
     seconds = hop_ns / 1e9
     heavy: list[list[common_pb2.FlowRef]] = []
@@ -113,7 +129,7 @@ def find_collision(group: EcmpGroup, hop: GroupHop, member_flows: Mapping[str, S
     for i, m in enumerate(group.members):
         cap_bytes = m.speed_bps / 8 * seconds
         flows = member_flows.get(m.id, ())
-        heavy.append([f for f in flows if f.bytes >= rule.heavy_share * cap_bytes])
+        heavy.append([f for f in flows if f.bytes >= rule.heavy_share * cap_bytes and certain(f, rule)])
         used = hop.measured[i] if hop.measured is not None else hop.attributed[i]
         util.append(used / cap_bytes if cap_bytes else 0.0)
     counts = [len(h) for h in heavy]
@@ -125,7 +141,8 @@ def find_collision(group: EcmpGroup, hop: GroupHop, member_flows: Mapping[str, S
         schema_version=SCHEMA_VERSION, window_start_ns=window_start_ns, window_end_ns=window_end_ns,
         switch=group.switch, group=group.id, link=group.members[busiest].id, link_utilization=util[busiest],
         idle_link=group.members[idle].id, idle_utilization=util[idle],
-        flows=sorted(heavy[busiest], key=ref_order)[:rule.max_flows_reported], resolver=resolver)
+        flows=sorted(heavy[busiest], key=ref_order)[:rule.max_flows_reported], resolver=resolver,
+        confidence=min(f.confidence for f in heavy[busiest]))
 
 
 def ref_order(ref: common_pb2.FlowRef) -> tuple[int, str, str, int, int]:

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.v1 import traces_pb2
+
+TRACE_METHOD = "trace"
+"""``Placement.method`` of a flow placed by a fresh path trace of its own 5-tuple."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +44,16 @@ class FlowObs:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where a flow went: (path, weight) pairs whose weights sum to 1; confidence in 0..1."""
+    """Where a flow went: (path, weight) pairs whose weights sum to 1; confidence in 0..1; ``method`` says
+    how it was placed (``hash``, ``infer``, ``trace``; empty: the resolver's name)."""
 
     paths: tuple[tuple[tuple[str, ...], float], ...]
     confidence: float
+    method: str = ""
 
     @classmethod
-    def single(cls, path: tuple[str, ...], confidence: float = 1.0) -> Placement:
-        return cls(((path, 1.0),), confidence)
+    def single(cls, path: tuple[str, ...], confidence: float = 1.0, method: str = "") -> Placement:
+        return cls(((path, 1.0),), confidence, method)
 
 
 class Resolver(Protocol):
@@ -72,4 +78,13 @@ class Resolver(Protocol):
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state()`` of a previous instance."""
+        ...
+
+
+@runtime_checkable
+class TraceConsumer(Protocol):
+    """A resolver that also reads the path-traces topic: the flows stage hands it its partition's traces."""
+
+    def observe_trace(self, flow_id: str, trace: traces_pb2.PathTrace | None) -> None:
+        """The newest trace of ``flow_id``; ``None`` is a tombstone (the flow ended)."""
         ...

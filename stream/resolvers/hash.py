@@ -35,7 +35,7 @@ class HashResolver:
                     cache.clear()
                 headers = HeaderFields(f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port, dst_qpn=f.rqpn)
                 path = self.fabric.hash_path(headers, f.src_nic, f.dst_nic)
-                cache[k] = Placement.single(path) if path is not None else None
+                cache[k] = Placement.single(path, 1.0, "hash") if path is not None else None
             out.append(cache[k])
         return out
 

@@ -1,7 +1,7 @@
 """The Faust app: the thin I/O layer around the processor's stages.
 
-One agent consumes the three co-partitioned topics (counters, flows, attributions) so that Faust
-assigns partition n of all three to the same worker; a second agent consumes the one-partition
+One agent consumes the four co-partitioned topics (counters, flows, path traces, attributions) so
+that Faust assigns partition n of all four to the same worker; a second agent consumes the one-partition
 group-FIM topic for the fabric-wide FIM. Records are decoded, buffered in their partition's
 stage, and held un-acked (an extra reference on the Faust message) until the windows they belong
 to are finalized, their outputs are acknowledged by Kafka and durable in the sink: only then are
@@ -37,12 +37,13 @@ from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
 from flowtracer.stream.analytics.collisions import CollisionRule
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.resolvers.contract import Resolver
+from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.resolvers.registry import RESOLVERS
+from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime import faust_seek
 from flowtracer.stream.runtime.ack_ledger import AckLedger
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.stream.runtime.inputs import BadRecord, decode
+from flowtracer.stream.runtime.inputs import BadRecord, decode, decode_trace
 from flowtracer.stream.sinks.base import SinkBackpressure
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.fabric import FabricStage
@@ -55,7 +56,7 @@ LinesFn = Callable[[Emitted], list[str]]
 STATE_TABLE = "stage-state"
 FABRIC_TABLE = "fabric-state"
 FABRIC_KEY = "fabric"
-_INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name})
+_INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name})
 
 
 @dataclass
@@ -84,6 +85,9 @@ class Metrics:
                                   "Flows whose ends are not in the topology (cumulative)", registry=r)
         self.incomplete = Gauge("flowtracer_processor_incomplete_windows",
                                 "Windows finalized without a source that was expected (cumulative)", registry=r)
+        self.trace_disagreements = Gauge("flowtracer_processor_trace_disagreements",
+                                         "Path traces untrusted for contradicting the counters (cumulative)",
+                                         registry=r)
         self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
                              registry=r)
         self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
@@ -100,11 +104,13 @@ class Processor:
         self.links = LinkIndex(fabric)
         self.resolver_cls = resolver_cls
         self.uses_counters = resolver_cls.name != "hash"
+        self.uses_traces = issubclass(resolver_cls, TraceConsumer)
         self.flows: dict[int, FlowsStage] = {}
         self.link_stages: dict[int, LinksStage] = {}
         self._senders = frozenset(partition_for(sw, cfg.partitions) for sw in fabric.switch_names)
         self._fabric: FabricStage | None = None
-        self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link)
+        self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link,
+                                  min_confidence=cfg.collision_confidence)
         self.metrics = Metrics()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._dirty_flows: set[int] = set()
@@ -115,7 +121,7 @@ class Processor:
 
     def flows_stage(self, p: int) -> FlowsStage:
         if p not in self.flows:
-            stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.resolver_cls(self.fabric),
+            stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.new_resolver(),
                                self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link,
                                self.cfg.heavy_share)
             saved = self.saved_state(f"flows:{p}")
@@ -124,6 +130,16 @@ class Processor:
             log.info("flows stage of partition %d: %s", p, _restored(saved))
             self.flows[p] = stage
         return self.flows[p]
+
+    def new_resolver(self) -> Resolver:
+        """A resolver for one flows partition, with the processor's settings for the trace resolver."""
+        if self.resolver_cls is TraceResolver:
+            return TraceResolver(self.fabric, TraceConfig(max_age_ns=round(self.cfg.trace_max_age_s * 1e9)))
+        return self.resolver_cls(self.fabric)
+
+    def trace_disagreements(self) -> int:
+        """Path traces found to contradict the counters, over this worker's flows stages (cumulative)."""
+        return sum(getattr(s.resolver, "disagreements", 0) for s in self.flows.values())
 
     def links_stage(self, p: int) -> LinksStage:
         if p not in self.link_stages:
@@ -167,12 +183,16 @@ class Processor:
         self._dirty_fabric = False
         return out
 
-    def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int) -> int:
+    def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int,
+               key: bytes | None = None) -> int:
         """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
 
         Raises BadRecord for records that belong in the dead-letter topic.
         """
         self.metrics.records.labels(topic).inc()
+        if topic == topics.PATH_TRACES.name:
+            flow_id, trace = decode_trace(key, value)
+            return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
         msg = decode(topic, value)
         late_before = self._late()
         holds = 0
@@ -217,6 +237,7 @@ class Processor:
             out.extend(e)
         unattributed = sum(s.unattributed.flows for s in self.flows.values())
         self.metrics.unattributed.set(unattributed)
+        self.metrics.trace_disagreements.set(self.trace_disagreements())
         self.metrics.late.set(self._late())
         self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
         return out
@@ -290,7 +311,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     raw = {"key_serializer": "raw", "value_serializer": "raw"}
     attributions = topics.internal_name(cfg.app_id, topics.ATTRIBUTIONS)
     group_fim = topics.internal_name(cfg.app_id, topics.GROUP_FIM)
-    inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, attributions, **raw)
+    inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name, attributions, **raw)
     group_fim_in = app.topic(group_fim, **raw)
     out = {t.name: app.topic(t.name, **raw) for t in topics.OUTPUT_TOPICS}
     out[topics.ATTRIBUTIONS.name] = app.topic(attributions, **raw)
@@ -404,7 +425,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             m.incref()  # acked by the ledger, in offset order, once every stage holding it published
             hold = ledger.receive(m.topic, m.partition, m.offset, event)
             try:
-                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, hold, time.time_ns())
+                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, hold, time.time_ns(),
+                                    m.key)
             except BadRecord as e:
                 # Held until the dead letter is acknowledged, like any output.
                 pending.append(_Pending(0, [await dead_letter(event, str(e))], [hold]))

@@ -30,6 +30,10 @@ class ProcessorConfig(BaseModel):
     grace_s: float = Field(3.0, gt=0)
     #: A flow is heavy when it fills this share of a member's capacity in a hop (collisions).
     heavy_share: float = Field(0.1, gt=0, le=1)
+    #: A collision is claimed only from placements at least this confident (and whole on one member).
+    collision_confidence: float = Field(0.9, ge=0, le=1)
+    #: Trace resolver: a path trace older than this (seconds, by the window end) no longer places its flow.
+    trace_max_age_s: float = Field(60.0, gt=0)
     #: Flows named per link in attributions and per collision.
     max_flows_per_link: int = Field(16, ge=1)
     #: Tansu compatibility (embedded broker): producer_max_batch_size=1 so that Faust's changelog

@@ -5,11 +5,12 @@ from __future__ import annotations
 from google.protobuf.message import DecodeError, Message
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2
+from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2, traces_pb2
 
 _TYPES: dict[str, type[Message]] = {
     topics.COUNTERS.name: counters_pb2.CounterBatch,
     topics.FLOWS.name: flows_pb2.FlowBatch,
+    topics.PATH_TRACES.name: traces_pb2.PathTrace,
     topics.ATTRIBUTIONS.name: internal_pb2.AttributionBatch,
     topics.GROUP_FIM.name: internal_pb2.GroupFimBatch,
 }
@@ -41,6 +42,27 @@ def decode(topic: str, value: bytes | None) -> Message:
     elif isinstance(msg, flows_pb2.FlowBatch):
         if not msg.host or not msg.leaf or msg.window_end_ns <= msg.window_start_ns:
             raise BadRecord("FlowBatch without host, leaf or a window with end after start")
+    elif isinstance(msg, traces_pb2.PathTrace):
+        if not msg.flow_id or not msg.src_nic or msg.finished_ns <= 0:
+            raise BadRecord("PathTrace without flow_id, src_nic or finished_ns")
     elif isinstance(msg, (internal_pb2.AttributionBatch, internal_pb2.GroupFimBatch)) and msg.window_end_ns <= 0:
         raise BadRecord(f"{cls.__name__} without window_end_ns")
     return msg
+
+
+def decode_trace(key: bytes | None, value: bytes | None) -> tuple[str, traces_pb2.PathTrace | None]:
+    """A path-traces record: (flow id, trace), the trace ``None`` for a tombstone (null value: the flow ended).
+
+    The key is the flow id; a trace whose ``flow_id`` is not its key is refused (compaction would keep
+    the wrong record).
+    """
+    flow_id = (key or b"").decode("utf-8", "replace")
+    if value is None:
+        if not flow_id:
+            raise BadRecord("PathTrace tombstone without a key: which flow ended?")
+        return flow_id, None
+    msg = decode(topics.PATH_TRACES.name, value)
+    assert isinstance(msg, traces_pb2.PathTrace)
+    if key is not None and msg.flow_id != flow_id:
+        raise BadRecord(f"PathTrace of flow {msg.flow_id!r} under key {flow_id!r}: the key must be the flow id")
+    return msg.flow_id, msg

@@ -14,11 +14,11 @@ from typing import Any
 
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
-from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
 from flowtracer.stream.analytics.attribution import attribute, heaviest
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.resolvers.contract import Resolver
+from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.window_tracker import WindowTracker
 
@@ -67,6 +67,7 @@ class FlowsStage:
         # is about half the cost of building the message from keyword arguments.
         self._path_templates: dict[tuple[str, str, str], analytics_pb2.PathLoad] = {}
         self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}
+        self._trace_tokens: list[object] = []  # trace records applied to the resolver, released with the next state
 
     def window_of(self, timestamp_ns: int) -> int:
         """The window end a sample instant belongs to (the hop boundary at or after it)."""
@@ -88,6 +89,18 @@ class FlowsStage:
         source = f"flows:{batch.host}@{batch.leaf}"
         return self.tracker.add(end, source, batch, token, now_ns, identity=source)
 
+    def add_trace(self, flow_id: str, trace: traces_pb2.PathTrace | None, token: object) -> bool:
+        """A path trace (``None``: tombstone) for a resolver that reads them; False when it does not.
+
+        Traces are resolver state, applied at once; the record is held (``token``) until the next
+        finalized window's state, which includes it, is saved, so an ack never runs ahead of the state.
+        """
+        if not isinstance(self.resolver, TraceConsumer):
+            return False
+        self.resolver.observe_trace(flow_id, trace)
+        self._trace_tokens.append(token)
+        return True
+
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
         """Counters of this partition's leaves, for resolvers that learn from them."""
         if not self.uses_counters:
@@ -102,6 +115,9 @@ class FlowsStage:
             out.extend(self._window(end, items))
             out.tokens.extend(tokens)
             out.windows += 1
+        if out.windows and self._trace_tokens:
+            out.tokens.extend(self._trace_tokens)
+            self._trace_tokens = []
         return out
 
     def _window(self, end: int, items: list[object]) -> Emitted:
@@ -126,6 +142,7 @@ class FlowsStage:
             templates.clear()
         path_loads = out.path_loads
         prow, pbytes, pcount, pconf = att.path_row, att.path_bytes, att.path_flow_count, att.path_conf_bytes
+        ptraced = att.path_traced_bytes
         psrc, pdst, plinks = att.path_src_nic, att.path_dst_nic, att.path_links
         for pid in sorted(prow):
             i = prow[pid]
@@ -145,6 +162,8 @@ class FlowsStage:
             m.bytes = round(b)
             m.flow_count = pcount[i]
             m.confidence = pconf[i] / b if b else 1.0
+            if ptraced[i]:
+                m.traced_bytes = round(ptraced[i])
             path_loads.append(m)
         # Shares are added straight into each destination's batch: building LinkShares apart and passing
         # them to the batch would copy every one.

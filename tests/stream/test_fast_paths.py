@@ -43,7 +43,7 @@ def reference(flows: list[FlowObs], placements: list[Placement | None]) -> tuple
             s[0] += b
             s[1] += 1
             s[2] += b * placement.confidence
-            s[3].append((b, flow))
+            s[3].append((b, flow, placement))
     return links, paths, unplaced[0], unplaced[1]
 
 

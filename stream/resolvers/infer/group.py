@@ -77,7 +77,7 @@ class PairRoutes:
                 share = w / total / len(ps)
                 paths.extend((p, share) for p in ps)
         top = max(range(len(ws)), key=ws.__getitem__)
-        return Placement(tuple(paths), round(confidence / len(self.member_paths[top]), 4))
+        return Placement(tuple(paths), round(confidence / len(self.member_paths[top]), 4), "infer")
 
     def place_anywhere(self) -> Placement | None:
         """Evenly over every member: what a flow without evidence gets; cached."""
@@ -101,7 +101,7 @@ class PairRoutes:
             share = 1.0 / len(ps)
             if len(self.cache) > 4 * len(self.member_paths) * 101:
                 self.cache.clear()
-            hit = self.cache[key] = Placement(tuple((p, share) for p in ps), round(key[1] * share, 4))
+            hit = self.cache[key] = Placement(tuple((p, share) for p in ps), round(key[1] * share, 4), "infer")
         return hit
 
 

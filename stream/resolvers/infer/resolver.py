@@ -145,7 +145,7 @@ class InferResolver:
             full = tuple(tuple((up, *mid, down) for mid in mids) for mids in per)
             if gid is None and full[0]:
                 w = 1.0 / len(full[0])
-                info = PairRoutes(None, (), (), Placement(tuple((p, w) for p in full[0]), w))
+                info = PairRoutes(None, (), (), Placement(tuple((p, w) for p in full[0]), w, "infer"))
             elif gid is not None:
                 info = PairRoutes(gid, members, full, None)
         if len(self._pairs) > 1_000_000:

@@ -158,7 +158,7 @@ def test_determined_paths_and_unknown_nics() -> None:
     same_leaf = next(f for f in sy.flows if fab.nics[f.src_nic].leaf == fab.nics[f.dst_nic].leaf)
     stranger = replace(sy.flows[0], flow_id="x", dst_nic="nohost:mlx5_0")
     out = res.resolve(SEC, [same_leaf, stranger], {})
-    assert out[0] == Placement.single(fab.equal_cost_paths(same_leaf.src_nic, same_leaf.dst_nic)[0])
+    assert out[0] == Placement.single(fab.equal_cost_paths(same_leaf.src_nic, same_leaf.dst_nic)[0], 1.0, "infer")
     assert out[1] is None
 
 

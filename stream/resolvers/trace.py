@@ -1,0 +1,227 @@
+"""The ``trace`` resolver: place each flow on the path a fresh trace of its own 5-tuple found; infer the rest.
+
+Host agents probe each flow's path hop by hop with TTL-limited packets carrying the flow's own
+5-tuple (topic ``flowtracer.path-traces.v1``, one compacted record per flow). A flow is placed on
+its traced path with confidence 1 (method ``trace``) while its trace is
+
+- **usable**: it pins one equal-cost path of the flow's NICs (``trace_path.traced_path``: COMPLETE,
+  or PARTIAL with the hops that answered leaving one path);
+- **fresh**: it finished at most ``max_age_ns`` before the window's end;
+- **the flow's**: same sending NIC, receiving NIC and 5-tuple (a new UDP source port is a new path);
+- **trusted**: its bytes have not contradicted the counters for ``disagree_windows`` windows in a row.
+
+Every other flow falls back to an ``InferResolver`` (its placements say method ``infer`` and carry
+infer's confidence). The fallback sees only the flows it places and, by default
+(``infer_input="residual"``), only the counter bytes the traced flows do not explain: each link's
+measured bytes minus the traced flows' bytes on it (floored at 0), so a group whose flows are all
+traced gives infer nothing to fit. ``infer_input="all"`` gives infer every flow and the raw counters
+instead (it learns the traced flows too); docs/stream.md has the measured comparison.
+
+Disagreement with counters: a window's traced flows put a known number of bytes on each link of
+their paths; untraced flows only add to that. When a link's traced bytes exceed its measured bytes
+by more than ``disagree_share`` of them plus ``disagree_floor_bytes``, the traces of the flows on
+that link cannot all be right. A flow on such a link in ``disagree_windows`` consecutive windows is
+counted (``disagreements``), logged once, and its trace is untrusted until a newer trace arrives:
+it falls back to infer. The test cannot tell which of the traced flows on an over-full link is the
+wrong one, so all of them fall back (infer still places them from counters).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.v1 import traces_pb2
+from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
+from flowtracer.stream.resolvers.infer.resolver import InferConfig, InferResolver
+from flowtracer.stream.resolvers.trace_path import Path, TracedPath, ingress_index, traced_path
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    """Tuning of the ``trace`` resolver. Durations in ns, bytes per window."""
+
+    max_age_ns: int = 60_000_000_000  # a trace older than this (by the window end) no longer places its flow
+    infer_input: str = "residual"  # "residual": infer sees counters minus traced bytes; "all": everything
+    disagree_share: float = 0.05  # tolerance of the traced-bytes-vs-counter check, share of the counter
+    disagree_floor_bytes: float = 1_000_000.0  # plus this many bytes (counter timing jitter)
+    disagree_windows: int = 3  # consecutive contradicting windows before a trace is untrusted
+    forget_after_ns: int = 600_000_000_000  # traces this old are forgotten (flows that ended without a tombstone)
+
+
+class TraceResolver:
+    """Flows on their fresh traced paths (confidence 1); the others placed by a wrapped ``InferResolver``.
+
+    See the module docstring for the rules. ``observe_trace`` is fed the path-traces topic of the
+    partitions this instance serves (a tombstone is ``None``); ``fallback_reason`` says why a flow of
+    the last window was not placed by its trace.
+    """
+
+    name: ClassVar[str] = "trace"
+
+    def __init__(self, fabric: Fabric, config: TraceConfig | None = None,
+                 infer_config: InferConfig | None = None) -> None:
+        self.fabric = fabric
+        self.config = config or TraceConfig()
+        if self.config.infer_input not in ("residual", "all"):
+            raise ValueError(f"infer_input must be 'residual' or 'all', not {self.config.infer_input!r}")
+        self.infer = InferResolver(fabric, infer_config)
+        self._ingress = ingress_index(fabric)
+        self._candidates: dict[tuple[str, str], tuple[Path, ...]] = {}
+        self._traces: dict[str, TracedPath] = {}
+        self._placements: dict[str, Placement] = {}  # flow id -> its traced placement (one object per trace)
+        self._untrusted: dict[str, int] = {}  # flow id -> finished_ns of the trace found wrong
+        self._strikes: dict[str, int] = {}
+        self._calls = 0
+        self.disagreements = 0  # traces found to contradict the counters (cumulative)
+        self.fallback_reason: dict[str, str] = {}  # flow id -> why its trace did not place it (last window)
+
+    # -- traces ------------------------------------------------------------------------------------
+
+    def observe_trace(self, flow_id: str, trace: traces_pb2.PathTrace | None) -> None:
+        """Take the newest trace of ``flow_id`` (``None``: a tombstone, the flow ended)."""
+        if trace is None:
+            self._traces.pop(flow_id, None)
+            self._placements.pop(flow_id, None)
+            self._untrusted.pop(flow_id, None)
+            self._strikes.pop(flow_id, None)
+            return
+        old = self._traces.get(flow_id)
+        if old is not None and old.finished_ns > trace.finished_ns:
+            return  # an older trace arriving late (another agent, a replay): keep the newer one
+        dst = self.fabric.nic_by_ip.get(trace.dst_ip)
+        cands = None
+        if dst is not None and trace.src_nic in self.fabric.nics:
+            k = (trace.src_nic, dst.name)
+            cands = self._candidates.get(k)
+            if cands is None:
+                cands = self._candidates[k] = self.fabric.equal_cost_paths(*k)
+        self._take(flow_id, traced_path(self.fabric, self._ingress, trace, cands))
+
+    def _take(self, flow_id: str, tp: TracedPath) -> None:
+        self._traces[flow_id] = tp
+        self._strikes.pop(flow_id, None)
+        if tp.path is not None:
+            self._placements[flow_id] = Placement.single(tp.path, 1.0, TRACE_METHOD)
+        else:
+            self._placements.pop(flow_id, None)
+        u = self._untrusted.get(flow_id)
+        if u is not None and tp.finished_ns > u:
+            del self._untrusted[flow_id]  # a newer trace: trusted again until it, too, disagrees
+
+    def _why_not(self, f: FlowObs, tp: TracedPath | None, window_end_ns: int) -> str:
+        if tp is None:
+            return "no trace"
+        if tp.path is None:
+            return tp.why
+        if window_end_ns - tp.finished_ns > self.config.max_age_ns:
+            return f"stale: finished {(window_end_ns - tp.finished_ns) / 1e9:.0f} s before the window end"
+        if (tp.src_nic, tp.dst_nic) != (f.src_nic, f.dst_nic) or tp.five_tuple != (
+                f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port):
+            return "another 5-tuple: the trace is not of the flow's current path"
+        if f.flow_id in self._untrusted:
+            return "untrusted: its bytes contradicted the counters"
+        return ""
+
+    # -- the contract -----------------------------------------------------------------------------
+
+    def resolve(self, window_end_ns: int, flows: Sequence[FlowObs],
+                measured: Mapping[str, int]) -> list[Placement | None]:
+        """One placement per flow (see ``Resolver.resolve``): traced ones first, the rest from infer."""
+        self._calls += 1
+        if self._calls % 64 == 0:
+            self._forget(window_end_ns)
+        traced: dict[int, Placement] = {}
+        reasons: dict[str, str] = {}
+        for n, f in enumerate(flows):
+            why = self._why_not(f, self._traces.get(f.flow_id), window_end_ns)
+            if why:
+                reasons[f.flow_id] = why
+            else:
+                traced[n] = self._placements[f.flow_id]
+        if measured and traced:
+            for n in self._contradicted(flows, traced, measured):
+                del traced[n]
+                reasons[flows[n].flow_id] = "untrusted: its bytes contradicted the counters"
+        self.fallback_reason = reasons
+        out: list[Placement | None] = [traced.get(n) for n in range(len(flows))]
+        rest = [n for n in range(len(flows)) if n not in traced]
+        if self.config.infer_input == "all":
+            inferred = self.infer.resolve(window_end_ns, flows, measured)
+            for n in rest:
+                out[n] = inferred[n]
+            return out
+        load = _link_bytes(flows, traced)
+        residual = {lid: max(0, v - round(load.get(lid, 0.0))) for lid, v in measured.items()}
+        inferred = self.infer.resolve(window_end_ns, [flows[n] for n in rest], residual)
+        for n, p in zip(rest, inferred, strict=True):
+            out[n] = p
+        return out
+
+    def _contradicted(self, flows: Sequence[FlowObs], traced: Mapping[int, Placement],
+                      measured: Mapping[str, int]) -> list[int]:
+        """Traced flows untrusted in this window: on an over-full link ``disagree_windows`` windows in a row."""
+        cfg = self.config
+        load = _link_bytes(flows, traced)
+        over = {lid for lid, b in load.items()
+                if lid in measured and b > measured[lid] * (1 + cfg.disagree_share) + cfg.disagree_floor_bytes}
+        out = []
+        for n, p in traced.items():
+            fid = flows[n].flow_id
+            if not over.intersection(p.paths[0][0]):
+                self._strikes.pop(fid, None)
+                continue
+            s = self._strikes[fid] = self._strikes.get(fid, 0) + 1
+            if s >= cfg.disagree_windows:
+                self._strikes.pop(fid, None)
+                self._untrusted[fid] = self._traces[fid].finished_ns
+                self.disagreements += 1
+                log.warning("path trace of flow %s disagrees with the counters for %d windows (a link of its traced "
+                            "path carried less than the traced flows sent); its trace is untrusted, infer places it",
+                            fid, s)
+                out.append(n)
+        return out
+
+    def _forget(self, now_ns: int) -> None:
+        old = [fid for fid, tp in self._traces.items() if now_ns - tp.finished_ns > self.config.forget_after_ns]
+        for fid in old:
+            self.observe_trace(fid, None)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The traces (as resolved paths), which are untrusted, and the fallback's state; JSON-able."""
+        return {"version": STATE_VERSION, "config": asdict(self.config), "infer": self.infer.state(),
+                "traces": {fid: tp.to_json() for fid, tp in self._traces.items()},
+                "untrusted": dict(self._untrusted)}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state()`` (merges: several partitions' states may be restored into one instance)."""
+        if not state:
+            return
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"trace resolver state version {state.get('version')!r} is not {STATE_VERSION}")
+        try:
+            for fid, v in state.get("traces", {}).items():
+                self._take(fid, TracedPath.from_json(v))
+            self._untrusted.update({fid: int(fin) for fid, fin in state.get("untrusted", {}).items()})
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"trace resolver state: damaged traces: {type(e).__name__}: {e}") from None
+        self.infer.restore(state.get("infer", {}))
+
+
+def _link_bytes(flows: Sequence[FlowObs], placed: Mapping[int, Placement]) -> dict[str, float]:
+    """Bytes the ``placed`` flows (index -> single-path placement) put on each link of their paths."""
+    load: dict[str, float] = {}
+    for n, p in placed.items():
+        b = flows[n].bytes
+        for lid in p.paths[0][0]:
+            load[lid] = load.get(lid, 0.0) + b
+    return load

@@ -1,0 +1,88 @@
+"""A PathTrace -> the equal-cost path it pins, or why it pins none (pure).
+
+A trace lists, per TTL, the switch that answered and the port the probe came in on (its ingress
+port, schemas/addressing.py). The first hop is the source leaf's port facing the sending NIC, so its
+(switch, port) names the NIC's uplink; every later hop's (switch, port) names the link the flow
+crossed to reach that switch. A path as ``Placement`` and ``Fabric.equal_cost_paths`` spell it is
+the tuple of directed link ids from the sending NIC to the receiving NIC, so hop ``k`` (TTL k+1)
+must match the path's link ``k``; the last link (destination leaf -> NIC) is fixed by the receiver.
+
+A trace pins a path when exactly one equal-cost path of (source NIC, destination NIC) agrees with
+every hop that answered: a COMPLETE trace always does (or it is inconsistent with the topology), a
+PARTIAL one does when the hops that answered leave one path (for example, only the leaf's answer was
+lost). FAILED traces, and PARTIAL ones that fit two or more paths, pin none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.v1 import traces_pb2
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TracedPath:
+    """What one trace says about its flow: the 5-tuple traced, when, and the path or why there is none."""
+
+    src_nic: str
+    dst_nic: str  # topology NIC with the trace's dst_ip; "" when unknown
+    five_tuple: tuple[str, str, int, int]  # src_ip, dst_ip, udp_src_port, udp_dst_port
+    finished_ns: int  # ns since the epoch
+    path: Path | None
+    why: str  # why ``path`` is None ("" when it is set)
+
+    def to_json(self) -> list[object]:
+        return [self.src_nic, self.dst_nic, *self.five_tuple, self.finished_ns,
+                list(self.path) if self.path is not None else None, self.why]
+
+    @classmethod
+    def from_json(cls, v: list[object]) -> TracedPath:
+        src, dst, sip, dip, sport, dport, fin, path, why = v
+        return cls(str(src), str(dst), (str(sip), str(dip), int(sport), int(dport)),  # type: ignore[call-overload]
+                   int(fin), tuple(path) if path is not None else None, str(why))  # type: ignore[arg-type, call-overload]
+
+
+def ingress_index(fabric: Fabric) -> dict[tuple[str, str], str]:
+    """(switch, ingress port) -> the directed link id that enters the switch on that port."""
+    return {(lk.dst_node, lk.dst_port): lid for lid, lk in fabric.links.items() if lk.dst_node in fabric.switch_names}
+
+
+def traced_path(fabric: Fabric, ingress: Mapping[tuple[str, str], str], trace: traces_pb2.PathTrace,
+                candidates: tuple[Path, ...] | None = None) -> TracedPath:
+    """The path ``trace`` pins among the equal-cost paths of its NICs (``candidates``, when already known)."""
+    src = fabric.nics.get(trace.src_nic)
+    dst = fabric.nic_by_ip.get(trace.dst_ip)
+    five = (trace.src_ip, trace.dst_ip, trace.udp_src_port, trace.udp_dst_port)
+
+    def none(why: str) -> TracedPath:
+        return TracedPath(trace.src_nic, dst.name if dst is not None else "", five, trace.finished_ns, None, why)
+
+    if src is None or dst is None:
+        return none(f"unknown NIC: src_nic {trace.src_nic!r} / dst_ip {trace.dst_ip!r} not in the topology")
+    if trace.status == traces_pb2.TRACE_STATUS_FAILED:
+        return none("failed trace")
+    if trace.status not in (traces_pb2.TRACE_STATUS_COMPLETE, traces_pb2.TRACE_STATUS_PARTIAL):
+        return none("trace without a status")
+    if candidates is None:
+        candidates = fabric.equal_cost_paths(src.name, dst.name)
+    if not candidates:
+        return none(f"no path from {src.name} to {dst.name}")
+    known: dict[int, str] = {}
+    for n, hop in enumerate(trace.hops):
+        if not hop.switch or hop.address == trace.dst_ip:
+            continue  # unanswered, or the destination itself (port unreachable): no switch hop
+        pos = (hop.ttl or n + 1) - 1
+        link = ingress.get((hop.switch, hop.port))
+        if link is None:
+            return none(f"inconsistent: hop ttl {pos + 1} ({hop.switch}, {hop.port}) is no link's ingress port")
+        known[pos] = link
+    fits = [p for p in candidates if all(pos < len(p) - 1 and p[pos] == lk for pos, lk in known.items())]
+    if not fits:
+        return none(f"inconsistent: no equal-cost path from {src.name} to {dst.name} crosses the traced hops")
+    if len(fits) > 1:
+        return none(f"partial: {len(fits)} equal-cost paths fit the hops that answered")
+    return TracedPath(src.name, dst.name, five, trace.finished_ns, fits[0], "")
