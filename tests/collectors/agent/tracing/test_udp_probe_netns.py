@@ -95,7 +95,7 @@ def test_icmp_rate_limiting_backs_off_and_gives_partial_not_wrong(fabric: NsFabr
     t, got = tracer(fabric, timeout_ms=150, retries=1)
     fl = flows()
     t.observe(fl)
-    t.run_until_idle(20)
+    t.run_until_idle(6)
     assert t.prober.governor.cuts > 0 and t.prober.governor.rate("10.0.0.2", t.clock()) < 500
     statuses = {tr.status for tr in got.values() if tr is not None}
     assert tpb.TRACE_STATUS_PARTIAL in statuses or tpb.TRACE_STATUS_FAILED in statuses
