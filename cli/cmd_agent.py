@@ -103,7 +103,21 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         exchange = PeerExchange(cfg.kafka, sink, src.hosts(), [h.name for h in topo.hosts] if topo else [],
                                 cfg.agent_id, refresh_ns=round(cfg.peer_refresh.total_seconds() * 1e9),
                                 max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic).start()
-    runner = Agent(cfg, src, sink, topo, metrics, exchange=exchange)
+    tracer = None
+    if cfg.tracing.enabled:
+        from flowtracer.collectors.agent.tracing.wiring import TracePublisher, build_tracer
+
+        try:
+            if cfg.kafka:
+                from flowtracer.schemas.topic_admin import ensure_topics
+
+                ensure_topics(cfg.kafka, client_id=f"flowtracer-agent-{cfg.agent_id}")
+            tracer = build_tracer(cfg, topo, TracePublisher(sink)).start()
+        except Exception as e:  # bad settings or an unreachable broker: one line, not a traceback
+            click.echo(f"flowtracer agent: tracing: {e}", err=True)
+            sink.close(timeout=0)
+            sys.exit(EXIT_BAD_INPUT)
+    runner = Agent(cfg, src, sink, topo, metrics, exchange=exchange, tracer=tracer)
     try:
         metrics.serve(cfg.metrics_port, health=runner.health)
     except OSError as e:
@@ -131,6 +145,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     finally:
         if exchange is not None:
             exchange.close()
+        if tracer is not None:
+            tracer.close()
         sink.close(timeout=10)
         src.close()
         metrics.stop()

@@ -43,13 +43,13 @@ from flowtracer.collectors.self_metrics import SinkMetrics
 
 log = logging.getLogger(__name__)
 
-_Record = tuple[str, bytes, bytes]  # (topic, key, value)
+_Record = tuple[str, bytes, bytes | None, int | None]  # (topic, key, value or None = tombstone, partition)
 _DROP_LOG_EVERY_S = 10.0  # at most one "dropped" warning per this many seconds
 _CONNECT_BACKOFF_S = (0.2, 10.0)  # producer (re)creation backoff: first, cap
 
 
 def _size(rec: _Record) -> int:
-    return len(rec[1]) + len(rec[2])
+    return len(rec[1]) + len(rec[2] or b"")
 
 
 class KafkaSink:
@@ -173,9 +173,10 @@ class KafkaSink:
 
     # -- API -----------------------------------------------------------------------------------
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        """Queue one record. Never blocks, never raises; when full, the oldest record is dropped."""
-        rec = (topic, key, value)
+    def send(self, topic: str, key: bytes, value: bytes | None, partition: int | None = None) -> None:
+        """Queue one record (``value`` None: a tombstone; ``partition`` None: the key's default
+        partition). Never blocks, never raises; when full, the oldest record is dropped."""
+        rec = (topic, key, value, partition)
         with self._cond:
             self._accepted += 1
             if self._closing:
@@ -186,6 +187,17 @@ class KafkaSink:
             self._enforce_bounds()
             self._cond.notify()
         self._update_gauges()
+
+    def partitions_for(self, topic: str) -> int | None:
+        """Partition count of ``topic`` from the broker's metadata; None while not connected or unknown."""
+        producer = self._producer
+        if producer is None:
+            return None
+        try:
+            parts = producer.partitions_for(topic)
+        except KafkaError:
+            return None
+        return len(parts) if parts else None
 
     def flush(self, timeout: float | None = None) -> bool:
         """Block until every accepted record is acknowledged or dropped, at most ``timeout`` s.
@@ -369,7 +381,7 @@ class KafkaSink:
         assert producer is not None
         for i, rec in enumerate(batch):
             try:
-                fut = producer.send(rec[0], value=rec[2], key=rec[1])
+                fut = producer.send(rec[0], value=rec[2], key=rec[1], partition=rec[3])
             except KafkaTimeoutError as e:  # no metadata within max_block_ms: broker unreachable
                 with self._cond:
                     self._last_error = repr(e)

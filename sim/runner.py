@@ -29,6 +29,7 @@ from flowtracer.schemas.topology import Topology, validate_topology
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.hosts.state import HostState
+from flowtracer.sim.hosts.trace_responder import ResponderLimits, TraceResponder
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
 from flowtracer.sim.switches.server import GnmiServer
 
@@ -52,6 +53,13 @@ class RunnerOptions:
     qpn_reuse: bool = False
     coll_log: bool = True
     cancel_on_half_close: bool = True
+    #: Answer host agents' trace probes (``hosts/trace_responder.py``) on a free loopback UDP port;
+    #: ``trace_loss`` share of answers lost, ``trace_icmp_rate`` ICMP errors/s per switch (0 = no limit)
+    #: with ``trace_icmp_burst`` saved up.
+    trace_responder: bool = True
+    trace_loss: float = 0.0
+    trace_icmp_rate: float = 0.0
+    trace_icmp_burst: float = 10.0
 
 
 class SimRunner:
@@ -66,6 +74,7 @@ class SimRunner:
         self._start_ns = start_ns
         self.engine: Engine | None = None
         self.servers: list[GnmiServer] = []
+        self.responder: TraceResponder | None = None
         self.endpoints: dict[str, str] = {}
         self.done = threading.Event()  # set when the engine thread ends (duration over, or stopped)
         self._stop = threading.Event()
@@ -89,6 +98,10 @@ class SimRunner:
                              counter32=o.counter32, ground_truth=gt_dir, qpn_reuse=o.qpn_reuse, coll_log=o.coll_log)
         try:
             self._start_servers()
+            if o.trace_responder:
+                self.responder = TraceResponder(self.engine, ResponderLimits(o.trace_loss, o.trace_icmp_rate,
+                                                                             o.trace_icmp_burst))
+                self.responder.start()
             topo_file = self._write_topology()
             hosts_dir = self.out_dir / "hosts"
             if o.host_views:
@@ -111,6 +124,7 @@ class SimRunner:
             "pid": os.getpid(),
             "topology": str(topo_file) if topo_file else None,
             "gnmi": dict(self.endpoints),
+            "trace_responder": self.responder.address if self.responder is not None else None,
             "shared_port": o.shared_port is not None,
             "host_views": str(hosts_dir) if o.host_views else None,
             "host_view_dirs": {h: str(host_view_dir(hosts_dir, h)) for h in self.engine.host_states}
@@ -139,6 +153,9 @@ class SimRunner:
             except Exception:  # one server failing to stop must not keep the others running
                 log.exception("stopping a gNMI server")
         self.servers = []
+        if self.responder is not None:
+            self.responder.stop()
+            self.responder = None
         if self.engine is not None:
             self.engine.close()
         self.done.set()

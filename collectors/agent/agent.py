@@ -29,10 +29,15 @@ from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.registry import FlowSource
+from flowtracer.collectors.agent.tracing.plan import TraceFlow
+from flowtracer.collectors.agent.tracing.tracer import Tracer
+from flowtracer.collectors.agent.tracing.wiring import dst_leaves, trace_flows
 from flowtracer.collectors.self_metrics import SelfMetrics
+from flowtracer.schemas.topics import DEFAULT_PARTITIONS, PATH_TRACES
 from flowtracer.schemas.topics import key as topic_key
 from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
+from flowtracer.schemas.v1 import traces_pb2 as tpb
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,7 @@ log = logging.getLogger(__name__)
 class Sink(Protocol):
     """Where batches go: ``KafkaSink`` or ``StdoutSink``."""
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None: ...
+    def send(self, topic: str, key: bytes, value: bytes | None, partition: int | None = None) -> None: ...
 
     def flush(self, timeout: float | None = None) -> bool: ...
 
@@ -53,10 +58,18 @@ class StdoutSink:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        msg = pb.FlowBatch.FromString(value)
-        self.out.write(json.dumps({"topic": topic, "key": key.decode(), "value": MessageToDict(msg)}) + "\n")
+    def send(self, topic: str, key: bytes, value: bytes | None, partition: int | None = None) -> None:
+        kind = tpb.PathTrace if topic == PATH_TRACES.name else pb.FlowBatch
+        msg = None if value is None else kind.FromString(value)
+        rec = {"topic": topic, "key": key.decode(), "value": None if msg is None else MessageToDict(msg)}
+        if partition is not None:
+            rec["partition"] = partition
+        self.out.write(json.dumps(rec) + "\n")
         self.out.flush()
+
+    def partitions_for(self, topic: str) -> int:
+        """Stdout has no topics: the contract's default partition count."""
+        return DEFAULT_PARTITIONS
 
     def flush(self, timeout: float | None = None) -> bool:
         return True
@@ -127,12 +140,16 @@ class Agent:
 
     ``on_batch`` (optional) sees every batch after it is handed to the sink (tests, demo).
     ``exchange`` (optional) publishes this agent's QP ends and supplies the other hosts'.
+    ``tracer`` (optional) is told every window's flows and traces their paths (docs/tracing.md).
     """
 
     def __init__(self, cfg: AgentConfig, source: FlowSource, sink: Sink, topology: Topology | None = None,
                  metrics: SelfMetrics | None = None,
-                 on_batch: Callable[[Any], None] | None = None, exchange: PeerExchange | None = None) -> None:
+                 on_batch: Callable[[Any], None] | None = None, exchange: PeerExchange | None = None,
+                 tracer: Tracer | None = None) -> None:
         self.cfg = cfg
+        self.tracer = tracer
+        self._dst_leaf = dst_leaves(topology)
         self.exchange = exchange
         self._peer_malformed = 0
         self._unknown_before: set[tuple[str, str, int, int, int]] = set()  # QPs whose peer was unknown
@@ -194,6 +211,7 @@ class Agent:
             self._await_peers(ex, peers, boundary, version)
         sent = 0
         seen = set()
+        traced: list[TraceFlow] = []
         for s in samples:
             seen.add(s.host)
             start = self._last_ok.get(s.host, boundary)
@@ -201,10 +219,16 @@ class Agent:
             self._last_ok[s.host] = boundary
             for b in batches:
                 self.sink.send(self.cfg.topic, topic_key(b.leaf or b.host), b.value)
-                if self.on_batch is not None:
-                    self.on_batch(pb.FlowBatch.FromString(b.value))
+                if self.on_batch is not None or self.tracer is not None:
+                    msg = pb.FlowBatch.FromString(b.value)
+                    if self.on_batch is not None:
+                        self.on_batch(msg)
+                    if self.tracer is not None:
+                        traced += trace_flows(msg, self._dst_leaf)
             sent += len(batches)
             self._count(ws, len(batches))
+        if self.tracer is not None and traced:
+            self.tracer.observe(traced)
         if self.metrics is not None:
             missing = len(set(self.pipelines) - seen)
             if missing:

@@ -39,6 +39,54 @@ def _short_hostname() -> str:
     return socket.gethostname().split(".", 1)[0]
 
 
+class TracingConfig(BaseModel):
+    """``tracing:``: hop-by-hop traces of each flow's own 5-tuple (docs/tracing.md)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    #: Off by default: probing sends UDP packets with small TTLs into the production fabric and makes
+    #: every switch on the way answer with ICMP (CoPP-limited); an operator turns it on knowingly.
+    enabled: bool = False
+    #: Probe budget of this agent: probes per second, and how many may be saved up.
+    probes_per_second: float = Field(50.0, gt=0, le=100_000)
+    burst: int = Field(20, ge=1, le=100_000)
+    #: Highest TTL probed (a leaf-spine path is 3 switches; 5-stage Clos 5).
+    max_ttl: int = Field(8, ge=1, le=64)
+    #: Wait for one probe's answer, and extra probes per TTL after a lost answer.
+    timeout: timedelta = timedelta(seconds=1)
+    retries: int = Field(2, ge=0, le=10)
+    #: Re-trace a complete trace this old.
+    refresh: timedelta = timedelta(minutes=10)
+    #: A flow not seen in any window this long has ended (its trace gets a tombstone).
+    expire: timedelta = timedelta(seconds=60)
+    #: Traces in progress at once (each holds one socket on the kernel transport).
+    max_concurrent: int = Field(64, ge=1, le=10_000)
+    #: kernel: UDP sockets on this host; sim: the simulator's trace responder (source sim).
+    transport: str = "kernel"
+    #: Host name -> network namespace (name under /run/netns, or a path) its probe sockets are made in
+    #: (the simulator's kernel data plane); hosts not listed probe from the agent's own namespace.
+    netns: dict[str, str] = {}
+
+    @field_validator("timeout", "refresh", "expire", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> timedelta:
+        return parse_duration(v)
+
+    @field_validator("timeout", "refresh", "expire")
+    @classmethod
+    def _positive(cls, v: timedelta) -> timedelta:
+        if v.total_seconds() <= 0:
+            raise ValueError("must be positive")
+        return v
+
+    @field_validator("transport")
+    @classmethod
+    def _transport(cls, v: str) -> str:
+        if v not in ("kernel", "sim"):
+            raise ValueError(f"must be kernel or sim, not {v!r}")
+        return v
+
+
 class AgentConfig(BaseModel):
     """Everything ``flowtracer agent`` can be told. See docs/agent.md for each field."""
 
@@ -103,6 +151,8 @@ class AgentConfig(BaseModel):
     max_buffer: int = Field(100_000, ge=1)
     #: Stop after this many windows (0 = run until interrupted).
     max_windows: int = Field(0, ge=0)
+    #: Path tracing of each flow's own 5-tuple (docs/tracing.md).
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("interval", "rdma_timeout", "gid_refresh", "peer_refresh", "peer_max_age", "peer_wait",
                      mode="before")

@@ -172,14 +172,8 @@ class NcclLogSource(LinuxSource):
         super().__init__(cfg)
 
 
-def load_sim_endpoints(path: Path) -> dict[str, Path]:
-    """Host name -> host view directory, from the ready JSON ``flowtracer sim`` printed.
-
-    Accepted shapes (the last line of the file that is a JSON object is used): a mapping under
-    ``host_view_dirs`` (what ``flowtracer sim`` prints) / ``host_views`` / ``hosts`` of host ->
-    directory (or -> {"view_dir": directory}), or ``host_views`` / ``host_view_root`` naming the
-    directory whose subdirectories are the hosts. Relative paths are relative to the file.
-    """
+def read_ready_json(path: Path) -> dict:
+    """The ready JSON ``flowtracer sim`` printed (the last line of the file that is a JSON object)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
@@ -195,6 +189,18 @@ def load_sim_endpoints(path: Path) -> dict[str, Path]:
             break
     if doc is None:
         raise ConfigError(f"{path}: no JSON object found (expected the ready JSON of `flowtracer sim`)")
+    return doc
+
+
+def load_sim_endpoints(path: Path) -> dict[str, Path]:
+    """Host name -> host view directory, from the ready JSON ``flowtracer sim`` printed.
+
+    Accepted shapes (the last line of the file that is a JSON object is used): a mapping under
+    ``host_view_dirs`` (what ``flowtracer sim`` prints) / ``host_views`` / ``hosts`` of host ->
+    directory (or -> {"view_dir": directory}), or ``host_views`` / ``host_view_root`` naming the
+    directory whose subdirectories are the hosts. Relative paths are relative to the file.
+    """
+    doc = read_ready_json(path)
     base = Path(path).parent
     for key in ("host_view_dirs", "host_views", "hosts"):
         hv = doc.get(key)
