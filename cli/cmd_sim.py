@@ -44,6 +44,8 @@ from flowtracer.sim.fabric.workload import (
     preset,
     validate_workload,
 )
+from flowtracer.sim.kernel.netns import KernelFabricError, missing_capability
+from flowtracer.sim.kernel.plan import PlanError
 from flowtracer.sim.runner import RunnerOptions, SimRunner, run_for
 
 
@@ -122,11 +124,18 @@ def build_workload(workload: str, overrides: dict[str, Any]) -> Workload:
 @click.option("--no-ground-truth", is_flag=True, help="Write no ground truth (big benchmark fabrics).")
 @click.option("--no-host-views", is_flag=True, help="Write no host view files.")
 @click.option("--no-coll-log", is_flag=True, help="Leave NCCL COLL lines out of the NCCL logs.")
+@click.option("--dataplane", type=click.Choice(["model", "kernel"]), default="model", show_default=True,
+              help="Who forwards: the hash models, or a Linux-kernel fabric of network namespaces (root).")
+@click.option("--scale", type=float, default=None,
+              help="Kernel data plane: modelled bytes per real byte on a veth [default: 100000].")
+@click.option("--icmp-limits", type=click.Choice(["generous", "linux"]), default="generous", show_default=True,
+              help="Kernel data plane: switch ICMP rate limits (linux = the kernel's 1000 ms / 1000 per s / 50).")
 def sim(topology_file: Path, workload: str, duration: float | None, tick: float, out_dir: Path | None,
         size: int | None, channels: int | None, qps_per_connection: int | None, compute_gap: float | None,
         nodes: int | None, nics_per_node: int | None, background_flows: int | None, background_rate: int | None,
         seed: int | None, gnmi_address: str, gnmi_ports: str, shared_port: int | None, counter32: bool,
-        qpn_reuse: bool, no_ground_truth: bool, no_host_views: bool, no_coll_log: bool) -> None:
+        qpn_reuse: bool, no_ground_truth: bool, no_host_views: bool, no_coll_log: bool, dataplane: str,
+        scale: float | None, icmp_limits: str) -> None:
     """Run the simulated fabric; print one JSON line when ready; stop on SIGINT/SIGTERM or --duration."""
     try:
         topo = load_topology(topology_file)
@@ -139,6 +148,14 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
     if tick <= 0:
         click.echo("flowtracer sim: --tick must be positive", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    if scale is not None and not scale > 0:
+        click.echo(f"flowtracer sim: --scale must be positive, got {scale}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    if dataplane == "kernel":
+        missing = missing_capability()
+        if missing is not None:
+            click.echo(f"flowtracer sim: --dataplane kernel: {missing}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
     try:
         wl = build_workload(workload, overrides)
     except WorkloadError as e:
@@ -149,7 +166,8 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
                             gnmi_ports=gnmi_ports,  # type: ignore[arg-type]
                             shared_port=shared_port, ground_truth=not no_ground_truth,
                             host_views=not no_host_views, counter32=counter32, qpn_reuse=qpn_reuse,
-                            coll_log=not no_coll_log)
+                            coll_log=not no_coll_log, dataplane=dataplane,  # type: ignore[arg-type]
+                            scale=scale, icmp_limits=icmp_limits)  # type: ignore[arg-type]
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
@@ -159,6 +177,12 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
     except (WorkloadError, FaultError) as e:
         click.echo(f"flowtracer sim: invalid workload: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    except PlanError as e:  # a topology Linux cannot hold
+        click.echo(f"flowtracer sim: --dataplane kernel: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except KernelFabricError as e:  # ip failed while building the fabric
+        click.echo(f"flowtracer sim: --dataplane kernel: {e}", err=True)
+        sys.exit(EXIT_FAILURE)
     except OSError as e:
         click.echo(f"flowtracer sim: {e}", err=True)
         sys.exit(EXIT_FAILURE)

@@ -53,13 +53,20 @@ class RunnerOptions:
     qpn_reuse: bool = False
     coll_log: bool = True
     cancel_on_half_close: bool = True
-    #: Answer host agents' trace probes (``hosts/trace_responder.py``) on a free loopback UDP port;
+    #: Answer host agents' trace probes (``hosts/trace_responder.py``) on a free loopback UDP port (fluid model
+    #: only: on the kernel data plane the agents probe the kernel itself);
     #: ``trace_loss`` share of answers lost, ``trace_icmp_rate`` ICMP errors/s per switch (0 = no limit)
     #: with ``trace_icmp_burst`` saved up.
     trace_responder: bool = True
     trace_loss: float = 0.0
     trace_icmp_rate: float = 0.0
     trace_icmp_burst: float = 10.0
+    #: "model": the engine's hash models forward; "kernel": a Linux-kernel fabric (flowtracer.sim.kernel).
+    dataplane: Literal["model", "kernel"] = "model"
+    #: Kernel data plane: modelled bytes per real byte on a veth.
+    scale: float | None = None
+    #: Kernel data plane: "generous" (path tracing never limited) or "linux" (the kernel's defaults).
+    icmp_limits: Literal["generous", "linux"] = "generous"
 
 
 class SimRunner:
@@ -73,6 +80,7 @@ class SimRunner:
         self.options = options or RunnerOptions()
         self._start_ns = start_ns
         self.engine: Engine | None = None
+        self.dataplane: Any = None
         self.servers: list[GnmiServer] = []
         self.responder: TraceResponder | None = None
         self.endpoints: dict[str, str] = {}
@@ -94,11 +102,18 @@ class SimRunner:
         o = self.options
         self.out_dir.mkdir(parents=True, exist_ok=True)
         gt_dir = self.out_dir / "ground-truth" if o.ground_truth else None
-        self.engine = Engine(self.topology, self.workload, tick_s=o.tick_s, start_ns=self._start_ns,
-                             counter32=o.counter32, ground_truth=gt_dir, qpn_reuse=o.qpn_reuse, coll_log=o.coll_log)
+        if o.dataplane == "kernel":
+            self.dataplane = _kernel_dataplane(self.topology, o)
+        try:
+            self.engine = Engine(self.topology, self.workload, tick_s=o.tick_s, start_ns=self._start_ns,
+                                 counter32=o.counter32, ground_truth=gt_dir, qpn_reuse=o.qpn_reuse,
+                                 coll_log=o.coll_log, dataplane=self.dataplane)
+        except BaseException:
+            self.stop()
+            raise
         try:
             self._start_servers()
-            if o.trace_responder:
+            if o.trace_responder and self.dataplane is None:  # on the kernel data plane agents probe the kernel
                 self.responder = TraceResponder(self.engine, ResponderLimits(o.trace_loss, o.trace_icmp_rate,
                                                                              o.trace_icmp_burst))
                 self.responder.start()
@@ -133,6 +148,9 @@ class SimRunner:
             "tick_s": o.tick_s,
             "start_ns": self.engine.start_ns,
             "duration_s": o.duration_s,
+            "dataplane": o.dataplane,
+            **({"scale": self.dataplane.scale, "netns": dict(self.dataplane.kf.plan.namespaces)}
+               if self.dataplane is not None else {}),
         }
 
     def stop(self) -> None:
@@ -158,6 +176,8 @@ class SimRunner:
             self.responder = None
         if self.engine is not None:
             self.engine.close()
+        if self.dataplane is not None:
+            self.dataplane.close()
         self.done.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -243,6 +263,17 @@ class SimRunner:
         path = self.out_dir / "topology.yaml"
         path.write_text(topo.to_yaml(), encoding="utf-8")
         return path
+
+
+def _kernel_dataplane(topology: Topology, o: RunnerOptions) -> Any:
+    """Reap what dead earlier runs left, then build the kernel fabric (imported here: model runs never load it)."""
+    from flowtracer.sim.kernel.dataplane import DEFAULT_SCALE, KernelDataplane
+    from flowtracer.sim.kernel.netns import GENEROUS_ICMP, LINUX_DEFAULT_ICMP
+    from flowtracer.sim.kernel.records import reap_stale
+
+    reap_stale()
+    icmp = LINUX_DEFAULT_ICMP if o.icmp_limits == "linux" else GENEROUS_ICMP
+    return KernelDataplane(topology, scale=o.scale or DEFAULT_SCALE, icmp=icmp)
 
 
 def _freeze(hs: HostState) -> HostState:

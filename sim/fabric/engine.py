@@ -6,8 +6,12 @@ simulation: between events (an op starting, a transfer finishing, a compute gap 
 active transfer moves at its max-min fair rate (``flowtracer.schemas.maxmin``), recomputed at each
 event. Faults act at tick boundaries, so a flow has one path per tick.
 
-Forwarding: each flow direction's path is ``Fabric.hash_path`` with the simulator's own topology
-hash models and the current out-of-service links; a path changes only when that set changes.
+Forwarding (``dataplane``): by default ("model") each flow direction's path is ``Fabric.hash_path``
+with the simulator's own topology hash models and the current out-of-service links; a path changes
+only when that set changes. With a kernel data plane (``flowtracer.sim.kernel.dataplane``) the paths
+are the ones the Linux kernel chooses (``paths``), rates are the same max-min model over them, the
+data plane sends real packets at those rates and the switches' interface counters are the kernel's
+(scaled), read at every tick end; host views and next-hop counters stay modelled.
 
 Bytes on the wire: every counter (host QP and port counters, switch interface and next-hop
 counters, ground truth) counts the same thing, RoCEv2 frames: payload plus ``header_bytes`` per
@@ -79,7 +83,7 @@ class Engine:
     def __init__(self, topology: Topology, workload: Workload, *, tick_s: float = 1.0, start_ns: int | None = None,
                  counter32: bool | Collection[str] = False, header_bytes: int = HEADER_BYTES,
                  cts_every: int = CTS_EVERY, ground_truth: Path | None = None, qpn_reuse: bool = False,
-                 coll_log: bool = True) -> None:
+                 coll_log: bool = True, dataplane: Any = None) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be positive")
         self.topology = topology
@@ -94,6 +98,8 @@ class Engine:
         self.header_bytes = header_bytes
         self.cts_every = cts_every
         self.coll_log = coll_log
+        #: None: the model forwards (``Fabric.hash_path``); else a data plane such as ``KernelDataplane``.
+        self.dataplane = dataplane
         self.rng = random.Random(workload.seed)
 
         self.link_ids = list(self.fabric.links)
@@ -170,6 +176,7 @@ class Engine:
             "links": {lid: self.fabric.links[lid].speed_bps for lid in self.link_ids},
             "ecmp_groups": {gid: [m.id for m in g.members] for gid, g in self.fabric.ecmp_groups.items()},
             "counter_bits": {n: s.counter_bits for n, s in self.switch_states.items()},
+            "dataplane": self.dataplane.meta() if self.dataplane is not None else {"kind": "model"},
         }
 
     def _hosts_of(self, spec: object, where: str) -> list[str]:
@@ -252,6 +259,7 @@ class Engine:
                    meta: dict[str, Any], comm: str = COMM_NAME) -> list[QpPair]:
         """Create ``count`` QP pairs between two NICs (QPs appear in the hosts' state at the tick end)."""
         out = []
+        new: list[Flow] = []
         for _ in range(count):
             a_qpn, b_qpn = self._qpn[src.name].allocate(), self._qpn[dst.name].allocate()
             pair = QpPair(self._next_pair, src, dst, a_qpn, b_qpn, a_pid, b_pid, comm, t_ns,
@@ -276,10 +284,11 @@ class Engine:
             pair.meta.update(fwd=fwd.id, rev=rev.id)
             for f in (fwd, rev):
                 self.flows[f.id] = f
-                self._route(f)
+                new.append(f)
                 if self.gt is not None:
                     self.gt.flow(self._flow_record(f))
             out.append(pair)
+        self._route_many(new)
         return out
 
     def close_pairs(self, pairs: Sequence[QpPair], t_ns: int) -> None:
@@ -342,6 +351,8 @@ class Engine:
             if kind == "reboot":
                 st = self.switch_states[target]
                 self.counters.reset(target)
+                if self.dataplane is not None:
+                    self.dataplane.reset(target)
                 with st.lock:
                     st.boot_epoch += 1
                     st.available = False
@@ -363,13 +374,16 @@ class Engine:
             self._down = down
             self._path_cache.clear()
             self._route_version += 1
-            for f in self.flows.values():
-                self._route(f)
+            if self.dataplane is not None:
+                self.dataplane.link_state(down)
+            self._route_many(list(self.flows.values()))
         self._rates_dirty = True
         down_idx = {self.link_index[lid] for lid in self._down}
         for st in self.switch_states.values():
             with st.lock:
                 self.counters.publish(st, oper, down_idx)
+                if self.dataplane is not None:
+                    self.dataplane.publish(st)
         for name, evs in events.items():
             for ev in evs:
                 self.switch_states[name].emit(ev)
@@ -387,12 +401,21 @@ class Engine:
 
     # -- forwarding -------------------------------------------------------------------------------
 
-    def _route(self, f: Flow) -> None:
-        """Resolve a flow's path hop by hop with the switches' ECMP hashes and the links in service."""
-        key = (f.headers, f.src.name, f.dst.name)
-        if key not in self._path_cache:
-            self._path_cache[key] = self.fabric.hash_path(f.headers, f.src.name, f.dst.name, down=self._down)
-        ids = self._path_cache[key]
+    def _route_many(self, flows: Sequence[Flow]) -> None:
+        """Resolve flows' paths: the model's ECMP hashes hop by hop over the links in service, or the
+        data plane's answer (one batch for all of them)."""
+        keys = [(f.headers, f.src.name, f.dst.name) for f in flows]
+        missing = [k for k in dict.fromkeys(keys) if k not in self._path_cache]
+        if missing and self.dataplane is not None:
+            self._path_cache.update(zip(missing, self.dataplane.paths(missing), strict=True))
+        for k in missing:
+            if k not in self._path_cache:
+                self._path_cache[k] = self.fabric.hash_path(k[0], k[1], k[2], down=self._down)
+        for f, k in zip(flows, keys, strict=True):
+            self._set_path(f, self._path_cache[k])
+
+    def _set_path(self, f: Flow, ids: tuple[str, ...] | None) -> None:
+        """Set a flow's path (directed link ids, None: unreachable) and the ECMP hops on it."""
         if ids is None:
             f.path, f.nh_hops, f.group_hops = None, (), ()
             return
@@ -474,6 +497,8 @@ class Engine:
                                  self.cts_every)
             self.counters.add(stats.link_bytes, stats.link_pkts, *nh_deltas(stats, self.flows, len(self.link_ids)),
                               set(self.faults.rebooting))
+            if self.dataplane is not None:
+                self.dataplane.tick(self, stats)
             self.now_ns = t1
             self._publish(t1, stats)
             self._apply_faults(t1)
@@ -531,6 +556,8 @@ class Engine:
         for st in self.switch_states.values():
             with st.lock:
                 self.counters.publish(st, oper, down_idx)
+                if self.dataplane is not None:
+                    self.dataplane.publish(st)
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)

@@ -1,0 +1,1 @@
+"""A Linux-kernel data plane for the simulator: network namespaces, veths, kernel ECMP (docs/kernel-dataplane.md)."""
