@@ -156,8 +156,8 @@ def veth_lines(plan: Plan) -> list[str]:
 def sysctls(plan: Plan, node: str, seed: int | None, icmp: dict[str, int]) -> dict[str, str]:
     """Sysctls of one namespace (set before its interfaces exist, so ``default`` reaches them).
 
-    Switches forward with a multipath hash of the five-tuple (policy 3, fields 0x37) and a private ``seed``, answer errors from the
-    ingress port's address and skip next hops whose link is down; hosts do not forward. ``icmp``:
+    Switches forward with a multipath hash of the five-tuple (policy 3, fields 0x37) and a private ``seed``,
+    answer errors from the ingress port's address and skip next hops whose link is down; hosts do not forward. ``icmp``:
     icmp_ratelimit (ms), icmp_msgs_per_sec, icmp_msgs_burst.
     """
     out = {
