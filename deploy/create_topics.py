@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from dataclasses import dataclass, field
 
+from flowtracer.schemas.durations import parse_duration
 from flowtracer.schemas.topic_admin import CO_PARTITIONED, required_configs, wanted_partitions
 from flowtracer.schemas.topics import (
     DEFAULT_PARTITIONS,
@@ -44,8 +44,6 @@ from flowtracer.schemas.topics import (
 )
 
 DEFAULT_APP_ID = "flowtracer-processor"
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
-_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 @dataclass(frozen=True)
@@ -60,13 +58,10 @@ class TopicPlan:
 
 
 def duration_ms(text: str) -> int:
-    """``90m``, ``6h``, ``7d``, ``500ms`` -> milliseconds; ``-1`` = keep forever."""
+    """``90m``, ``6h``, ``7d``, ``500ms`` -> milliseconds; ``-1`` = keep forever (the shared duration parser)."""
     if text == "-1":
         return -1
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"{text!r} is not a duration (e.g. 6h, 7d, 90m) or -1")
-    return int(m.group(1)) * _MS[m.group(2)]
+    return round(1000 * parse_duration(text, hint="e.g. 6h, 7d, 90m, or -1", units=("ms", "s", "m", "h", "d")))
 
 
 def changelog_name(app_id: str) -> str:

@@ -1,7 +1,7 @@
 """Durations as people write them in configs and on command lines: ``"250ms"``, ``"1s"``, ``"2m"``.
 
 A duration is a non-negative number with an optional unit (``ns``, ``us``, ``µs``, ``ms``, ``s``,
-``m``, ``h``); without a unit it is seconds, and a bare number (YAML ``1.5``) is seconds too.
+``m``, ``h``, ``d``); without a unit it is seconds, and a bare number (YAML ``1.5``) is seconds too.
 :func:`parse_duration` is the one parser; a module that accepts fewer units, allows negative
 numbers or names other examples in its message says so through its keyword arguments.
 """
@@ -15,11 +15,11 @@ from typing import Annotated
 from pydantic import BeforeValidator
 
 UNIT_SECONDS: dict[str, float] = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
+    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
 }
 """Seconds per unit."""
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|h|d)?\s*$")
 _NEGATIVE = "{value!r}: a duration cannot be negative"
 
 
