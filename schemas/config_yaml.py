@@ -6,6 +6,13 @@ one pass (libyaml's ``CSafeLoader`` when PyYAML has it) and keeps the node tree 
 :class:`LineIndex`, and :func:`format_validation_error` turns a pydantic ``ValidationError`` into
 one line naming the file, the line, the field and the problem. Each caller keeps its own exception
 class: the functions here raise the ``error`` type they are given.
+
+Files are written by people and sometimes by attackers, so :func:`parse_yaml` bounds what a document may
+cost before anything is built from it: its size (``MAX_BYTES``), its nesting (``MAX_DEPTH``: a deeply nested
+document would otherwise overflow the C composer's stack and kill the process) and the nodes it expands to
+through aliases (``MAX_NODES``: a few KB of nested aliases expand to billions of nodes when validated), all
+checked on the event stream, which the parser produces without recursion; and it rejects a key given twice in
+one mapping (YAML keeps the last silently, so a second ``hosts:`` block would drop the first).
 """
 
 from __future__ import annotations
@@ -18,6 +25,13 @@ import yaml
 from pydantic import ValidationError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MAX_BYTES = 16 * 1024 * 1024
+"""Largest YAML file accepted (bytes of text): a 4,096-host topology is about 1 MB."""
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and sequences accepted (a topology needs 5)."""
+MAX_NODES = 2_000_000
+"""Most nodes a document may expand to, counting every use of an alias in full."""
 
 ErrorType = Callable[[str], Exception]
 """What the functions here raise: called with the one-line message (e.g. ``TopologyError``)."""
@@ -40,11 +54,18 @@ def parse_yaml(text: str, source: str, error: ErrorType, *, column: bool = True)
     A syntax error raises *error* ``"<source>:<line>[:<column>]: YAML syntax error: <problem>"``
     (the column only when *column*); any other YAML error ``"<source>: YAML error: <error>"``.
     """
-    # One pass: the node tree gives line numbers, the data is constructed from it.
-    loader = _Loader(text)
+    if len(text) > MAX_BYTES:
+        raise error(f"{source}: {len(text)} characters is too large for a YAML file (the limit is {MAX_BYTES})")
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        check_bounds(text, source, error)
+        # One pass: the node tree gives line numbers, the data is constructed from it.
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            check_duplicate_keys(node, source, error)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = source
@@ -53,9 +74,71 @@ def parse_yaml(text: str, source: str, error: ErrorType, *, column: bool = True)
         raise error(f"{where}: YAML syntax error: {e.problem}") from None
     except yaml.YAMLError as e:
         raise error(f"{source}: YAML error: {e}") from None
+    return data, LineIndex(node)
+
+
+def check_bounds(text: str, source: str, error: ErrorType) -> None:
+    """Raise *error* when the document nests deeper than ``MAX_DEPTH`` or expands (aliases counted in full)
+    to more than ``MAX_NODES`` nodes; reads only the event stream (no recursion, nothing built)."""
+    sizes: list[int] = []  # expanded node count of each open collection
+    anchored: dict[str, int] = {}  # anchor -> expanded node count of its node
+    anchors: list[str | None] = []
+    total = 0
+    loader = _Loader(text)
+    try:
+        while (event := loader.get_event()) is not None:
+            size = 0
+            if isinstance(event, yaml.CollectionStartEvent):
+                sizes.append(1)
+                anchors.append(event.anchor)
+                if len(sizes) > MAX_DEPTH:
+                    raise error(f"{source}:{event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+                continue
+            if isinstance(event, yaml.CollectionEndEvent):
+                size, anchor = sizes.pop(), anchors.pop()
+                if anchor is not None:
+                    anchored[anchor] = size
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor is not None:
+                    anchored[event.anchor] = 1
+            elif isinstance(event, yaml.AliasEvent):
+                size = anchored.get(event.anchor, 1)
+            else:
+                continue
+            if sizes:
+                sizes[-1] += size
+            else:
+                total += size
+            if total + sum(sizes) > MAX_NODES or size > MAX_NODES:
+                raise error(f"{source}:{event.start_mark.line + 1}: expands to more than {MAX_NODES:,} nodes "
+                            "(YAML aliases); write the values out")
     finally:
         loader.dispose()
-    return data, LineIndex(node)
+
+
+def check_duplicate_keys(root: yaml.Node | None, source: str, error: ErrorType) -> None:
+    """Raise *error* ``source:line: duplicate key 'k' (first at line n)`` for a key given twice in a mapping.
+
+    Walks the node tree without recursion and visits each node once (aliases share nodes)."""
+    stack = [root] if root is not None else []
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode):
+                    line = k.start_mark.line + 1
+                    if k.value in first:
+                        raise error(f"{source}:{line}: duplicate key {k.value!r} (first at line {first[k.value]})")
+                    first[k.value] = line
+                stack.append(v)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 class LineIndex:

@@ -25,9 +25,11 @@ from flowtracer.schemas.security import Credentials, TlsConfig
 from flowtracer.schemas.speeds import format_speed, parse_speed
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_PORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./\-]*$")
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(\.{_LABEL})*")
+MAX_NAME = 128
+"""Longest switch, host, port or device name accepted (characters)."""
+_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{MAX_NAME - 1}}}")
+_PORT_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_./\-]{{0,{MAX_NAME - 1}}}")
 
 
 class TopologyError(ValueError):
@@ -60,7 +62,7 @@ class GnmiEndpoint(_Model):
             return v
         except ValueError:
             pass
-        if re.fullmatch(r"[0-9.]+", v) or not _HOSTNAME.match(v):
+        if re.fullmatch(r"[0-9.]+", v) or not _HOSTNAME.fullmatch(v):
             raise ValueError(f"{v!r} is not a valid IP address or hostname")
         return v
 
@@ -97,8 +99,8 @@ class Switch(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"{v!r} is not a valid switch name (letters, digits, '_', '.', '-')")
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid switch name (up to 128 letters, digits, '_', '.', '-')")
         return v
 
     @field_validator("ports", mode="before")
@@ -154,8 +156,8 @@ class Host(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"{v!r} is not a valid host name (letters, digits, '_', '.', '-')")
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid host name (up to 128 letters, digits, '_', '.', '-')")
         return v
 
     @field_validator("nics")
@@ -251,7 +253,7 @@ def validate_topology(data: object, source: str, lines: LineIndex | None = None)
 
 def _split_port(ref: str) -> tuple[str, str] | None:
     node, sep, port = ref.partition(":")
-    if not sep or not node or not port or not _PORT_NAME.match(port):
+    if not sep or not node or not port or not _PORT_NAME.fullmatch(port):
         return None
     return node, port
 
