@@ -129,7 +129,11 @@ class NcclLog:
             if m is None:
                 self.malformed += 1
                 continue
-            if not self._message(int(m.group(2)), m.group(5)):
+            try:
+                ok = self._message(int(m.group(2)), m.group(5))
+            except ValueError:  # a number int() refuses (thousands of digits): one bad line, not a dead agent
+                ok = False
+            if not ok:
                 self.malformed += 1
 
     def _message(self, pid: int, msg: str) -> bool:

@@ -130,36 +130,31 @@ class Parsed(NamedTuple):
     malformed: int
 
 
+MAX_NESTING = 8
+"""Deepest wrapping of entries in arrays/objects flattened (old iproute2 used 2-3); deeper is malformed."""
+
+
 def _entries(doc: Any) -> tuple[list[Any], int]:
-    """The per-object entries of an ``rdma -j`` document.
+    """The per-object entries of an ``rdma -j`` document, and the count of malformed parts skipped.
 
     Current iproute2 prints one top-level array. Old releases (before the move to the common
-    json_print API in 5.x) wrapped entries in objects or nested arrays; flatten those too.
+    json_print API in 5.x) wrapped entries in objects or nested arrays; flatten those too, without
+    recursion and at most ``MAX_NESTING`` deep.
     """
-    if isinstance(doc, list):
-        out: list[Any] = []
-        bad = 0
-        for item in doc:
-            if isinstance(item, dict):
-                out.append(item)
-            elif isinstance(item, list):
-                sub, b = _entries(item)
-                out.extend(sub)
-                bad += b
-            else:
-                bad += 1
-        return out, bad
-    if isinstance(doc, dict):
-        if "lqpn" in doc:
-            return [doc], 0
-        out = []
-        bad = 0
-        for v in doc.values():
-            sub, b = _entries(v)
-            out.extend(sub)
-            bad += b
-        return out, bad
-    return [], 1
+    out: list[Any] = []
+    bad = 0
+    stack: list[tuple[Any, int, bool]] = [(doc, 0, False)]  # (item, depth, an element of a list)
+    while stack:
+        item, depth, in_list = stack.pop()
+        if isinstance(item, dict) and (in_list or "lqpn" in item):
+            out.append(item)
+        elif depth >= MAX_NESTING or not isinstance(item, list | dict):
+            bad += 1
+        elif isinstance(item, list):
+            stack.extend((x, depth + 1, True) for x in reversed(item))
+        else:
+            stack.extend((v, depth + 1, False) for v in reversed(list(item.values())))
+    return out, bad
 
 
 def _decode(text: str | bytes) -> Any:
@@ -178,7 +173,7 @@ def _load(text: str | bytes) -> tuple[list[Any], int]:
         return [], 0  # no devices / no QPs: rdma prints nothing or "[]"
     try:
         doc = _decode(text)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # json.loads recurses on nesting
         return [], 1
     return _entries(doc)
 

@@ -104,13 +104,19 @@ def _scalar(tv: TypedValue) -> Any:
     return getattr(tv, kind)
 
 
+def is_decimal(text: str, max_digits: int) -> bool:
+    """Whether *text* is 1 to *max_digits* ASCII digits. ``str.isdigit`` alone accepts ``"²"`` and 5,000-digit
+    strings, both of which make ``int()`` raise."""
+    return 0 < len(text) <= max_digits and text.isascii() and text.isdigit()
+
+
 def _uint(v: Any) -> int:
     """A counter or timestamp leaf as int: RFC 7951 sends uint64 as a decimal string."""
     if isinstance(v, bool):
         raise DecodeError(f"expected an unsigned integer, got {v!r}")
     if isinstance(v, int):
         n = v
-    elif (isinstance(v, str) and v.isdigit()) or (isinstance(v, float) and v.is_integer()):
+    elif (isinstance(v, str) and is_decimal(v, 20)) or (isinstance(v, float) and v.is_integer()):
         n = int(v)
     else:
         raise DecodeError(f"expected an unsigned integer, got {v!r}")
@@ -127,13 +133,15 @@ def _oper_status(v: Any) -> int:
         raise DecodeError(f"unknown oper-status {v!r}") from None
 
 
-_SPEED = re.compile(r"SPEED_(\d+)(MB|GB|TB)$")
+_SPEED = re.compile(r"SPEED_([0-9]{1,6})(MB|GB|TB)$")
 _SPEED_UNIT = {"MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 def _port_speed(v: Any) -> int:
     """openconfig-if-ethernet ETHERNET_SPEED identity (SPEED_400GB) or a number -> bit/s."""
-    if isinstance(v, int | str) and str(v).isdigit():
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    if isinstance(v, str) and is_decimal(v, 20):
         return int(v)
     m = _SPEED.search(str(v))
     if not m:
@@ -175,7 +183,7 @@ def key_value(keys: dict[str, str], name: str) -> str:
 
 def _index(keys: dict[str, str], name: str) -> int:
     v = key_value(keys, name)
-    if not v.isdigit():
+    if not is_decimal(v, 20):
         raise DecodeError(f"{name} index {v!r} is not an unsigned integer")
     return int(v)
 
