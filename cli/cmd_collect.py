@@ -10,7 +10,13 @@ from pathlib import Path
 
 import click
 
-from flowtracer.collectors.gnmi.config import CollectorConfig, ConfigError, load_config, resolve_targets
+from flowtracer.collectors.gnmi.config import (
+    CollectorConfig,
+    ConfigError,
+    check_transport_security,
+    load_config,
+    resolve_targets,
+)
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.sharding import parse_shard
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
@@ -54,6 +60,8 @@ def build(topology: Path | None, config: Path | None, kafka: str | None, shard: 
         raise ConfigError("no targets: give --topology with gNMI endpoints or targets in --config")
     for t in targets:  # fail fast on missing secrets, before any connection
         t.credentials.resolve()
+    for warning in check_transport_security(cfg, targets):
+        log.warning("%s", warning)
     return CollectorService(cfg, targets)
 
 

@@ -199,6 +199,9 @@ class Gnmi(_Model):
     keepalive_time: Duration = 300.0
     keepalive_timeout: Duration = 20.0
     backoff: Backoff = Backoff()
+    #: Send gNMI username/password over plaintext gRPC (``tls.enabled: false``): refused unless set, then
+    #: warned once per target. Labs only: anyone on the path reads the switch's password.
+    allow_insecure_credentials: bool = False
     #: Cap for one gRPC message from a switch, bytes.
     max_receive_message_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
@@ -357,3 +360,22 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
         if unknown:
             raise ConfigError(f"target {t.name}: unknown subscription(s) {unknown}; known: {sorted(names)}")
     return sorted(base.values(), key=lambda t: t.name)
+
+
+def check_transport_security(cfg: CollectorConfig, targets: list[Target]) -> list[str]:
+    """Refuse credentials over plaintext (ConfigError naming the target) unless
+    ``gnmi.allow_insecure_credentials``; return the warnings to log once each (plaintext credentials
+    allowed, ``skip_verify``)."""
+    warnings = []
+    for t in targets:
+        if t.tls.enabled and t.tls.skip_verify:
+            warnings.append(f"target {t.name}: tls.skip_verify: the switch's certificate is not verified "
+                            "(anyone on the path can pose as it); labs only")
+        if t.tls.enabled or t.credentials.resolve() is None:
+            continue
+        if not cfg.gnmi.allow_insecure_credentials:
+            raise ConfigError(f"target {t.name}: credentials would cross the network in clear (tls.enabled is "
+                              "false); enable TLS, or set gnmi.allow_insecure_credentials: true in a lab")
+        warnings.append(f"target {t.name}: username/password sent over plaintext gRPC "
+                        "(gnmi.allow_insecure_credentials)")
+    return warnings

@@ -39,6 +39,7 @@ the HTTP client (never logged, never in a repr; the client's debug logging stays
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import threading
@@ -57,6 +58,16 @@ from flowtracer.schemas.durations import parse_duration
 from flowtracer.stream.sinks.base import SinkBackpressure, SinkFailed, check_lines
 
 log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether *host* names this machine (a token sent there in clear never leaves it)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 TOKEN_ENV_DEFAULTS = ("FLOWTRACER_INFLUX_TOKEN", "INFLUX_TOKEN")
 """Environment variables tried for the token, in order, when neither ``token_env`` nor
@@ -250,6 +261,10 @@ class InfluxSink:
         self._batches_ok = 0
         self._outage = False
         self._options = config.write_options()
+        host = urlsplit(config.url).hostname or ""
+        if urlsplit(config.url).scheme == "http" and not is_loopback(host):
+            log.warning("InfluxDB %s is plain http://: the API token crosses the network in clear; use https://",
+                        config.url)
         self._client = InfluxDBClient(
             url=config.url, token=config.token.get_secret_value(), org=config.org,
             timeout=round(config.timeout * 1000), verify_ssl=config.verify_ssl,

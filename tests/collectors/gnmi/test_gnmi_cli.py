@@ -47,14 +47,40 @@ def test_bad_input_exits_2_with_one_line(topo: Path, tmp_path: Path, args: list[
     assert message in r.output and "Traceback" not in r.output
 
 
+def test_credentials_over_plaintext_are_refused(topo: Path) -> None:
+    r = CliRunner().invoke(collect, ["--topology", str(topo)], env={"T_COLLECT_PW": "pw"})
+    assert r.exit_code == 2, r.output
+    assert ("target leaf1: credentials would cross the network in clear (tls.enabled is false); enable TLS, or set "
+            "gnmi.allow_insecure_credentials: true in a lab") in r.output
+    assert "Traceback" not in r.output and "pw" not in r.output.replace("password", "")
+
+
 def test_no_targets(tmp_path: Path) -> None:
     r = CliRunner().invoke(collect, [])
     assert r.exit_code == 2 and "no targets" in r.output
 
 
-def test_flags_override_config(topo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plaintext_credentials_when_allowed_and_skip_verify_are_warned_once_per_target(
+        topo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("T_COLLECT_PW", "pw")
-    svc = build(topo, None, "127.0.0.1:1", "1/2", 0, "cid", False)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("gnmi: {allow_insecure_credentials: true}\ntargets:\n"
+                   "  - {name: spine1, tls: {enabled: true, skip_verify: true}}\n")
+    svc = build(topo, cfg, "127.0.0.1:1", None, 0, "cid", None)
+    try:
+        text = caplog.text
+        assert text.count("username/password sent over plaintext gRPC") == 2  # leaf1, leaf2
+        assert text.count("tls.skip_verify") == 1 and "target spine1" in text
+        assert "pw" not in text.replace("password", "")
+    finally:
+        svc.sink.close(0.1)
+
+
+def test_flags_override_config(topo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("T_COLLECT_PW", "pw")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("gnmi: {allow_insecure_credentials: true}\n")
+    svc = build(topo, cfg, "127.0.0.1:1", "1/2", 0, "cid", False)
     try:
         assert svc.cfg.kafka.bootstrap == "127.0.0.1:1" and svc.cfg.kafka.idempotence is False
         assert (svc.cfg.shard.index, svc.cfg.shard.count, svc.cfg.collector_id) == (1, 2, "cid")

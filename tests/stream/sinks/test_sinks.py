@@ -404,3 +404,16 @@ def test_file_sink_appends_and_cuts_a_torn_tail(tmp_path: Path, caplog: pytest.L
     path.write_bytes(b"no newline at all")
     FileSink(FileSinkConfig(path=path)).close()
     assert path.read_bytes() == b""
+
+
+@pytest.mark.parametrize(("url", "warned"), [
+    ("http://influx.example:8086", True),  # nothing is written: the warning comes when the sink is made
+    ("https://influx.example:8086", False),
+    ("http://127.0.0.1:8086", False),  # the token never leaves this machine
+    ("http://localhost:8086", False),
+])
+def test_a_token_over_plain_http_is_warned_once(url: str, warned: bool, caplog: pytest.LogCaptureFixture) -> None:
+    sink = InfluxSink(config(url))
+    sink.close(0.1)
+    assert caplog.text.count("token crosses the network in clear") == (1 if warned else 0)
+    assert TOKEN not in caplog.text
