@@ -43,7 +43,7 @@ from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime import faust_seek
 from flowtracer.stream.runtime.ack_ledger import AckLedger
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.stream.runtime.inputs import BadRecord, decode, decode_trace
+from flowtracer.stream.runtime.inputs import BadRecord, check_event_time, decode, decode_trace
 from flowtracer.stream.sinks.base import SinkBackpressure
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.fabric import FabricStage
@@ -88,6 +88,9 @@ class Metrics:
         self.trace_disagreements = Gauge("flowtracer_processor_trace_disagreements",
                                          "Path traces untrusted for contradicting the counters (cumulative)",
                                          registry=r)
+        self.ahead = Gauge("flowtracer_processor_source_ahead_seconds",
+                           "Newest record's event time minus the worker's clock, by source kind (s; > 0: ahead)",
+                           ["kind"], registry=r)
         self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
                              registry=r)
         self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
@@ -100,6 +103,7 @@ class Processor:
 
     def __init__(self, cfg: ProcessorConfig, fabric: Fabric, resolver_cls: type[Resolver]) -> None:
         self.cfg = cfg
+        self.input_topics = frozenset(t.name for t in topics.INPUT_TOPICS)
         self.fabric = fabric
         self.links = LinkIndex(fabric)
         self.resolver_cls = resolver_cls
@@ -194,6 +198,10 @@ class Processor:
             flow_id, trace = decode_trace(key, value)
             return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
         msg = decode(topic, value)
+        if topic in self.input_topics:
+            # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
+            ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
+            self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
         late_before = self._late()
         holds = 0
         if isinstance(msg, flows_pb2.FlowBatch):

@@ -29,6 +29,8 @@ class ProcessorConfig(BaseModel):
     #: A window is finalized at the latest this long (wall clock) after its first record.
     grace_s: float = Field(3.0, gt=0)
     #: A flow is heavy when it fills this share of a member's capacity in a hop (collisions).
+    #: Records stamped more than this far ahead of the worker's clock go to the dead-letter topic (s).
+    max_ahead_s: float = Field(10.0, gt=0)
     heavy_share: float = Field(0.1, gt=0, le=1)
     #: A collision is claimed only from placements at least this confident (and whole on one member).
     collision_confidence: float = Field(0.9, ge=0, le=1)

@@ -50,6 +50,34 @@ def decode(topic: str, value: bytes | None) -> Message:
     return msg
 
 
+def event_time(msg: Message) -> tuple[str, int] | None:
+    """(source, event time in ns) of an input record: a switch's sample instant, an agent's window end, a
+    trace's finish; None for the processor's own internal records."""
+    if isinstance(msg, counters_pb2.CounterBatch):
+        return f"switch {msg.switch}", msg.timestamp_ns
+    if isinstance(msg, flows_pb2.FlowBatch):
+        return f"host {msg.host}", msg.window_end_ns
+    if isinstance(msg, traces_pb2.PathTrace):
+        return f"host {msg.host or msg.src_nic}", msg.finished_ns
+    return None
+
+
+def check_event_time(msg: Message, now_ns: int, max_ahead_ns: int) -> int:
+    """How far (ns, negative = behind) the record's event time is ahead of this worker's clock ``now_ns``;
+    BadRecord when more than ``max_ahead_ns``. One record stamped in the future (a switch with a wrong clock,
+    a forged batch) would otherwise open a window nobody else reaches, and releasing it would make every
+    other record of the partition late."""
+    stamp = event_time(msg)
+    if stamp is None:
+        return 0
+    source, t_ns = stamp
+    ahead = t_ns - now_ns
+    if ahead > max_ahead_ns:
+        raise BadRecord(f"{type(msg).__name__} from {source} is stamped {ahead / 1e9:.1f} s ahead of this worker's "
+                        f"clock (limit {max_ahead_ns / 1e9:g} s): a wrong clock or a forged record")
+    return ahead
+
+
 def decode_trace(key: bytes | None, value: bytes | None) -> tuple[str, traces_pb2.PathTrace | None]:
     """A path-traces record: (flow id, trace), the trace ``None`` for a tombstone (null value: the flow ended).
 

@@ -3,9 +3,9 @@
 A window is finalized when every source that reported in the recent past has reported it
 (complete), or when every such source has reported a window ``lateness`` hops newer (they all
 moved on: one skipped it), or when ``grace`` of wall-clock time passed since its first record (a
-source is silent). The watermark is the slowest source's, never the newest record's: on a
-backlog one fast topic must not close windows the other has not delivered yet. Windows are
-released strictly in order, because rolling state and resolvers consume them in order. Records
+source is silent) and the window has ended on the worker's clock. The watermark is the slowest
+source's, never the newest record's: on a backlog one fast topic must not close windows the other
+has not delivered yet. Windows are released strictly in order, because rolling state and resolvers consume them in order. Records
 for a window already released are late: counted, not reopened.
 """
 
@@ -104,7 +104,9 @@ class WindowTracker:
             horizon = end + self.lateness_hops * self.hop_ns
             moved_on = known and all(self._newest.get(src, 0) >= horizon for src in expected | w.sources)
             waited = now_ns - w.first_seen_ns
-            overdue = waited >= (self.grace_ns if required <= w.sources else self.required_grace_ns)
+            # Waited out only once the window has ended on this worker's clock too: a record stamped ahead
+            # (a fast clock) must not release a window that the others have not even started.
+            overdue = end <= now_ns and waited >= (self.grace_ns if required <= w.sources else self.required_grace_ns)
             if not (complete or moved_on or overdue):
                 break  # strictly in order
             if not complete:

@@ -43,7 +43,7 @@ def test_a_fast_source_does_not_close_windows_a_slow_one_has_not_delivered() -> 
 def test_late_records_are_counted_not_reopened() -> None:
     t = WindowTracker(hop_ns=S, grace_ns=0)
     t.add(S, "a", 1, 1, 0)
-    t.pop(t.due(0)[0])
+    t.pop(t.due(S)[0])  # the window has ended on the clock
     assert t.add(S, "b", 2, 2, 0) is False
     assert t.late == 1
 
@@ -53,7 +53,7 @@ def test_a_redelivered_record_replaces_instead_of_adding() -> None:
     t.add(S, "a", "first copy", 1, 0, identity="a#7")
     t.add(S, "a", "second copy", 2, 0, identity="a#7")
     t.add(S, "a", "another record", 3, 0, identity="a#8")
-    items, tokens, _ = t.pop(t.due(0)[0])
+    items, tokens, _ = t.pop(t.due(S)[0])
     assert items == ["second copy", "another record"]
     assert tokens == [1, 2, 3]  # both deliveries are acked
 
@@ -74,3 +74,18 @@ def test_a_missing_required_source_is_waited_for_longer() -> None:
     t.add(4 * S, "upstream-0", 0, 0, now_ns=36 * S)
     assert t.due(now_ns=46 * S) == []  # upstream-1 reported before and is being failed over: keep waiting
     assert t.due(now_ns=66 * S) == [4 * S]  # but not for ever
+
+
+def test_a_window_stamped_ahead_of_the_clock_is_not_waited_out_before_it_ends() -> None:
+    """One source with a fast clock opens a window 5 s ahead: grace passes, but releasing it would make every
+    other source's next 5 s late, so it waits until the window has ended on the worker's clock."""
+    t = WindowTracker(hop_ns=S, grace_ns=S)
+    t.add(100 * S, "a", 1, 1, now_ns=99 * S)
+    t.add(100 * S, "b", 1, 2, now_ns=99 * S)
+    t.pop(t.due(100 * S)[0])
+    t.add(106 * S, "fast-clock", 1, 3, now_ns=100 * S)  # 5 s ahead of the clock
+    assert t.due(now_ns=103 * S) == []  # waited 3 s > grace, but the window ends at 106 s
+    for end in (101 * S, 102 * S):
+        assert t.add(end, "a", 1, 4, now_ns=end) and t.add(end, "b", 1, 5, now_ns=end)
+    assert t.due(now_ns=103 * S) == [101 * S, 102 * S]
+    assert t.late == 0
