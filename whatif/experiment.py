@@ -26,7 +26,8 @@ from flowtracer.schemas.fabric import Fabric
 from flowtracer.whatif.fabric import Conditions, ReplayFabric, parse_conditions
 from flowtracer.whatif.record import Recording, Window
 from flowtracer.whatif.replay import Measured, ReplayResult, Traffic, measured, replay
-from flowtracer.whatif.strategies import FlowDemand, demands, parse_strategy, route_all
+from flowtracer.whatif.routes import FlowDemand, demands
+from flowtracer.whatif.strategies import parse_strategy, route_all
 
 NAME = "flowtracer-16"
 #: FlowTracer's headline: a static configuration cut the imbalance metric 30% against ECMP.

@@ -36,7 +36,8 @@ from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.analytics.fim import fabric_fim, fim, imbalance
 from flowtracer.whatif.fabric import ReplayFabric
 from flowtracer.whatif.record import Recording, Window
-from flowtracer.whatif.strategies import Route, StrategySpec, demands, route_all
+from flowtracer.whatif.routes import Route, demands
+from flowtracer.whatif.strategies import StrategySpec, route_all
 
 
 @dataclass

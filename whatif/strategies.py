@@ -39,69 +39,27 @@ Strategies (``NAME[:key=value,...]`` on the command line):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HashAlgorithm, HashField, HeaderFields
+from flowtracer.schemas.ecmp_hash import EcmpHash, HashAlgorithm, HashField
 from flowtracer.schemas.fabric import natural_key
-from flowtracer.schemas.roce import rocev2_udp_sport
 from flowtracer.whatif.fabric import ReplayFabric
-from flowtracer.whatif.record import RecordedFlow, Window
+from flowtracer.whatif.placement import (
+    QpNumbers,
+    best_path,
+    hash_models,
+    headers_of,
+    place_load,
+    single_path,
+)
+from flowtracer.whatif.routes import FlowDemand, Route, SubFlow
 from flowtracer.whatif.source_ports import Hop, Planner, flow_label_for
-
-QPN_MASK = (1 << 24) - 1
-
-Paths = tuple[tuple[tuple[str, ...], float], ...]
 
 
 class StrategyError(ValueError):
     """A strategy name or parameter is wrong; ``str()`` says which and lists what is known."""
-
-
-@dataclass(frozen=True)
-class FlowDemand:
-    """One flow over the replayed range: its identity (last window's record), bytes and first window end (ns)."""
-
-    flow: RecordedFlow
-    bytes: int
-    first_end_ns: int
-
-
-def demands(windows: Sequence[Window]) -> list[FlowDemand]:
-    """Every flow of the windows with its total bytes, in flow id order."""
-    total: dict[str, int] = {}
-    first: dict[str, int] = {}
-    last: dict[str, RecordedFlow] = {}
-    for w in windows:
-        for f in w.flows:
-            total[f.flow_id] = total.get(f.flow_id, 0) + f.bytes
-            first.setdefault(f.flow_id, w.end_ns)
-            last[f.flow_id] = f
-    return [FlowDemand(last[k], total[k], first[k]) for k in sorted(total)]
-
-
-@dataclass(frozen=True)
-class SubFlow:
-    """A share of a flow's bytes (one QP) and the paths it takes with weights summing to 1 (() = unreachable)."""
-
-    share: float
-    paths: Paths
-    udp_src_port: int
-    dst_qpn: int
-
-
-@dataclass(frozen=True)
-class Route:
-    """Where one flow goes; ``plan`` says what to configure for it, when the strategy needs configuration."""
-
-    subflows: tuple[SubFlow, ...]
-    plan: Mapping[str, Any] | None = None
-
-    @property
-    def reachable(self) -> bool:
-        return all(s.paths for s in self.subflows)
 
 
 @dataclass(frozen=True)
@@ -191,85 +149,6 @@ def route_all(spec: StrategySpec, flows: Sequence[FlowDemand], rf: ReplayFabric)
     return STRATEGIES[spec.name].fn(flows, rf, spec.params)
 
 
-# -- helpers -----------------------------------------------------------------------------------------
-
-
-def headers_of(f: RecordedFlow) -> HeaderFields:
-    return HeaderFields(f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port, dst_qpn=f.rqpn)
-
-
-def hash_models(rf: ReplayFabric, params: Mapping[str, Any]) -> dict[str, EcmpHash]:
-    """Every switch's hash model with ``seed``/``fields``/``algorithm`` overrides applied."""
-    over = {k: params[k] for k in ("seed", "fields", "algorithm") if k in params}
-    return {sw: dataclasses.replace(rf.fabric.hash_model(sw), **over) for sw in rf.fabric.switch_names}
-
-
-def _single(path: tuple[str, ...] | None) -> Paths:
-    return ((path, 1.0),) if path is not None else ()
-
-
-class QpNumbers:
-    """QP numbers as the NICs would hand them out for a replayed variant of the recorded connections.
-
-    A NIC allocates numbers upward from a base (here: the lowest number the recording shows for it).
-    With ``n`` QPs per connection, connection c (recorded number base + c) gets base + c*n + i for
-    its i-th QP; a job restart (``draw`` > 0) shifts every number of a NIC by one random offset.
-    Both ends of a QP pair are renumbered alike, so both directions keep one source port.
-    """
-
-    def __init__(self, flows: Sequence[FlowDemand]) -> None:
-        self.base: dict[str, int] = {}
-        for d in flows:
-            f = d.flow
-            for nic, q in ((f.src_nic, f.lqpn), (f.dst_nic, f.rqpn)):
-                self.base[nic] = min(self.base.get(nic, q), q)
-
-    @staticmethod
-    def offset(nic: str, draw: int) -> int:
-        """The shift of a NIC's QP numbers in restart ``draw`` (0 for the recorded run)."""
-        if draw == 0:
-            return 0
-        digest = hashlib.blake2b(f"qpn:{draw}:{nic}".encode(), digest_size=4).digest()
-        return int.from_bytes(digest, "big") % (QPN_MASK - 1) + 1
-
-    def number(self, nic: str, qpn: int, i: int, n: int, draw: int) -> int:
-        base = self.base.get(nic, qpn)
-        return (base + (qpn - base) * n + i + self.offset(nic, draw)) & QPN_MASK
-
-    def headers(self, f: RecordedFlow, i: int, n: int, draw: int) -> HeaderFields:
-        """Headers of QP ``i`` of ``n`` of the connection of ``f``; the recorded ones for i=0, n=1, draw 0."""
-        if n == 1 and draw == 0:
-            return headers_of(f)
-        lq = self.number(f.src_nic, f.lqpn, i, n, draw)
-        rq = self.number(f.dst_nic, f.rqpn, i, n, draw)
-        return HeaderFields(f.src_ip, f.dst_ip, rocev2_udp_sport(lq, rq), f.udp_dst_port, dst_qpn=rq)
-
-
-def _fabric_cost(rf: ReplayFabric, load: Sequence[float], path: tuple[str, ...], add: float) -> tuple[float, float]:
-    """(busiest, summed) utilization of a path's fabric links if ``add`` bytes joined them."""
-    worst = total = 0.0
-    for lid in path:
-        i = rf.index[lid]
-        if not rf.fabric_link[i]:
-            continue
-        cap = rf.capacity_bps[i]
-        u = (load[i] + add) * 8 / cap if cap > 0 else float("inf")
-        worst = max(worst, u)
-        total += u
-    return worst, total
-
-
-def _best_path(rf: ReplayFabric, load: Sequence[float], options: Sequence[tuple[str, ...]], add: float) -> int:
-    """Index of the option with the least utilized busiest fabric link (ties: summed, then order)."""
-    costs = [(*_fabric_cost(rf, load, p, add), i) for i, p in enumerate(options)]
-    return min(costs)[2]
-
-
-def _place(rf: ReplayFabric, load: list[float], path: tuple[str, ...], nbytes: float) -> None:
-    for lid in path:
-        load[rf.index[lid]] += nbytes
-
-
 # -- strategies ----------------------------------------------------------------------------------------
 
 
@@ -282,7 +161,7 @@ def ecmp(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mapping[str, Any
         f = d.flow
         h = qpns.headers(f, 0, 1, draw)
         path = rf.fabric.hash_path(h, f.src_nic, f.dst_nic, down=rf.down, hash_models=models)
-        out[f.flow_id] = Route((SubFlow(1.0, _single(path), h.udp_src_port, h.dst_qpn),))
+        out[f.flow_id] = Route((SubFlow(1.0, single_path(path), h.udp_src_port, h.dst_qpn),))
     return out
 
 
@@ -303,7 +182,7 @@ def e_ecmp(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mapping[str, A
     for d in flows:
         h = headers_of(d.flow)
         path = rf.fabric.hash_path(h, d.flow.src_nic, d.flow.dst_nic, down=rf.down, hash_models=models)
-        out[d.flow.flow_id] = Route((SubFlow(1.0, _single(path), h.udp_src_port, h.dst_qpn),))
+        out[d.flow.flow_id] = Route((SubFlow(1.0, single_path(path), h.udp_src_port, h.dst_qpn),))
     return out
 
 
@@ -328,7 +207,7 @@ def static_dst(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mapping[st
                 hop = members[ordinal % len(members)]
                 hops.append(hop.id)
                 at = hop.dst_node
-        out[f.flow_id] = Route((SubFlow(1.0, _single(path), f.udp_src_port, f.rqpn),))
+        out[f.flow_id] = Route((SubFlow(1.0, single_path(path), f.udp_src_port, f.rqpn),))
     return out
 
 
@@ -348,9 +227,9 @@ def _static_by_traffic(flows: Sequence[FlowDemand], rf: ReplayFabric) -> dict[st
             middle[key] = None
             continue
         nbytes = float(sum(d.bytes for d in ds))
-        best = options[_best_path(rf, load, [p[1:-1] for p in options], nbytes)]
+        best = options[best_path(rf, load, [p[1:-1] for p in options], nbytes)]
         middle[key] = best[1:-1]
-        _place(rf, load, best[1:-1], nbytes)
+        place_load(rf, load, best[1:-1], nbytes)
     out = {}
     for (leaf, dst), ds in pairs.items():
         mid = middle[(leaf, dst)]
@@ -361,7 +240,7 @@ def _static_by_traffic(flows: Sequence[FlowDemand], rf: ReplayFabric) -> dict[st
             plan = {"flow_id": f.flow_id, "src_nic": f.src_nic, "dst_nic": f.dst_nic, "switch": leaf,
                     "destination": f.dst_ip,
                     "path": list(path) if path is not None else None}
-            out[f.flow_id] = Route((SubFlow(1.0, _single(path), f.udp_src_port, f.rqpn),), plan)
+            out[f.flow_id] = Route((SubFlow(1.0, single_path(path), f.udp_src_port, f.rqpn),), plan)
     return out
 
 
@@ -398,7 +277,7 @@ def sport_plan(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mapping[st
         dst_leaf = rf.fabric.nics[f.dst_nic].leaf
         remaining = list(range(len(options)))
         while remaining and steerable:
-            i = remaining[_best_path(rf, load, [options[j] for j in remaining], d.bytes)]
+            i = remaining[best_path(rf, load, [options[j] for j in remaining], d.bytes)]
             remaining.remove(i)
             value = planner.find(h, _wanted_hops(rf, models, options[i], dst_leaf))
             if value is None:
@@ -420,8 +299,8 @@ def sport_plan(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mapping[st
         plan["changed"] = plan["new"] != plan["old"]
         plan["path"] = list(chosen) if chosen is not None else None
         if chosen is not None:
-            _place(rf, load, chosen, d.bytes)
-        out[f.flow_id] = Route((SubFlow(1.0, _single(chosen), h.udp_src_port, h.dst_qpn),), plan)
+            place_load(rf, load, chosen, d.bytes)
+        out[f.flow_id] = Route((SubFlow(1.0, single_path(chosen), h.udp_src_port, h.dst_qpn),), plan)
     return out
 
 
@@ -437,7 +316,7 @@ def qp_scale(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mapping[str,
         for i in range(n):
             h = qpns.headers(f, i, n, draw)
             path = rf.fabric.hash_path(h, f.src_nic, f.dst_nic, down=rf.down, hash_models=models)
-            subs.append(SubFlow(1.0 / n, _single(path), h.udp_src_port, h.dst_qpn))
+            subs.append(SubFlow(1.0 / n, single_path(path), h.udp_src_port, h.dst_qpn))
         plan = {"flow_id": f.flow_id, "qps": [{"lqpn": qpns.number(f.src_nic, f.lqpn, i, n, draw),
                                                "rqpn": s.dst_qpn, "udp_src_port": s.udp_src_port}
                                               for i, s in enumerate(subs)]}
@@ -462,9 +341,9 @@ def spray_adaptive(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mappin
             if not opts:
                 continue
             part = d.bytes / chunks
-            i = _best_path(rf, load, opts, part)
+            i = best_path(rf, load, opts, part)
             counts[d.flow.flow_id][i] += 1
-            _place(rf, load, opts[i], part)
+            place_load(rf, load, opts[i], part)
     out = {}
     for d in flows:
         opts, c = options[d.flow.flow_id], counts[d.flow.flow_id]
@@ -480,9 +359,9 @@ def least_utilized(flows: Sequence[FlowDemand], rf: ReplayFabric, params: Mappin
         opts = [p for p, _ in rf.paths(d.flow.src_nic, d.flow.dst_nic)]
         path = None
         if opts:
-            path = opts[_best_path(rf, load, opts, d.bytes)]
-            _place(rf, load, path, d.bytes)
-        out[d.flow.flow_id] = Route((SubFlow(1.0, _single(path), d.flow.udp_src_port, d.flow.rqpn),))
+            path = opts[best_path(rf, load, opts, d.bytes)]
+            place_load(rf, load, path, d.bytes)
+        out[d.flow.flow_id] = Route((SubFlow(1.0, single_path(path), d.flow.udp_src_port, d.flow.rqpn),))
     return out
 
 
@@ -502,3 +381,4 @@ STRATEGIES: dict[str, StrategyInfo] = {
 #: What ``flowtracer whatif`` replays when no --strategy is given.
 DEFAULT_STRATEGIES: tuple[str, ...] = ("ecmp", "e-ecmp", "static-dst", "static-dst:by=traffic", "sport-plan",
                                        "qp-scale:n=4", "spray", "spray-adaptive", "least-utilized")
+

@@ -24,7 +24,8 @@ from google.protobuf.json_format import MessageToDict
 from prometheus_client import Counter, Gauge, Histogram
 
 from flowtracer.collectors.agent.config import AgentConfig
-from flowtracer.collectors.agent.host_pipeline import HostPipeline, PipelineConfig, WindowStats
+from flowtracer.collectors.agent.host_pipeline import HostPipeline
+from flowtracer.collectors.agent.host_window import PipelineConfig, WindowStats
 from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.inventory import Inventory

@@ -15,32 +15,27 @@ generation's cached Flow fields plus the window's numbers, without a message obj
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
-from flowtracer.collectors.agent.flow_wire import NCCL_TAG, FlowParts, encode_flows
+from flowtracer.collectors.agent.flow_cache import FlowCache, FlowTemplate, intern_id, is_range
+from flowtracer.collectors.agent.flow_wire import NCCL_TAG, encode_flows
+from flowtracer.collectors.agent.host_window import EncodedBatch, HostSample, PipelineConfig, WindowStats
 from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
-from flowtracer.collectors.agent.qp_windows import (
-    PSN_ESTIMATE,
-    QP_COUNTER,
-    PortDelta,
-    PortTracker,
-    QpRows,
-    QpTracker,
-    QpWindow,
-    Totals,
-    psn_bounds,
-    sample_arrays,
-)
+from flowtracer.collectors.agent.port_windows import PortDelta, PortTracker, Totals
+from flowtracer.collectors.agent.psn_bounds import psn_bounds
+from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QP_COUNTER, QpRows, QpWindow, sample_arrays
+from flowtracer.collectors.agent.qp_windows import QpTracker
 from flowtracer.collectors.agent.sources.inventory import Inventory, NicInfo
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog, QpTag
-from flowtracer.collectors.agent.sources.rdma_json import QpColumns, QpCounter, QpRecord, per_qp_counter_columns
+from flowtracer.collectors.agent.sources.rdma_json import QpColumns, per_qp_counter_columns
 from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, roce_path_mtu
 from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.schemas.wire import varint
+
+__all__ = ["EncodedBatch", "HostPipeline", "HostSample", "PipelineConfig", "WindowStats"]
 
 _QP_TYPES = {"RC": pb.QP_TYPE_RC, "UC": pb.QP_TYPE_UC, "UD": pb.QP_TYPE_UD, "XRC_INI": pb.QP_TYPE_XRC,
              "XRC_TGT": pb.QP_TYPE_XRC, "RAW_PACKET": pb.QP_TYPE_RAW}
@@ -48,49 +43,6 @@ _QP_STATES = {"RESET": pb.QP_STATE_RESET, "INIT": pb.QP_STATE_INIT, "RTR": pb.QP
               "RTS": pb.QP_STATE_RTS, "SQD": pb.QP_STATE_SQD, "SQE": pb.QP_STATE_SQE, "ERR": pb.QP_STATE_ERR}
 _NO_SRC = ("", "", "")
 _MAX_INTERNED = 1 << 16
-
-
-@dataclass(slots=True)
-class HostSample:
-    """What a source read from one host at one instant.
-
-    ``qps`` is None when the QP view is unavailable (sysfs-only mode); ``counters`` None when
-    ``rdma statistic qp`` is unavailable. ``malformed`` counts input records skipped while reading.
-    """
-
-    host: str
-    taken_ns: int
-    qps: list[QpRecord] | None
-    counters: list[QpCounter] | None
-    sysfs: SysfsView
-    nccl_lines: list[str] = field(default_factory=list)
-    malformed: int = 0
-    #: Port counters read just before the QP snapshot (``sysfs`` is read just after); None when
-    #: both come from one instant (the simulator's snapshots).
-    sysfs_before: SysfsView | None = None
-
-
-@dataclass(slots=True)
-class WindowStats:
-    """Counts of one host window, for the agent's self-metrics."""
-
-    flows: int = 0
-    exact: int = 0
-    estimated: int = 0
-    unresolved_dst: int = 0
-    malformed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PipelineConfig:
-    """Per-host knobs (see ``config.AgentConfig`` for their documentation)."""
-
-    agent_id: str
-    default_mtu: int = 4096
-    frame_overhead: int = 62
-    initial_psn: int | None = None
-    dscp: int = 0
-    job_id: str = ""
 
 
 class HostPipeline:
@@ -112,7 +64,7 @@ class HostPipeline:
         self._nccl_malformed = 0
         self._carry_malformed = 0
         self._primed = False
-        self._cache = _FlowCache()  # one row per row of self.qps.rows: that QP generation's Flow bytes
+        self._cache = FlowCache()  # one row per row of self.qps.rows: that QP generation's Flow bytes
         self._tag_ids: dict[tuple[str, int, int, int, int], int] = {}
         self._addr_ids: dict[str | tuple[str, str], int] = {}  # IPs and (IP, netdev) -> small ids
         #: This host's connected QPs per NIC port, (lqpns, rqpns), as of the last ``prepare``; None
@@ -234,7 +186,7 @@ class HostPipeline:
 
     def _bounds(self, w: QpWindow, port_deltas: list[PortDelta], mtu: dict[tuple[str, int], int]) -> np.ndarray:
         """Error bounds of the window's deltas: PSN estimates narrowed port by port from the
-        ports' exact totals (``qp_windows.psn_bounds``), 0 for exact ones."""
+        ports' exact totals (``psn_bounds.psn_bounds``), 0 for exact ones."""
         eb = w.error_bound
         est = w.byte_source == PSN_ESTIMATE
         if not est.any():
@@ -283,18 +235,18 @@ class HostPipeline:
             s = self._src.get(key) or _NO_SRC
             end = self._endpoint(*key)
             dst_id[rows] = peers.peers(end, q.lqpn[rows], q.rqpn[rows])
-            addr[rows] = _intern(self._addr_ids, (s[0], s[1]))
+            addr[rows] = intern_id(self._addr_ids, (s[0], s[1]))
             leaf_of[s[2]] = rows if s[2] not in leaf_of else leaf_of[s[2]] | rows
         used, inverse = np.unique(dst_id, return_inverse=True)  # intern only the peers these flows have
         used_ips = peers.ips_of(used)
-        dst = np.array([_intern(self._addr_ids, ip) for ip in used_ips], np.int64)[inverse]
+        dst = np.array([intern_id(self._addr_ids, ip) for ip in used_ips], np.int64)[inverse]
         dst_ips = np.array(used_ips, dtype=object)[inverse]
         stats.unresolved_dst = int((dst_id < 0).sum())
         tags, tag_id = self._tags(q)
         # cached Flow bytes: valid while the generation's address, state, comm and NCCL tag stay
         c = self._cache
         cached = slot >= 0
-        aligned = len(c) == n and _is_range(slot, n)  # flow i is cache row i
+        aligned = len(c) == n and is_range(slot, n)  # flow i is cache row i
         if len(c):
             cs = slot if aligned else np.where(cached, slot, 0)
             pick = (lambda a: a) if aligned else (lambda a: a[cs])
@@ -304,7 +256,7 @@ class HostPipeline:
                 ok &= cached
         else:
             ok = np.zeros(n, bool)
-        fresh: dict[int, _Template] = {}
+        fresh: dict[int, FlowTemplate] = {}
         if not ok.all():
             fresh = self._templates(q, np.flatnonzero(~ok), slot, dst_ips, dst, addr, tags, tag_id)
         ghosts = [i for i in fresh if slot[i] < 0]
@@ -336,18 +288,18 @@ class HostPipeline:
         tags = [tag(pid, keys[g][0], lqpn)
                 for pid, g, lqpn in zip(q.pid.tolist(), q.gid.tolist(), q.lqpn.tolist(), strict=True)]
         ids = self._tag_ids
-        out = [-1 if t is None else _intern(ids, (t.comm.id, t.comm.rank, t.comm.nranks, t.channel, t.peer_rank))
+        out = [-1 if t is None else intern_id(ids, (t.comm.id, t.comm.rank, t.comm.nranks, t.channel, t.peer_rank))
                for t in tags]
         return tags, np.array(out, np.int64)
 
     def _templates(self, q: QpRows, rows: np.ndarray, slot: np.ndarray, dst_ip: np.ndarray, dst: np.ndarray,
-                   addr: np.ndarray, tags: list[QpTag | None] | None, tag_id: np.ndarray) -> dict[int, _Template]:
+                   addr: np.ndarray, tags: list[QpTag | None] | None, tag_id: np.ndarray) -> dict[int, FlowTemplate]:
         """Build the fixed Flow bytes of ``rows`` (new generations, or whose address, state, comm
         or NCCL tag changed); store them in the cache, and return them by row."""
         c = self._cache
         keys = self.qps.port_keys
         cfg = self.cfg
-        out: dict[int, _Template] = {}
+        out: dict[int, FlowTemplate] = {}
         store: list[int] = []
         cols = [a[rows].tolist() for a in (q.gid, q.lqpn, q.rqpn, q.pid, q.comm, q.qp_type, q.state, q.generation,
                                            dst_ip, slot)]
@@ -372,7 +324,7 @@ class HostPipeline:
             suf = base if nccl is None else base + NCCL_TAG + varint(len(nccl)) + nccl
             if not full.endswith(suf):  # protobuf writes fields in number order; checked, not assumed
                 raise AssertionError("Flow serialization is not in field-number order")
-            t = out[i] = _Template(full[:len(full) - len(suf)], suf, None if nccl is None else (base, nccl))
+            t = out[i] = FlowTemplate(full[:len(full) - len(suf)], suf, None if nccl is None else (base, nccl))
             if sl >= 0:
                 store.append(i)
                 c.valid[sl] = True
@@ -382,7 +334,7 @@ class HostPipeline:
         return out
 
     def _collectives(self, tags: list[QpTag | None], slot: np.ndarray,
-                     fresh: dict[int, _Template]) -> dict[int, bytes]:
+                     fresh: dict[int, FlowTemplate]) -> dict[int, bytes]:
         """``suf`` of each flow whose communicator enqueued a collective: the last collective and
         its op count spliced into the NCCL tag."""
         c = self._cache
@@ -402,78 +354,10 @@ class HostPipeline:
         return out
 
 
-def _is_range(idx: np.ndarray, n: int) -> bool:
-    """``idx`` is 0, 1, ..., n - 1."""
-    return len(idx) == n and (not n or (idx[0] == 0 and idx[-1] == n - 1 and bool((np.diff(idx) == 1).all())))
-
-
-def _intern(ids: dict, value: object) -> int:
-    """A small int per distinct value (stable for the pipeline's life)."""
-    i = ids.get(value)
-    if i is None:
-        i = ids[value] = len(ids)
-    return i
-
-
-class _Template(NamedTuple):
-    """The fixed bytes of one QP generation's Flow: fields 1-13, fields 20-23, and (NCCL-tagged
-    QPs) fields 20-22 and the tag's body apart, to splice the collective in."""
-
-    pre: bytes
-    suf: bytes
-    nccl: tuple[bytes, bytes] | None
-
-
 @dataclass(slots=True)
 class _Batch:
     flows: bytes = b""
     ports: list[pb.PortTotals] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedBatch:
-    """One serialized ``FlowBatch`` (``value``) and the fields its Kafka key comes from."""
-
-    leaf: str
-    host: str
-    sequence: int
-    value: bytes
-
-
-class _FlowCache:
-    """Per QP generation (rows aligned with ``QpTracker.rows``): its fixed Flow bytes and what
-    they were built from (destination IP, source address, NCCL tag as interned ids; state, comm)."""
-
-    __slots__ = ("addr", "comm", "dst", "nccl", "parts", "state", "tag", "valid")
-
-    def __init__(self, n: int = 0) -> None:
-        self.parts = FlowParts(n)
-        self.valid = np.zeros(n, bool)
-        self.dst = np.full(n, -1, np.int64)
-        self.addr = np.full(n, -1, np.int64)
-        self.tag = np.full(n, -1, np.int64)
-        self.state = np.full(n, None, dtype=object)
-        self.comm = np.full(n, None, dtype=object)
-        self.nccl = np.full(n, None, dtype=object)
-
-    def __len__(self) -> int:
-        return len(self.valid)
-
-    def take(self, idx: np.ndarray) -> _FlowCache:
-        """Rows ``idx`` of the previous state; -1 (a new generation) gives an empty row."""
-        n = len(idx)
-        if n == len(self) and _is_range(idx, n):
-            return self  # the same QPs in the same order
-        if not len(self):
-            return _FlowCache(n)
-        out = _FlowCache()
-        missing = idx < 0
-        i = np.where(missing, 0, idx)
-        out.parts = self.parts.take(idx)
-        out.valid = self.valid[i] & ~missing
-        for k in ("dst", "addr", "tag", "state", "comm", "nccl"):
-            setattr(out, k, getattr(self, k)[i])
-        return out
 
 
 def _totals(view: SysfsView) -> Totals:

@@ -29,323 +29,23 @@ A sample that lists one QP twice (never seen from iproute2) is processed record 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
+from flowtracer.collectors.agent.int_columns import int_column, put_widening
+from flowtracer.collectors.agent.qp_rows import (
+    PSN_ESTIMATE,
+    QP_COUNTER,
+    PortKey,
+    QpDelta,
+    QpKey,
+    QpRows,
+    QpState,
+    QpWindow,
+    sample_arrays,
+)
 from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK, QpBytes, QpColumns, QpCounterColumns, QpRecord
-from flowtracer.schemas.v1 import flows_pb2 as pb
-
-FLOW_QP_TYPES = frozenset({"RC", "UC"})
-QP_COUNTER = pb.BYTE_SOURCE_QP_COUNTER
-PSN_ESTIMATE = pb.BYTE_SOURCE_PSN_ESTIMATE
-
-QpKey = tuple[str, int, int]  # (device, port, lqpn)
-PortKey = tuple[str, int]  # (device, port)
 
 _I64 = np.int64
-_INT64_SAFE = 1 << 62  # sums of fewer than 2 values this large cannot overflow int64
-
-
-def psn_delta(now: int, before: int) -> int:
-    """Packets between two 24-bit PSNs, modulo 2^24 (one wrap per interval is handled)."""
-    return (now - before) & QPN_MASK
-
-
-EXT_HEADER_BYTES = 20
-"""RETH (16) + ImmDt (4): extension headers some packets carry beyond ``frame_overhead``."""
-
-
-# -- exact integer columns ---------------------------------------------------------------------
-
-
-def int_column(values: Iterable[Any], n: int) -> np.ndarray:
-    """Python ints -> an int64 array, or an object array of the same ints when one does not fit."""
-    if not isinstance(values, list):
-        values = list(values)
-    try:
-        return np.fromiter(values, _I64, n)
-    except OverflowError:
-        return np.array(values, dtype=object).reshape(n)
-
-
-def optional_int_column(values: list[int | None]) -> tuple[np.ndarray, np.ndarray | None]:
-    """Ints or None -> (array with 0 for None, mask of the non-None rows or None when all are)."""
-    n = len(values)
-    try:
-        return np.fromiter(values, _I64, n), None
-    except TypeError:
-        pass
-    except OverflowError:
-        if None not in values:
-            return np.array(values, dtype=object).reshape(n), None
-    obj = np.array(values, dtype=object).reshape(n)
-    has = np.not_equal(obj, None)
-    obj[~has] = 0
-    try:
-        return obj.astype(_I64), has
-    except OverflowError:
-        return obj, has
-
-
-def exact_sum(a: np.ndarray) -> int:
-    """Sum of an integer column as a Python int, without int64 overflow."""
-    if not len(a):
-        return 0
-    if a.dtype != object and int(a.max()) < _INT64_SAFE // len(a) and int(a.min()) > -_INT64_SAFE // len(a):
-        return int(a.sum())
-    return sum(a.tolist())
-
-
-def psn_bounds(tx_bytes: np.ndarray, tx_packets: np.ndarray, estimated: np.ndarray, mtu: int, frame_overhead: int,
-               port_bytes_lower: int | None, port_packets_upper: int | None) -> np.ndarray:
-    """``error_bound`` (bytes) of the PSN-estimated deltas (``estimated``) of one port's QPs; the
-    formula is documented at ``psn_error_bounds``. Returns the bounds of the estimated rows."""
-    frame = mtu + frame_overhead
-    slack = None
-    if port_bytes_lower is not None and port_packets_upper is not None:
-        pk_all = exact_sum(tx_packets)
-        if port_packets_upper >= pk_all:
-            other = (port_packets_upper - pk_all) * frame
-            slack = max(0, exact_sum(tx_bytes) - port_bytes_lower + other + 4) + EXT_HEADER_BYTES * pk_all
-    p = tx_packets[estimated]
-    over = p * (mtu - 1)
-    if slack is not None:
-        over = np.minimum(over, slack if slack < _INT64_SAFE or over.dtype == object else _INT64_SAFE)
-    return np.maximum(over, p * EXT_HEADER_BYTES)
-
-
-def psn_error_bounds(deltas: list[QpDelta], mtu: int, frame_overhead: int, port_bytes_lower: int | None,
-                     port_packets_upper: int | None) -> None:
-    """Set ``error_bound`` (bytes) of the PSN-estimated deltas of one port's QPs, in place.
-
-    Per QP, the estimate ``e_i = p_i x (MTU + H)`` can exceed the true frame bytes ``t_i`` by at
-    most ``p_i x (MTU - 1)`` (all payload 1 byte) and fall short by at most ``p_i x 20`` (extension
-    headers). The port counters tighten the first: the port sent at least ``B`` bytes (lower
-    bracket of its sysfs delta) in at most ``P`` packets, so QPs plus unseen traffic satisfy
-    ``sum(t) >= B - (P - sum(p)) x (MTU + H) - 4`` (4: sysfs counts 4-byte words), hence every
-    ``e_i - t_i <= sum(e) - sum(t) + 20 x sum(p)``. Exact-counter QPs on the port count with their
-    true bytes in these sums.
-    """
-    est = [d.byte_source == PSN_ESTIMATE for d in deltas]
-    if not any(est):
-        return
-    n = len(deltas)
-    bounds = psn_bounds(int_column([d.tx_bytes for d in deltas], n), int_column([d.tx_packets for d in deltas], n),
-                        np.array(est, dtype=bool), mtu, frame_overhead, port_bytes_lower, port_packets_upper)
-    for d, b in zip([d for d, e in zip(deltas, est, strict=True) if e], bounds.tolist(), strict=True):
-        d.error_bound = b
-
-
-# -- the per-QP view (compatibility objects) ---------------------------------------------------
-
-
-@dataclass(slots=True)
-class QpState:
-    """The tracker's memory of one QP generation (values as of the last sample)."""
-
-    device: str
-    port: int
-    lqpn: int
-    rqpn: int
-    pid: int
-    comm: str
-    qp_type: str
-    state: str
-    generation: int  # ns of the sample that first saw this QP
-    sq_psn: int
-    rq_psn: int | None
-    cntn: int | None = None  # per-QP counter bound at the last sample
-    counters: tuple[int, int, int, int] | None = None  # its (tx_bytes, rx_bytes, tx_packets, rx_packets)
-    cache: Any = None  # scratch for the record-by-record path
-
-
-@dataclass(slots=True)
-class QpDelta:
-    """What one QP moved in one window, seen from its own host."""
-
-    qp: QpState
-    tx_bytes: int
-    rx_bytes: int
-    tx_packets: int
-    rx_packets: int
-    byte_source: int  # flows_pb2.ByteSource
-    error_bound: int  # bytes; 0 when exact
-
-
-# -- columns -----------------------------------------------------------------------------------
-
-
-class QpRows:
-    """QP generations as columns, one row each: the tracker's state, and the QPs of a window.
-
-    ``gid`` is the tracker's id of the row's (device, port) (``QpTracker.port_keys``); ``rq_has``
-    / ``ctr_has`` mark rows whose ``rq_psn`` / counter (``cntn``, ``counters`` columns
-    tx_bytes, rx_bytes, tx_packets, rx_packets) exist. String columns are object arrays.
-    """
-
-    COLUMNS = ("gid", "lqpn", "rqpn", "pid", "comm", "qp_type", "state", "generation", "sq_psn", "rq_psn",
-               "rq_has", "cntn", "ctr_has", "counters")
-    __slots__ = COLUMNS
-
-    def __init__(self, **cols: np.ndarray) -> None:
-        for k in self.COLUMNS:
-            setattr(self, k, cols[k])
-
-    @classmethod
-    def empty(cls) -> QpRows:
-        e = np.zeros(0, _I64)
-        o = np.zeros(0, dtype=object)
-        b = np.zeros(0, dtype=bool)
-        return cls(gid=e, lqpn=e, rqpn=e, pid=e, comm=o, qp_type=o, state=o, generation=e, sq_psn=e, rq_psn=e,
-                   rq_has=b, cntn=e, ctr_has=b, counters=np.zeros((0, 4), _I64))
-
-    def __len__(self) -> int:
-        return len(self.lqpn)
-
-    def take(self, idx: np.ndarray) -> QpRows:
-        return QpRows(**{k: getattr(self, k)[idx] for k in self.COLUMNS})
-
-    @classmethod
-    def from_states(cls, states: list[QpState], gids: list[int]) -> QpRows:
-        n = len(states)
-        col = [[getattr(s, k) for s in states] for k in ("lqpn", "rqpn", "pid", "generation", "sq_psn")]
-        rq, rq_has = optional_int_column([s.rq_psn for s in states])
-        cntn, ctr_has = optional_int_column([s.cntn for s in states])
-        zero = (0, 0, 0, 0)
-        vals = [s.counters or zero for s in states]
-        try:
-            counters = np.array(vals, dtype=_I64).reshape(n, 4)
-        except OverflowError:
-            counters = np.array(vals, dtype=object).reshape(n, 4)
-        return cls(gid=np.array(gids, _I64).reshape(n), lqpn=int_column(col[0], n), rqpn=int_column(col[1], n),
-                   pid=int_column(col[2], n), comm=_objects([s.comm for s in states]),
-                   qp_type=_objects([s.qp_type for s in states]), state=_objects([s.state for s in states]),
-                   generation=int_column(col[3], n), sq_psn=int_column(col[4], n), rq_psn=rq,
-                   rq_has=np.ones(n, bool) if rq_has is None else rq_has, cntn=cntn,
-                   ctr_has=np.ones(n, bool) if ctr_has is None else ctr_has, counters=counters)
-
-    def states(self, port_keys: list[PortKey]) -> list[QpState]:
-        """One ``QpState`` per row."""
-        out = []
-        cols = [getattr(self, k).tolist() for k in ("gid", "lqpn", "rqpn", "pid", "comm", "qp_type", "state",
-                                                     "generation", "sq_psn", "rq_psn", "rq_has", "cntn",
-                                                     "ctr_has")]
-        counters = self.counters.tolist()
-        for (g, lqpn, rqpn, pid, comm, qp_type, state, gen, sq, rq, rq_has, cntn, ctr_has), v in zip(
-                zip(*cols, strict=True), counters, strict=True):
-            dev, port = port_keys[g]
-            out.append(QpState(dev, port, lqpn, rqpn, pid, comm, qp_type, state, gen, sq, rq if rq_has else None,
-                               cntn if ctr_has else None, tuple(v) if ctr_has else None))
-        return out
-
-
-def _objects(values: list[Any]) -> np.ndarray:
-    a = np.empty(len(values), dtype=object)
-    a[:] = values
-    return a
-
-
-@dataclass(slots=True)
-class QpWindow:
-    """The deltas of one ``QpTracker.update_columns``: one row per QP that has a delta, in record
-    order. ``qps`` holds each delta's QP generation (as of this sample), ``slot`` its row in the
-    tracker's state (``QpTracker.rows``), -1 for a generation a later record of the same QP
-    replaced. ``prev`` maps every row of the new state to its row in the previous state (-1: a
-    new generation), so callers can keep per-generation data aligned with the tracker."""
-
-    qps: QpRows
-    slot: np.ndarray
-    tx_bytes: np.ndarray
-    rx_bytes: np.ndarray
-    tx_packets: np.ndarray
-    rx_packets: np.ndarray
-    byte_source: np.ndarray
-    error_bound: np.ndarray
-    prev: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.slot)
-
-
-class _Sample:
-    """Numpy columns of one sample's QPs, derived once (memoized on the ``QpColumns``)."""
-
-    __slots__ = (
-        "comm",
-        "lqpn",
-        "n",
-        "pair_of",
-        "pairs",
-        "pid",
-        "port",
-        "qp_type",
-        "rq_has",
-        "rq_psn",
-        "rqpn",
-        "rqpn_has",
-        "sq_psn",
-        "state",
-        "typed",
-    )
-
-    def __init__(self, qps: QpColumns) -> None:
-        n = self.n = len(qps)
-        self.lqpn = int_column(qps.lqpn, n)
-        self.rqpn, self.rqpn_has = optional_int_column(qps.rqpn)
-        self.port = int_column(qps.port, n)
-        self.sq_psn = int_column(qps.sq_psn, n)
-        self.rq_psn, self.rq_has = optional_int_column(qps.rq_psn)
-        self.pid = int_column(qps.pid, n)
-        self.qp_type = _objects(qps.qp_type)
-        self.state = _objects(qps.state)
-        self.comm = _objects(qps.comm)
-        types = set(qps.qp_type)
-        if types <= FLOW_QP_TYPES:
-            self.typed = np.ones(n, bool)
-        else:
-            self.typed = np.zeros(n, bool)
-            for t in types & FLOW_QP_TYPES:
-                self.typed |= self.qp_type == t
-        # (device, port) of each row: distinct pairs and the index of each row's pair
-        devices = sorted(set(qps.device))
-        port = self.port
-        if len(devices) == 1 and port.dtype != object and n:
-            lo, hi = int(port.min()), int(port.max())
-            if lo == hi:
-                self.pairs, self.pair_of = [(devices[0], lo)], np.zeros(n, _I64)
-                return
-        if port.dtype != object and (not n or (int(port.min()) >= 0 and int(port.max()) < 1 << 31)):
-            code = {d: i for i, d in enumerate(devices)}
-            dev = np.fromiter(map(code.__getitem__, qps.device), _I64, n) if len(devices) > 1 else np.zeros(n, _I64)
-            uniq, inv = np.unique((dev << 31) | port, return_inverse=True)
-            self.pairs = [(devices[u >> 31], u & ((1 << 31) - 1)) for u in uniq.tolist()]
-            self.pair_of = inv.reshape(n).astype(_I64, copy=False)
-        else:
-            index: dict[PortKey, int] = {}
-            of = [index.setdefault(p, len(index)) for p in zip(qps.device, qps.port, strict=True)]
-            self.pairs, self.pair_of = list(index), np.array(of, _I64).reshape(n)
-
-    @classmethod
-    def of(cls, qps: QpColumns) -> _Sample:
-        s = qps.arrays.get("sample")
-        if s is None:
-            s = qps.arrays["sample"] = cls(qps)
-        return s
-
-    def peer_rows(self) -> np.ndarray:
-        """Rows of QPs with a peer: RC/UC with a remote QP that is not themselves (any port)."""
-        m = self.typed & (self.rqpn != self.lqpn)
-        if self.rqpn_has is not None:
-            m &= self.rqpn_has
-        return m
-
-
-def sample_arrays(qps: QpColumns) -> _Sample:
-    """The numpy columns of a sample's QPs (computed once per ``QpColumns``)."""
-    return _Sample.of(qps)
 
 
 class QpTracker:
@@ -533,7 +233,7 @@ class QpTracker:
             if exact.any():
                 ei = mi[exact]
                 d = d[exact]
-                tx_b, rx_b, tx_p, rx_p = (_put(a, ei, d[:, j]) for j, a in enumerate((tx_b, rx_b, tx_p, rx_p)))
+                tx_b, rx_b, tx_p, rx_p = (put_widening(a, ei, d[:, j]) for j, a in enumerate((tx_b, rx_b, tx_p, rx_p)))
                 src[ei] = QP_COUNTER
             pi = mi[~exact]
             if len(pi):
@@ -541,17 +241,17 @@ class QpTracker:
                 p_tx = (new.sq_psn[pi] - old.sq_psn[op]) & m
                 p_rx = np.where(new.rq_has[pi] & old.rq_has[op], (new.rq_psn[pi] - old.rq_psn[op]) & m, 0)
                 f = frame[pi]
-                tx_b = _put(tx_b, pi, p_tx * f)
-                rx_b = _put(rx_b, pi, p_rx * f)
-                tx_p = _put(tx_p, pi, p_tx)
-                rx_p = _put(rx_p, pi, p_rx)
-                eb = _put(eb, pi, p_tx * (path_mtu[pi] - 1))  # narrowed per port by psn_bounds
+                tx_b = put_widening(tx_b, pi, p_tx * f)
+                rx_b = put_widening(rx_b, pi, p_rx * f)
+                tx_p = put_widening(tx_p, pi, p_tx)
+                rx_p = put_widening(rx_p, pi, p_rx)
+                eb = put_widening(eb, pi, p_tx * (path_mtu[pi] - 1))  # narrowed per port by psn_bounds
                 src[pi] = PSN_ESTIMATE
         fresh = ~match
         generation = np.full(n, now_ns, dtype=_I64 if -(1 << 63) <= now_ns < 1 << 63 else object)
         if len(old):
             mi = np.flatnonzero(match)
-            generation = _put(generation, mi, old.generation[oi[mi]])
+            generation = put_widening(generation, mi, old.generation[oi[mi]])
             new.qp_type[mi] = old.qp_type[oi[mi]]  # a generation keeps the type it was first seen with
         new.generation = generation
         if not first and fresh.any():
@@ -567,7 +267,7 @@ class QpTracker:
             if exact_fi:
                 ei = np.array(exact_fi, _I64)
                 v = new.counters[ei]
-                tx_b, rx_b, tx_p, rx_p = (_put(a, ei, v[:, j]) for j, a in enumerate((tx_b, rx_b, tx_p, rx_p)))
+                tx_b, rx_b, tx_p, rx_p = (put_widening(a, ei, v[:, j]) for j, a in enumerate((tx_b, rx_b, tx_p, rx_p)))
                 src[ei] = QP_COUNTER
                 has_delta[ei] = True
             if self.initial_psn is not None:
@@ -576,11 +276,11 @@ class QpTracker:
                 p_tx = (new.sq_psn[pi] - init) & m
                 p_rx = np.where(new.rq_has[pi], (new.rq_psn[pi] - init) & m, 0)
                 f = frame[pi]
-                tx_b = _put(tx_b, pi, p_tx * f)
-                rx_b = _put(rx_b, pi, p_rx * f)
-                tx_p = _put(tx_p, pi, p_tx)
-                rx_p = _put(rx_p, pi, p_rx)
-                eb = _put(eb, pi, p_tx * (path_mtu[pi] - 1))
+                tx_b = put_widening(tx_b, pi, p_tx * f)
+                rx_b = put_widening(rx_b, pi, p_rx * f)
+                tx_p = put_widening(tx_p, pi, p_tx)
+                rx_p = put_widening(rx_p, pi, p_rx)
+                eb = put_widening(eb, pi, p_tx * (path_mtu[pi] - 1))
                 src[pi] = PSN_ESTIMATE
                 has_delta[pi] = True
         slot = np.flatnonzero(has_delta)
@@ -654,60 +354,3 @@ class QpTracker:
                             "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "byte_source", "error_bound")),
                         prev)
 
-
-def _put(a: np.ndarray, idx: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``a[idx] = v``, widening ``a`` to Python ints when ``v`` holds them."""
-    if v.dtype == object and a.dtype != object:
-        a = a.astype(object)
-    a[idx] = v
-    return a
-
-
-@dataclass(slots=True)
-class PortDelta:
-    """Bytes and packets one RDMA port moved in one window (from sysfs, bytes already x4).
-
-    ``tx_bytes_lower`` / ``tx_packets_upper`` bracket the port's transmit counters over the span
-    of the QP snapshots when the counters were read just before and just after them.
-    """
-
-    device: str
-    port: int
-    tx_bytes: int
-    rx_bytes: int
-    tx_packets: int
-    rx_packets: int
-    tx_bytes_lower: int
-    tx_packets_upper: int
-
-
-Totals = dict[tuple[str, int], tuple[int, int, int, int]]  # (tx_bytes, rx_bytes, tx_packets, rx_packets)
-
-
-class PortTracker:
-    """Per-port deltas between samples; a counter that went down is a reset (new baseline)."""
-
-    def __init__(self) -> None:
-        self._last: Totals = {}
-        self._last_before: Totals = {}
-        self.resets = 0
-
-    def update(self, totals: Totals, before: Totals | None = None) -> list[PortDelta]:
-        """``totals``: absolute counters per (device, port) read after the QP snapshot; ``before``:
-        read just before it (None: at the same instant, as in the simulator's snapshots)."""
-        before = totals if before is None else before
-        out: list[PortDelta] = []
-        for key, now in totals.items():
-            prev = self._last.get(key)
-            if prev is None:
-                continue
-            d = tuple(a - b for a, b in zip(now, prev, strict=True))
-            if min(d) < 0:
-                self.resets += 1
-                continue
-            now_b = before.get(key, now)
-            prev_b = self._last_before.get(key, prev)
-            out.append(PortDelta(key[0], key[1], *d, tx_bytes_lower=now_b[0] - prev[0],
-                                 tx_packets_upper=now[2] - prev_b[2]))
-        self._last, self._last_before = dict(totals), dict(before)
-        return out

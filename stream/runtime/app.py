@@ -5,7 +5,9 @@ that Faust assigns partition n of all four to the same worker; a second agent co
 group-FIM topic for the fabric-wide FIM. Records are decoded, buffered in their partition's
 stage, and held un-acked (an extra reference on the Faust message) until the windows they belong
 to are finalized, their outputs are acknowledged by Kafka and durable in the sink: only then are
-they acked, so offsets are never committed past unwritten data. A crash or a rebalance replays
+they acked, so offsets are never committed past unwritten data (the protocol is
+:class:`~flowtracer.stream.runtime.commit.CommitProtocol`; the stages live in
+:class:`~flowtracer.stream.runtime.processor.Processor`). A crash or a rebalance replays
 the un-acked records and the idempotent outputs (keyed by entity, stamped with the window end)
 overwrite what they had written.
 
@@ -19,264 +21,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topics import partition_for
 from flowtracer.schemas.topology import load_topology
-from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2
-from flowtracer.stream.analytics.collisions import CollisionRule
-from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
+from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
-from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime import faust_seek
-from flowtracer.stream.runtime.ack_ledger import AckLedger
+from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.stream.runtime.inputs import BadRecord, check_event_time, decode, decode_trace
-from flowtracer.stream.sinks.base import SinkBackpressure
+from flowtracer.stream.runtime.inputs import BadRecord
+from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
 from flowtracer.stream.stages.emitted import Emitted
-from flowtracer.stream.stages.fabric import FabricStage
-from flowtracer.stream.stages.flows import FlowsStage
-from flowtracer.stream.stages.links import LinksStage
+
+__all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state_changelog_topic"]
 
 log = logging.getLogger(__name__)
 
 LinesFn = Callable[[Emitted], list[str]]
 STATE_TABLE = "stage-state"
 FABRIC_TABLE = "fabric-state"
-FABRIC_KEY = "fabric"
 _INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name})
-
-
-@dataclass
-class _Pending:
-    """A published finalization: its outputs, then the stage states saved once those are durable."""
-
-    ticket: int
-    futures: list[asyncio.Future[Any]]
-    tokens: list[Any]
-    states: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
-    saving: list[Any] | None = None  # the state sends, once started
-
-
-@dataclass
-class Metrics:
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-
-    def __post_init__(self) -> None:
-        r = self.registry
-        self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
-        self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
-                                    registry=r)
-        self.windows = Counter("flowtracer_processor_windows", "Windows finalized", ["stage"], registry=r)
-        self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
-        self.unattributed = Gauge("flowtracer_processor_unattributed_flows",
-                                  "Flows whose ends are not in the topology (cumulative)", registry=r)
-        self.incomplete = Gauge("flowtracer_processor_incomplete_windows",
-                                "Windows finalized without a source that was expected (cumulative)", registry=r)
-        self.trace_disagreements = Gauge("flowtracer_processor_trace_disagreements",
-                                         "Path traces untrusted for contradicting the counters (cumulative)",
-                                         registry=r)
-        self.ahead = Gauge("flowtracer_processor_source_ahead_seconds",
-                           "Newest record's event time minus the worker's clock, by source kind (s; > 0: ahead)",
-                           ["kind"], registry=r)
-        self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
-                             registry=r)
-        self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
-                                 "End of the newest finalized window (Unix seconds)", registry=r)
-
-
-class Processor:
-    """The stages of every partition this worker owns, and the ack ledger. Holds no Faust objects
-    except the events it was given as ack tokens."""
-
-    def __init__(self, cfg: ProcessorConfig, fabric: Fabric, resolver_cls: type[Resolver]) -> None:
-        self.cfg = cfg
-        self.input_topics = frozenset(t.name for t in topics.INPUT_TOPICS)
-        self.fabric = fabric
-        self.links = LinkIndex(fabric)
-        self.resolver_cls = resolver_cls
-        self.uses_counters = resolver_cls.name != "hash"
-        self.uses_traces = issubclass(resolver_cls, TraceConsumer)
-        self.flows: dict[int, FlowsStage] = {}
-        self.link_stages: dict[int, LinksStage] = {}
-        self._senders = frozenset(partition_for(sw, cfg.partitions) for sw in fabric.switch_names)
-        self._fabric: FabricStage | None = None
-        self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link,
-                                  min_confidence=cfg.collision_confidence)
-        self.metrics = Metrics()
-        self.worker = f"{socket.gethostname()}:{os.getpid()}"
-        self._dirty_flows: set[int] = set()
-        self._dirty_links: set[int] = set()
-        self._dirty_fabric = False
-        #: Called with every published finalization (the dashboard's feed); must not raise or block.
-        self.observers: list[Callable[[Emitted], None]] = []
-
-    def flows_stage(self, p: int) -> FlowsStage:
-        if p not in self.flows:
-            stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.new_resolver(),
-                               self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link,
-                               self.cfg.heavy_share)
-            saved = self.saved_state(f"flows:{p}")
-            if saved:
-                stage.restore(saved)
-            log.info("flows stage of partition %d: %s", p, _restored(saved))
-            self.flows[p] = stage
-        return self.flows[p]
-
-    def new_resolver(self) -> Resolver:
-        """A resolver for one flows partition, with the processor's settings for the trace resolver."""
-        if self.resolver_cls is TraceResolver:
-            return TraceResolver(self.fabric, TraceConfig(max_age_ns=round(self.cfg.trace_max_age_s * 1e9)))
-        return self.resolver_cls(self.fabric)
-
-    def trace_disagreements(self) -> int:
-        """Path traces found to contradict the counters, over this worker's flows stages (cumulative)."""
-        return sum(getattr(s.resolver, "disagreements", 0) for s in self.flows.values())
-
-    def links_stage(self, p: int) -> LinksStage:
-        if p not in self.link_stages:
-            stage = LinksStage(p, self.cfg.partitions, self.fabric, self.links, self.cfg.hop_ns,
-                               self.cfg.grace_ns, self.cfg.rolling_hops, self.rule, self.resolver_cls.name)
-            saved = self.saved_state(f"links:{p}")
-            if saved:
-                stage.restore(saved)
-            log.info("links stage of partition %d: %s", p, _restored(saved))
-            self.link_stages[p] = stage
-        return self.link_stages[p]
-
-    @property
-    def fabric_stage(self) -> FabricStage:
-        if self._fabric is None:
-            self._fabric = FabricStage(self.cfg.hop_ns, self.cfg.grace_ns, self.cfg.rolling_hops, self._senders)
-            saved = self.saved_state(FABRIC_KEY)
-            if saved:
-                self._fabric.restore(saved)
-            log.info("fabric stage: %s", _restored(saved))
-        return self._fabric
-
-    def saved_state(self, key: str) -> dict[str, Any] | None:
-        """State a previous owner of the partition saved (set by the app to read its Faust tables)."""
-        return None
-
-    def states_to_save(self) -> list[tuple[int, str, dict[str, Any]]]:
-        """(partition, key, state) of every stage that finalized windows since the last call; the
-        fabric stage's key is ``FABRIC_KEY`` (partition 0 of its own one-partition table)."""
-        out = []
-        for p in sorted(self._dirty_flows):
-            if p in self.flows:
-                out.append((p, f"flows:{p}", self.flows[p].state()))
-        for p in sorted(self._dirty_links):
-            if p in self.link_stages:
-                out.append((p, f"links:{p}", self.link_stages[p].state()))
-        if self._dirty_fabric and self._fabric is not None:
-            out.append((0, FABRIC_KEY, self._fabric.state()))
-        self._dirty_flows.clear()
-        self._dirty_links.clear()
-        self._dirty_fabric = False
-        return out
-
-    def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int,
-               key: bytes | None = None) -> int:
-        """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
-
-        Raises BadRecord for records that belong in the dead-letter topic.
-        """
-        self.metrics.records.labels(topic).inc()
-        if topic == topics.PATH_TRACES.name:
-            flow_id, trace = decode_trace(key, value)
-            return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
-        msg = decode(topic, value)
-        if topic in self.input_topics:
-            # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
-            ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
-            self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
-        late_before = self._late()
-        holds = 0
-        if isinstance(msg, flows_pb2.FlowBatch):
-            holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
-        elif isinstance(msg, counters_pb2.CounterBatch):
-            if self.uses_counters:
-                holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
-            holds += self.links_stage(partition).add_counters(msg, token, now_ns)
-        elif isinstance(msg, internal_pb2.AttributionBatch):
-            holds += self.links_stage(partition).add_attributions(msg, token, now_ns)
-        elif isinstance(msg, internal_pb2.GroupFimBatch):
-            holds += self.fabric_stage.add(msg, token, now_ns)
-        if self._late() > late_before and self._late() <= 20:  # the first few, then the metric says it
-            log.warning("late record from %s[%d] (%s) for a window already finalized; counted, not reopened",
-                        topic, partition, _describe(msg))
-        return holds
-
-    def _late(self) -> int:
-        return sum(s.tracker.late for s in self._stages())
-
-    def _stages(self) -> list[FlowsStage | LinksStage | FabricStage]:
-        fabric = [self._fabric] if self._fabric is not None else []
-        return [*self.flows.values(), *self.link_stages.values(), *fabric]
-
-    def finalize(self, now_ns: int) -> Emitted:
-        """Everything every stage can finalize now."""
-        out = Emitted()
-        for name, stages, dirty in (("flows", self.flows, self._dirty_flows),
-                                    ("links", self.link_stages, self._dirty_links)):
-            for p, stage in stages.items():
-                e = stage.finalize(now_ns)
-                if e.windows:
-                    dirty.add(p)
-                    self.metrics.windows.labels(name).inc(e.windows)
-                out.extend(e)
-        if self._fabric is not None:
-            e = self._fabric.finalize(now_ns)
-            if e.windows:
-                self._dirty_fabric = True
-                self.metrics.windows.labels("fabric").inc(e.windows)
-            out.extend(e)
-        unattributed = sum(s.unattributed.flows for s in self.flows.values())
-        self.metrics.unattributed.set(unattributed)
-        self.metrics.trace_disagreements.set(self.trace_disagreements())
-        self.metrics.late.set(self._late())
-        self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
-        return out
-
-    def drop_partitions(self, partitions: set[int]) -> None:
-        """Forget revoked partitions: their un-acked records will be replayed by the new owner."""
-        for p in partitions:
-            self.flows.pop(p, None)
-            self.link_stages.pop(p, None)
-
-    def partitions(self) -> set[int]:
-        """Partitions with a flows or links stage."""
-        return set(self.flows) | set(self.link_stages)
-
-    def drop_fabric(self) -> None:
-        """Forget the fabric stage (its partition was revoked): the new owner replays its records."""
-        self._fabric = None
-
-
-def _restored(saved: dict[str, Any] | None) -> str:
-    if not saved:
-        return "no saved state, starting afresh"
-    return f"restored, continuing after window end {saved.get('released_up_to')}"
-
-
-def _describe(msg: Any) -> str:
-    for name in ("switch", "host", "source_partition"):
-        if hasattr(msg, name):
-            end = getattr(msg, "window_end_ns", 0) or getattr(msg, "timestamp_ns", 0)
-            return f"{name} {getattr(msg, name)}, window end {end}"
-    return type(msg).__name__
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
@@ -294,7 +64,6 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
     faust_seek.install()
     fabric = fabric or Fabric(load_topology(cfg.topology))
-    proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver])
     settings: dict[str, Any] = {
         "broker": [f"kafka://{b.strip()}" for b in cfg.kafka.split(",")],
         "processing_guarantee": "at_least_once",
@@ -341,17 +110,17 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         table.data[key] = value
         return table.send_changelog(partition, key, value)
 
-    proc.saved_state = saved_state  # type: ignore[method-assign]
+    proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver], saved_state)
+    commits = CommitProtocol(sink, save_state)
+    ledger = commits.ledger
     contract_topic = {attributions: topics.ATTRIBUTIONS.name, group_fim: topics.GROUP_FIM.name}
-    pending: deque[_Pending] = deque()
-    ledger = AckLedger()
     lock = asyncio.Lock()
 
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> asyncio.Future[Any]:
         return await out[topic].send(key=key, value=value, partition=partition)  # type: ignore[return-value]
 
     async def publish(e: Emitted) -> None:
-        """Send a finalization's outputs, write them to the sink, and queue its tokens for acking."""
+        """Send a finalization's outputs, write them to the sink, and queue its holds for release."""
         futures = []
         for ll in e.link_loads:
             futures.append(await send(topics.LINK_LOADS.name, topics.key(ll.link), ll.SerializeToString()))
@@ -365,49 +134,16 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:
             futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
-        ticket = 0
-        out_lines = lines(e)
-        while out_lines:
-            try:
-                ticket = sink.write(out_lines)
-                break
-            except Exception as exc:  # SinkBackpressure: wait; nothing is dropped, Kafka lag grows
-                if not isinstance(exc, SinkBackpressure):
-                    raise
-                await asyncio.sleep(0.2)
-                sink.raise_if_failed()
-        pending.append(_Pending(ticket, futures, e.tokens, proc.states_to_save()))
+        ticket = await commits.write(lines(e))  # waits out sink backpressure: nothing is dropped
+        commits.published(ticket, futures, e.tokens, proc.states_to_save())
         for observe in proc.observers:
             observe(e)
         if e.fims:
             proc.metrics.last_window.set(max(f.window_end_ns for f in e.fims) / 1e9)
 
     def release() -> None:
-        """Ack, in order, the inputs of finalizations whose outputs are all acknowledged and durable.
-
-        The stages' states (which windows they published, rolling history) are saved only after the
-        outputs are durable, and the inputs acked only after the states are: a new owner then never
-        skips a window whose outputs were lost, and never replays one whose state it was given.
-        """
-        sink.raise_if_failed()
-        while pending:
-            head = pending[0]
-            if not all(f.done() for f in head.futures) or not sink.durable(head.ticket):
-                break
-            for f in head.futures:
-                if f.exception() is not None:
-                    raise RuntimeError(f"output send failed: {f.exception()}")
-            if head.saving is None:
-                head.saving = [save_state(p, key, value) for p, key, value in head.states]
-            if not all(f.done() for f in head.saving):
-                break
-            for f in head.saving:
-                if f.exception() is not None:
-                    raise RuntimeError(f"saving stage state failed: {f.exception()}")
-            pending.popleft()
-            for token in head.tokens:
-                ledger.release(token)
-        for event in ledger.ackable():
+        """Ack the inputs the commit protocol lets go (see commit.py)."""
+        for event in commits.release():
             event.ack()
         proc.metrics.pending.set(ledger.held())
 
@@ -437,7 +173,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                                     m.key)
             except BadRecord as e:
                 # Held until the dead letter is acknowledged, like any output.
-                pending.append(_Pending(0, [await dead_letter(event, str(e))], [hold]))
+                commits.published(0, [await dead_letter(event, str(e))], [hold])
                 continue
             ledger.accepted(hold, holds)
             await step()
@@ -446,7 +182,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         # A crashed agent would leave the worker running but deaf. Stop the worker instead: its
         # un-acked records are replayed by the next worker (or this one, restarted by its supervisor).
         log.error("processor stopping: %s: %s", type(exc).__name__, exc, exc_info=exc)
-        app._flowtracer_failed = True  # type: ignore[attr-defined]
+        proc.failure = exc
         await app.crash(exc)
 
     @app.agent(inputs, name="join")

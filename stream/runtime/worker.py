@@ -76,6 +76,6 @@ def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:
         code = int(e.code or 0)
     finally:
         sink.close()
-    if getattr(app, "_flowtracer_failed", False):
+    if proc.failure is not None:
         return 1
     return code

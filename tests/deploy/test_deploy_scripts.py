@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from deploy_helpers import DEPLOY
+from waiting import wait_for
 
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
@@ -93,9 +93,7 @@ def test_relay_serves_metrics_and_health_and_passes_signals_and_exit_codes(upstr
     ready = tmp_path / "child-ready"
     proc, addr = _relay(upstream, CHILD_EXITS_7_ON_SIGTERM, str(ready))
     try:
-        deadline = time.monotonic() + 10
-        while not ready.exists() and time.monotonic() < deadline:  # its SIGTERM handler is installed
-            time.sleep(0.02)
+        wait_for(ready.exists, 10, "the child's SIGTERM handler")
         assert _get(f"http://{addr}/metrics") == (200, b"flowtracer_agent_hosts 3.0\n")
         assert _get(f"http://{addr}/healthz") == (503, b'{"ok": false}')
         assert _get(f"http://{addr}/debug")[0] == 404

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from pygnmi.client import gNMIclient
+from waiting import wait_for
 
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.ground_truth import GroundTruth
@@ -17,16 +17,16 @@ from flowtracer.sim.runner import RunnerOptions, SimRunner
 COUNTERS = "/interfaces/interface[name=Ethernet3]/state/counters"
 
 
-def wait_for(gt_dir: Path, t_ns: int, timeout: float = 5.0) -> GroundTruth:
+def ground_truth_at(gt_dir: Path, t_ns: int, timeout: float = 5.0) -> GroundTruth:
     """Ground truth once it holds the sample at ``t_ns`` (it is flushed right after the switches publish)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        gt = GroundTruth.load(gt_dir)
-        if gt.counter_times and gt.counter_times[-1] >= t_ns:
-            return gt
-        if time.monotonic() > deadline:
-            raise AssertionError(f"ground truth never reached {t_ns}")
-        time.sleep(0.05)
+    loaded: list[GroundTruth] = []
+
+    def reached() -> bool:
+        loaded[:] = [GroundTruth.load(gt_dir)]
+        return bool(loaded[0].counter_times) and loaded[0].counter_times[-1] >= t_ns
+
+    wait_for(reached, timeout, f"ground truth to reach {t_ns}")
+    return loaded[0]
 
 
 def values(update: dict) -> dict[str, int]:
@@ -48,7 +48,7 @@ def test_gnmi_samples_are_tick_ends_and_match_ground_truth(tmp_path: Path) -> No
                 upd = sub.get_update(timeout=5)
                 samples.append((upd["update"]["timestamp"], values(upd)))
             sub.close()
-        gt = wait_for(tmp_path / "ground-truth", samples[-1][0])
+        gt = ground_truth_at(tmp_path / "ground-truth", samples[-1][0])
         for ts, vals in samples:
             assert ts % 250_000_000 == 0  # stamped with tick ends, never the wall clock
             truth = gt.counters_at("leaf01", ts)

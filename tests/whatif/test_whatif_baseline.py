@@ -23,7 +23,8 @@ from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.whatif.fabric import ReplayFabric
 from flowtracer.whatif.record import read_export, windows
 from flowtracer.whatif.replay import Traffic, processor_fim, replay, rolling_windows
-from flowtracer.whatif.strategies import demands, parse_strategy, route_all
+from flowtracer.whatif.routes import demands
+from flowtracer.whatif.strategies import parse_strategy, route_all
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,8 @@ from flowtracer.whatif.replay import (
     rolling_windows,
     steady_runs,
 )
-from flowtracer.whatif.strategies import demands, parse_strategy, route_all
+from flowtracer.whatif.routes import demands
+from flowtracer.whatif.strategies import parse_strategy, route_all
 
 
 def test_collision_takes_twice_as_long_as_an_even_split() -> None:

@@ -16,13 +16,9 @@ from flowtracer.schemas.topology import parse_topology
 from flowtracer.whatif.fabric import ConditionError, ReplayFabric, parse_conditions
 from flowtracer.whatif.record import RecordedFlow, Window
 from flowtracer.whatif.replay import Traffic, replay
+from flowtracer.whatif.routes import demands
 from flowtracer.whatif.source_ports import flow_label_for
-from flowtracer.whatif.strategies import (
-    StrategyError,
-    demands,
-    parse_strategy,
-    route_all,
-)
+from flowtracer.whatif.strategies import StrategyError, parse_strategy, route_all
 
 S = 1_000_000_000
 B = 25_000_000_000  # bytes per flow per window: 200 Gbit/s for one second

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from flowtracer.collectors.agent.config import AgentConfig, ConfigError
-from flowtracer.collectors.agent.host_pipeline import HostSample
+from flowtracer.collectors.agent.host_window import HostSample
 from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogTail
 from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma

@@ -11,6 +11,10 @@ stamped between two samples must not cut a sample in half.
 Next-hop counters are keyed by stable attributes (network instance, egress interface from
 interface-ref, next-hop IP), not by next-hop index or group id, which change across reboots.
 When a switch reports both AFT counter trees, the newer ``afts/counters`` one wins per value.
+
+Why one module over 400 lines: ``BatchAssembler`` is one state machine (open batches per instant,
+the label tables, the cached instant shapes) whose every method reads and writes the same state;
+the decoding before it and the wire encoding after it are modules of their own.
 """
 
 from __future__ import annotations

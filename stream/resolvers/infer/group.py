@@ -1,22 +1,31 @@
-"""Per-ECMP-group state of the ``infer`` resolver: the window history, the current assignment of flows to
-members, change detection and confidence. The numerical solving is in ``solver.py``; the
-resolver that routes a window's flows to their groups is ``resolver.py``.
+"""Per-ECMP-group state of the ``infer`` resolver: the current assignment of flows to members, how it
+follows the evidence, and the confidence of each flow's placement.
+
+The evidence history it extends is in ``history.py``, the change tests (one regime or two) in
+``regimes.py``, the numerical solving in ``solver.py``, the pair routing in ``routes.py``; the
+resolver that routes a window's flows to their groups is ``resolver.py``. Imports run one way:
+resolver -> group -> history, regimes, solver.
+
+Why one class over 400 lines: ``GroupState`` is one state machine (flow columns, the assignment, the
+suspicion/cold-check/cut cycle, the confidences and their serialized form) whose fields every step
+reads and writes together; cutting it further would spread one invariant (columns, assignment and
+confidences stay aligned) over several modules.
 """
 
 from __future__ import annotations
 
-import base64
-import math
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from flowtracer.stream.resolvers.contract import Placement
 from flowtracer.stream.resolvers.infer.config import InferConfig
+from flowtracer.stream.resolvers.infer.history import EvidenceHistory, array_from_json, array_to_json
+from flowtracer.stream.resolvers.infer.regimes import regime_change, row_contradicts, sigma2, stale_prefix, two_regimes
+from flowtracer.stream.resolvers.infer.routes import PairRoutes
 from flowtracer.stream.resolvers.infer.solver import (
     Fit,
     cold_solve,
@@ -28,84 +37,14 @@ from flowtracer.stream.resolvers.infer.solver import (
     move_costs,
 )
 
-Path = tuple[str, ...]
 FlowKey = tuple[str, str, int, int, int]  # src_ip, dst_ip, udp_src_port, udp_dst_port, rqpn
 
 
 STATE_VERSION = 1
 
 
-# -- numerics ----------------------------------------------------------------------------------
 
-
-def _b64(a: np.ndarray) -> dict[str, Any]:
-    """An array as JSON: dtype, shape and its bytes, zlib-compressed (histories hold many zeros)."""
-    data = base64.b64encode(zlib.compress(np.ascontiguousarray(a).tobytes(), 1)).decode("ascii")
-    return {"dtype": a.dtype.str, "shape": list(a.shape), "zlib": data}
-
-
-def _unb64(d: Mapping[str, Any]) -> np.ndarray:
-    raw = zlib.decompress(base64.b64decode(d["zlib"]))
-    return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape(d["shape"]).copy()
-
-
-# -- one ECMP group ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PairRoutes:
-    """Routing facts of a (src NIC, dst NIC) pair: its group and the full paths behind each member."""
-
-    gid: str | None
-    members: tuple[str, ...]  # the group's member link ids, in member order
-    member_paths: tuple[tuple[Path, ...], ...]  # per member index (empty tuple when no group)
-    fixed: Placement | None  # the placement when no group decides (same leaf, single next hop)
-    cache: dict[tuple[int, float], Placement] = field(default_factory=dict, compare=False)
-
-    def place(self, weights: Sequence[float], confidence: float) -> Placement | None:
-        """Spread member weights over the full paths behind each member (evenly over continuations).
-
-        ``confidence`` is the member-level confidence; the placement's is that of its heaviest path.
-        """
-        ws = [w if ps else 0.0 for w, ps in zip(weights, self.member_paths, strict=True)]
-        total = sum(ws)
-        if total <= 0:
-            return None
-        paths: list[tuple[Path, float]] = []
-        for w, ps in zip(ws, self.member_paths, strict=True):
-            if w > 0:
-                share = w / total / len(ps)
-                paths.extend((p, share) for p in ps)
-        top = max(range(len(ws)), key=ws.__getitem__)
-        return Placement(tuple(paths), round(confidence / len(self.member_paths[top]), 4), "infer")
-
-    def place_anywhere(self) -> Placement | None:
-        """Evenly over every member: what a flow without evidence gets; cached."""
-        key = (-1, 0.0)
-        if key not in self.cache:
-            m = len(self.member_paths)
-            placed = self.place([1.0 / m] * m, 1.0 / m)
-            if placed is None:
-                return None
-            self.cache[key] = placed
-        return self.cache[key]
-
-    def place_on(self, member: int, confidence: float) -> Placement | None:
-        """All weight on one member; cached, since settled flows repeat it every window."""
-        key = (member, round(confidence, 2))
-        hit = self.cache.get(key)
-        if hit is None:
-            ps = self.member_paths[member]
-            if not ps:
-                return None
-            share = 1.0 / len(ps)
-            if len(self.cache) > 4 * len(self.member_paths) * 101:
-                self.cache.clear()
-            hit = self.cache[key] = Placement(tuple((p, share) for p in ps), round(key[1] * share, 4), "infer")
-        return hit
-
-
-class GroupState:
+class GroupState(EvidenceHistory):
     """History, assignment and confidences of the flows entering one ECMP group.
 
     Columns are flows (a column is reused once its flow has been gone for a whole history); rows
@@ -114,15 +53,10 @@ class GroupState:
     """
 
     def __init__(self, gid: str, members: tuple[str, ...], cfg: InferConfig) -> None:
+        super().__init__(len(members), cfg)
         self.gid = gid
         self.members = members
-        self.cfg = cfg
-        m, h = len(members), cfg.history_windows
-        self.x = np.zeros((h, 0))  # window-scaled flow bytes, rows x columns
-        self.y = np.zeros((h, m))  # window-scaled member bytes
-        self.mask = np.zeros((h, m))  # 1 where the member's counter was present
-        self.row_seq = np.full(h, -1, dtype=np.int64)
-        self.seq = 0  # evidence rows appended so far
+        m = len(members)
         self.calls = 0  # resolve calls that carried flows of this group
         self.last_window_ns = -1
         self.suspect = 0  # consecutive contradicting windows
@@ -238,29 +172,6 @@ class GroupState:
 
     # -- evidence --------------------------------------------------------------------------------
 
-    def add_row(self, cols: np.ndarray, flow_bytes: np.ndarray, member_bytes: np.ndarray,
-                present: np.ndarray) -> None:
-        """Append one window: flow tx bytes per column, member counter bytes (valid where ``present``).
-
-        Both are divided by the window's scale (its larger byte total plus ``min_window_bytes``), so
-        residuals are shares of the window and quiet windows weigh little.
-        """
-        scale = max(float(flow_bytes.sum()), float(member_bytes[present].sum())) + self.cfg.min_window_bytes
-        row = self.seq % self.x.shape[0]
-        self.x[row, :] = 0.0
-        np.add.at(self.x[row], cols, flow_bytes / scale)
-        self.y[row] = np.where(present, member_bytes, 0.0) / scale
-        self.mask[row] = present.astype(np.float64)
-        self.row_seq[row] = self.seq
-        self.seq += 1
-
-    def _data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Valid rows (oldest first), columns with bytes in them, and the matching x, y, mask."""
-        rows = np.flatnonzero(self.row_seq >= 0)
-        rows = rows[np.argsort(self.row_seq[rows])]
-        cols = np.flatnonzero((self.x[rows] > 0).any(axis=0))
-        return rows, cols, self.x[np.ix_(rows, cols)], self.y[rows], self.mask[rows]
-
     def update(self, window_end_ns: int, reclaimed: bool, budget: list[int]) -> None:
         """Fit the assignment to the history after a new row; detect contradictions; set outputs.
 
@@ -269,7 +180,7 @@ class GroupState:
         taken from it per check, so groups that settled together do not all check in one window.
         """
         cfg = self.cfg
-        rows, cols, x, y, mask = self._data()
+        rows, cols, x, y, mask = self.data()
         a = self.assign[cols].copy()
         new = np.flatnonzero(a < 0)
         if new.size:
@@ -281,9 +192,9 @@ class GroupState:
         predicted = fit.r[-1].copy()  # the newest window as the assignment predicted it, unseen
         # Judge the newest window against the assignment made before it arrived: fitting it first
         # would let a compromise between old and new regime hide the change.
-        bad = self._row_contradicts(fit, y, mask, len(rows) - 1)
+        bad = row_contradicts(self.cfg, fit, y, mask, len(rows) - 1)
         # Swaps cost a flows x flows product: only when the newest window does not fit.
-        fit, _ = local_search(x, y, mask, fit, cfg.move_margin * self._sigma2(y, mask, fit), swaps=bad)
+        fit, _ = local_search(x, y, mask, fit, cfg.move_margin * sigma2(self.cfg, y, mask, fit), swaps=bad)
         self._track_doubt(predicted, fit, y, mask)
         vanished = self._member_vanished(rows)
         if bad or vanished:
@@ -296,17 +207,17 @@ class GroupState:
         changed = False
         if self.suspect >= cfg.confirm_windows:
             fit, changed = self._contradicted(window_end_ns, rows, cols, x, y, mask, fit)
-        elif self.suspect == 0 and (stale := self._stale_prefix(x, y, mask, fit)):
+        elif self.suspect == 0 and (stale := stale_prefix(self.cfg, x, y, mask, fit)):
             # The assignment has already followed a change; the windows before it now contradict it.
             fit, changed = self._cut(window_end_ns, int(self.row_seq[rows[stale]]), cols, fit), True
         elif self._cold_due() and len(rows) >= cfg.min_rows and (self.cold_interval <= 2 or budget[0] > 0):
             # (With fewer windows than min_rows a solve from scratch proves nothing yet.)
             budget[0] -= self.cold_interval > 2
             fit = self._cold_check(x, y, mask, fit, cols)
-            if k := self._regime_change(x, y, mask, fit):
+            if k := regime_change(self.cfg, x, y, mask, fit):
                 fit, changed = self._cut(window_end_ns, int(self.row_seq[rows[k]]), cols, fit), True
         if changed:
-            rows, cols, x, y, mask = self._data()
+            rows, cols, x, y, mask = self.data()
         moved = fit.a != self.assign[cols]
         self.sticky[cols[moved]] = 0.0
         self.assign[cols] = fit.a
@@ -337,98 +248,11 @@ class GroupState:
         self.last_cold_seq = self.seq
         single = cold if cold.sse < fit.sse else fit
         if first > 0:
-            change, single = self._two_regimes(x, y, mask, first, single)
+            change, single = two_regimes(self.cfg, x, y, mask, first, single)
             if change:
                 return self._cut(window_end_ns, self.suspect_seq, cols, single), True
         self._set_support(cols, single, cold, z, y, mask)
         return single, False
-
-    def _two_regimes(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray, k: int, single: Fit,
-                     after: np.ndarray | None = None) -> tuple[bool, Fit]:
-        """Do windows [0, k) and [k, end) have different assignments? Also returns the best single
-        assignment found on the way (the part solutions, polished on the whole history, compete).
-
-        Accepted when solving the two parts apart lowers the SSE of the best single assignment by
-        more than the second assignment costs in description length (BIC-like, in nats: every flow
-        with bytes on both sides may pick one of m members again, ln m each, plus 10), with the
-        residual variance of the two-part fit. Seeding the single-regime search with the part
-        solutions keeps a solver miss on the whole history from passing for a change.
-        ``after``: a known good start for the newer part.
-        """
-        cfg = self.cfg
-        # The older part must stand on its own: an underdetermined part fits its noise, and any
-        # split would then look better than one regime. Ask for min_rows windows and twice as many
-        # counter readings as flows to place.
-        older = int(np.count_nonzero((x[:k] > 0).any(axis=0)))
-        if k < cfg.min_rows or float(mask[:k].sum()) < 2.0 * older:
-            return False, single
-        before, _ = cold_solve(x[:k], y[:k], mask[:k], cfg)
-        start = single.a.copy() if after is None else after
-        late, _ = local_search(x[k:], y[k:], mask[k:], start, 1e-15, swaps=True)
-        if x.shape[0] - k >= cfg.min_rows:
-            fresh, _ = cold_solve(x[k:], y[k:], mask[k:], cfg)
-            late = fresh if fresh.sse < late.sse else late
-        for seed in (before.a, late.a):
-            polished, _ = local_search(x, y, mask, seed.copy(), 1e-15, swaps=True)
-            single = polished if polished.sse < single.sse else single
-        two = before.sse + late.sse
-        sigma2 = max(two / max(float(mask.sum()), 1.0), self._floor2(y, mask))
-        both = int(np.count_nonzero((x[:k] > 0).any(axis=0) & (x[k:] > 0).any(axis=0)))
-        return (single.sse - two) / (2.0 * sigma2) > both * math.log(self.m) + 10.0, single
-
-    def _stale_prefix(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray, fit: Fit) -> int:
-        """How many of the oldest windows to forget because the fabric changed after them, or 0.
-
-        The case the newest-window test cannot see: the assignment has already moved to the new
-        regime (the new windows outweighed the old), so now it explains every window from some
-        point on and contradicts most windows before it; ``_two_regimes`` confirms. Only looked
-        for when some window misfits.
-        """
-        cfg = self.cfg
-        e = np.einsum("ij,ij->i", fit.r, fit.r)
-        m_obs = np.maximum(mask.sum(axis=1), 1.0)
-        floor = m_obs * (cfg.noise_floor * (y * mask).sum(axis=1) / m_obs) ** 2
-        t = e.size
-        if t < cfg.min_rows + cfg.confirm_windows or not np.any(
-                e > cfg.contradiction_factor * np.maximum(np.median(e), floor)):
-            return 0
-        best = 0
-        for k in range(t - cfg.confirm_windows, 0, -1):
-            limit = cfg.contradiction_factor * np.maximum(float(np.median(e[k:])), floor)
-            if np.any(e[k:] > limit[k:]):
-                break  # the newer windows no longer all fit: no longer suffix to find
-            if np.mean(e[:k] > limit[:k]) > 0.5:
-                best = k
-        return best if best and self._two_regimes(x, y, mask, best, fit, after=fit.a.copy())[0] else 0
-
-    def _misfits(self, fit: Fit, y: np.ndarray, mask: np.ndarray, usual: slice) -> np.ndarray:
-        """Per row: misfits by ``contradiction_factor`` x the median residual of rows ``usual`` (or the floor)."""
-        e = np.einsum("ij,ij->i", fit.r, fit.r)
-        m_obs = np.maximum(mask.sum(axis=1), 1.0)
-        floor = m_obs * (self.cfg.noise_floor * (y * mask).sum(axis=1) / m_obs) ** 2
-        return e > self.cfg.contradiction_factor * np.maximum(float(np.median(e[usual])), floor)
-
-    def _regime_change(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray, fit: Fit) -> int:
-        """Where a second regime starts in the history, or 0: the slow path for changes the newest-
-        window test missed (a change while still learning, a flapping link).
-
-        Only when the best single assignment leaves windows unexplained. The candidate change point
-        comes from solving the newer half alone: the first window after which that solution explains
-        everything, the older windows mostly misfitting it; then ``_two_regimes`` decides.
-        """
-        cfg = self.cfg
-        t = x.shape[0]
-        if t < 2 * cfg.min_rows or not self._misfits(fit, y, mask, slice(None)).any():
-            return 0
-        half = t // 2
-        newer, _ = cold_solve(x[half:], y[half:], mask[half:], cfg)
-        bad = self._misfits(evaluate(x, y, mask, newer.a.copy()), y, mask, slice(half, None))
-        if bad[half:].any() or not bad[:half].any():
-            return 0
-        k = int(np.flatnonzero(bad[:half])[-1]) + 1
-        if np.mean(bad[:k]) <= 0.5:
-            return 0
-        return k if self._two_regimes(x, y, mask, k, fit, after=newer.a)[0] else 0
 
     def _cut(self, window_end_ns: int, from_seq: int, cols: np.ndarray, fit: Fit) -> Fit:
         """Forget the windows before row ``from_seq`` and re-solve the group on the rest."""
@@ -443,14 +267,14 @@ class GroupState:
         self.doubt[:] = 1.0
         self.cold_interval = 1
         self.last_cold_seq = self.seq
-        _, cols, x, y, mask = self._data()
+        _, cols, x, y, mask = self.data()
         warm_a = self.assign[cols].copy()
         if (warm_a < 0).any():
             warm_a = insert_flows(x, y, mask, warm_a, np.flatnonzero(warm_a < 0))
         # Warm first: a shrunk group (resilient hashing) moves only the flows of the lost member.
         warm, _ = local_search(x, y, mask, warm_a, 1e-15, swaps=True)
         cold, z = cold_solve(x, y, mask, cfg)
-        best = cold if cold.sse < warm.sse - cfg.move_margin * self._sigma2(y, mask, warm) else warm
+        best = cold if cold.sse < warm.sse - cfg.move_margin * sigma2(self.cfg, y, mask, warm) else warm
         self._set_support(cols, best, cold, z, y, mask)
         return best
 
@@ -459,7 +283,7 @@ class GroupState:
         cfg = self.cfg
         self.last_cold_seq = self.seq
         cold, z = cold_solve(x, y, mask, cfg)
-        if cold.sse < fit.sse - cfg.move_margin * self._sigma2(y, mask, fit):
+        if cold.sse < fit.sse - cfg.move_margin * sigma2(self.cfg, y, mask, fit):
             self.cold_interval = 2
             fit = cold
         else:
@@ -478,32 +302,11 @@ class GroupState:
         """
         idx = np.arange(cols.size)
         sup = np.minimum(1.0, 2.0 * z[idx, fit.a])
-        if cold is not fit and cold.sse <= fit.sse + self.cfg.move_margin * self._sigma2(y, mask, fit):
+        if cold is not fit and cold.sse <= fit.sse + self.cfg.move_margin * sigma2(self.cfg, y, mask, fit):
             elsewhere = cold.a != fit.a
             sup = np.where(elsewhere, 0.5 * sup, sup)
             self.sticky[cols[elsewhere]] = 0.0  # what pinned the flow is in doubt now
         self.support[cols] = sup
-
-    def _floor2(self, y: np.ndarray, mask: np.ndarray) -> float:
-        """The least residual variance per counter: (noise_floor x the mean member load)^2, scaled units."""
-        share = (y * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
-        return max(float(np.mean((self.cfg.noise_floor * share) ** 2)), 1e-18)
-
-    def _sigma2(self, y: np.ndarray, mask: np.ndarray, fit: Fit) -> float:
-        """Residual variance per counter, floored (see ``_floor2``)."""
-        nobs = float(mask.sum())
-        if nobs == 0:
-            return 1.0
-        return max(fit.sse / nobs, self._floor2(y, mask))
-
-    def _row_contradicts(self, fit: Fit, y: np.ndarray, mask: np.ndarray, r: int) -> bool:
-        """Row ``r`` misfits by far more than the other rows do, and than the noise floor."""
-        e = np.einsum("ij,ij->i", fit.r, fit.r)
-        others = np.delete(e, r)
-        base = float(np.median(others)) if others.size >= 3 else 0.0
-        m_obs = max(float(mask[r].sum()), 1.0)
-        floor = m_obs * (self.cfg.noise_floor * float((y[r] * mask[r]).sum()) / m_obs) ** 2
-        return bool(e[r] > self.cfg.contradiction_factor * max(base, floor))
 
     def _track_doubt(self, predicted: np.ndarray, fit: Fit, y: np.ndarray, mask: np.ndarray) -> None:
         """Out-of-sample check per member: did the assignment predict the newest window's counter?
@@ -535,7 +338,7 @@ class GroupState:
                  rows: np.ndarray, refresh: bool) -> None:
         """Per column: member, split weights (interchangeable flows) and confidence, from the fit."""
         cfg = self.cfg
-        sigma2 = self._sigma2(y, mask, fit)
+        s2 = sigma2(self.cfg, y, mask, fit)
         est = self.sticky[cols] >= cfg.establish_confidence
         if refresh or self.seq - self.last_refresh_seq >= cfg.refresh_every:
             self.last_refresh_seq = self.seq
@@ -543,7 +346,7 @@ class GroupState:
             loose = np.flatnonzero(~est)
             if loose.size:
                 # Swapping two flows costs ~2 |x_i - x_k|^2: within 2 sigma^2 the evidence cannot order them.
-                lab[loose] = cols[loose[interchangeable_classes(x[:, loose], 2.0 * sigma2)]]
+                lab[loose] = cols[loose[interchangeable_classes(x[:, loose], 2.0 * s2)]]
             self.label[cols] = lab
         old_split = self.split
         self.split = {}
@@ -558,7 +361,7 @@ class GroupState:
         for i in np.flatnonzero(spread[inv]).tolist():
             self.split[int(cols[i])] = weights[int(inv[i])]
         split = wmax < 1.0
-        post = member_posterior(move_costs(fit), sigma2)
+        post = member_posterior(move_costs(fit), s2)
         depth = np.minimum(1.0, (x > 0).sum(axis=0) / cfg.min_rows)
         # For interchangeable flows the class share is the measure of ambiguity; the relaxation and
         # the cold solve only restate it (they spread or swap exactly those flows).
@@ -595,7 +398,7 @@ class GroupState:
             "free": self.free,
             "remembered": [[f, list(k), mbr] for f, (k, mbr) in self.remembered.items()],
             "split": [[c, list(w)] for c, w in self.split.items()],
-            "arrays": {k: _b64(getattr(self, k)) for k in (
+            "arrays": {k: array_to_json(getattr(self, k)) for k in (
                 "x", "y", "mask", "row_seq", "assign", "sticky", "support", "label", "seen_call", "in_use", "best",
                 "conf", "doubt")},
         }
@@ -606,7 +409,7 @@ class GroupState:
         for k, v in st["scalars"].items():
             setattr(g, k, v)
         for k, v in st["arrays"].items():
-            setattr(g, k, _unb64(v))
+            setattr(g, k, array_from_json(v))
         g.col_flow = list(st["col_flow"])
         g.col_key = [tuple(k) if k is not None else None for k in st["col_key"]]  # type: ignore[misc]
         g.col_of = {f: i for i, f in enumerate(g.col_flow) if f is not None}

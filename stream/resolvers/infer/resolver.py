@@ -65,7 +65,8 @@ import numpy as np
 from flowtracer.schemas.fabric import Fabric, group_id, link_id
 from flowtracer.stream.resolvers.contract import FlowObs, Placement
 from flowtracer.stream.resolvers.infer.config import InferConfig
-from flowtracer.stream.resolvers.infer.group import STATE_VERSION, GroupState, PairRoutes
+from flowtracer.stream.resolvers.infer.group import STATE_VERSION, GroupState
+from flowtracer.stream.resolvers.infer.routes import PairRoutes
 
 Path = tuple[str, ...]
 

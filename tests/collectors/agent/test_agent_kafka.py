@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kafka import KafkaConsumer, TopicPartition
+from waiting import wait_for
 
 from flowtracer.cmd_agent import agent
 from flowtracer.collectors.agent.agent import Agent
@@ -38,10 +39,9 @@ def consume_all(bootstrap: str, topic: str, expect: int, max_s: float = 20.0) ->
     offsets are wrong, so read rather than ask)."""
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=200)
     try:
-        deadline = time.monotonic() + max_s
-        while (parts := c.partitions_for_topic(topic)) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert parts, f"topic {topic} does not exist"
+        deadline = time.monotonic() + max_s  # for the topic and for its records
+        wait_for(lambda: c.partitions_for_topic(topic) is not None, max_s, f"topic {topic} to exist")
+        parts = c.partitions_for_topic(topic)
         c.assign([TopicPartition(topic, p) for p in sorted(parts)])
         c.seek_to_beginning()
         out: list[tuple[bytes, bytes]] = []

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
@@ -53,15 +54,15 @@ class ListSink:
 
 def _caught_up(exchanges: dict[str, PeerExchange], max_s: float = 20.0) -> None:
     """Wait until every agent holds every other host's latest published table."""
-    deadline = time.monotonic() + max_s
-    while True:
+    def behind() -> list[tuple[str, str]]:
         latest = {h: ex.publisher.last(h) for h, ex in exchanges.items()}
-        behind = [(h, o) for h, ex in exchanges.items() for o, t in latest.items()
-                  if o != h and t is not None and ex.remote.seen().get(o) != t]
-        if not behind:
-            return
-        assert time.monotonic() < deadline, f"QP tables not delivered: {behind[:5]}"
-        time.sleep(0.02)
+        return [(h, o) for h, ex in exchanges.items() for o, t in latest.items()
+                if o != h and t is not None and ex.remote.seen().get(o) != t]
+
+    try:
+        wait_for(lambda: not behind(), max_s, "every agent to hold every other host's latest QP table")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; not delivered: {behind()[:5]}") from None
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 from flowtracer.collectors.agent.flow_wire import FlowParts, encode_flows
-from flowtracer.collectors.agent.host_pipeline import HostPipeline, HostSample, PipelineConfig, WindowStats
+from flowtracer.collectors.agent.host_pipeline import HostPipeline
+from flowtracer.collectors.agent.host_window import HostSample, PipelineConfig, WindowStats
 from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
-from flowtracer.collectors.agent.qp_windows import FLOW_QP_TYPES, PSN_ESTIMATE, QP_COUNTER, PortDelta, PortTracker
+from flowtracer.collectors.agent.port_windows import PortDelta, PortTracker
+from flowtracer.collectors.agent.qp_rows import FLOW_QP_TYPES, PSN_ESTIMATE, QP_COUNTER
 from flowtracer.collectors.agent.sources import rdma_json
 from flowtracer.collectors.agent.sources.inventory import Inventory, NicInfo
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog, QpTag

@@ -6,7 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from flowtracer.collectors.agent.host_pipeline import HostPipeline, HostSample, PipelineConfig
+from flowtracer.collectors.agent.host_pipeline import HostPipeline
+from flowtracer.collectors.agent.host_window import HostSample, PipelineConfig
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.rdma_json import QpRecord, parse_res_qp, parse_stat_qp

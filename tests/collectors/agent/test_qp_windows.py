@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import random
 
-from flowtracer.collectors.agent.qp_windows import (
-    PSN_ESTIMATE,
-    QP_COUNTER,
-    PortTracker,
-    QpTracker,
-    psn_delta,
-    psn_error_bounds,
-)
+from flowtracer.collectors.agent.port_windows import PortTracker
+from flowtracer.collectors.agent.psn_bounds import psn_delta, psn_error_bounds
+from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QP_COUNTER
+from flowtracer.collectors.agent.qp_windows import QpTracker
 from flowtracer.collectors.agent.sources.rdma_json import QpBytes, QpCounter, QpRecord, per_qp_counters
 from flowtracer.schemas.roce import rocev2_udp_sport
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from kafka import KafkaConsumer, TopicPartition
+from waiting import wait_for
 
 
 def consume_all(bootstrap: str, topic: str, *, idle_s: float = 2.0, max_s: float = 30.0,
@@ -15,13 +16,9 @@ def consume_all(bootstrap: str, topic: str, *, idle_s: float = 2.0, max_s: float
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
                       consumer_timeout_ms=200)
     try:
-        deadline = time.monotonic() + max_s
-        parts = None
-        while parts is None and time.monotonic() < deadline:
-            parts = c.partitions_for_topic(topic)
-            if parts is None:
-                time.sleep(0.1)
-        assert parts, f"topic {topic} does not exist"
+        deadline = time.monotonic() + max_s  # for the topic and for its records
+        wait_for(lambda: c.partitions_for_topic(topic) is not None, max_s, f"topic {topic} to exist")
+        parts = c.partitions_for_topic(topic)
         c.assign([TopicPartition(topic, p) for p in sorted(parts)])
         c.seek_to_beginning()
         out: list[tuple[bytes, bytes]] = []

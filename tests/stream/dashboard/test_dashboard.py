@@ -106,7 +106,7 @@ def test_collisions_are_current_for_a_few_hops_then_drop_out(fabric: Fabric) -> 
 
 
 def test_health_lag_switches_reporting_and_processor_metrics(fabric: Fabric) -> None:
-    from flowtracer.stream.runtime.app import Metrics
+    from flowtracer.stream.runtime.processor import Metrics
 
     m = Metrics()
     m.dead_letters.inc(2)
@@ -144,8 +144,8 @@ def test_views_serve_the_page_assets_and_state(tmp_path: Path, fabric: Fabric) -
     from aiohttp.test_utils import TestClient, TestServer
 
     from flowtracer.stream.resolvers.registry import RESOLVERS
-    from flowtracer.stream.runtime.app import Processor
     from flowtracer.stream.runtime.config import ProcessorConfig
+    from flowtracer.stream.runtime.processor import Processor
 
     topo = tmp_path / "fabric.yaml"
     topo.write_text(fabric.topology.to_yaml())

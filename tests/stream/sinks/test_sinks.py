@@ -67,23 +67,26 @@ def sinks() -> Iterator[list[InfluxSink]]:
 
 
 def wait_durable(sink: Sink, ticket: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not sink.durable(ticket):
+    def durable() -> bool:
         sink.raise_if_failed()
-        assert time.monotonic() < deadline, f"ticket {ticket} not durable after {timeout_s} s: {sink!r}"
-        time.sleep(0.005)
+        return sink.durable(ticket)
+
+    wait_for(durable, timeout_s, f"ticket {ticket} to be durable in {sink!r}")
 
 
 def wait_failed(sink: Sink, timeout_s: float = 10.0) -> SinkFailed:
     """The SinkFailed that raise_if_failed raises within *timeout_s*."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    failure: list[SinkFailed] = []
+
+    def failed() -> bool:
         try:
             sink.raise_if_failed()
         except SinkFailed as e:
-            return e
-        time.sleep(0.005)
-    raise AssertionError(f"{sink!r} did not fail within {timeout_s} s")
+            failure.append(e)
+        return bool(failure)
+
+    wait_for(failed, timeout_s, f"{sink!r} to fail")
+    return failure[0]
 
 
 def messages(uid: str, window: int) -> list[Any]:
@@ -340,10 +343,10 @@ def test_close_drains_and_leaves_no_thread_behind(victoria: VictoriaMetrics, uni
     closed_after = time.monotonic() - started
     assert sink.durable(ticket)
     assert closed_after < 0.9, closed_after  # did not wait for the 1 s window
-    deadline = time.monotonic() + 0.5
-    while (left := [t for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon]):
-        assert time.monotonic() < deadline, f"threads still alive after close: {left}"
-        time.sleep(0.01)
+    def left() -> list[threading.Thread]:
+        return [t for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon]
+
+    wait_for(lambda: not left(), 0.5, "the sink's threads to end after close")
 
 
 def test_close_with_the_store_down_gives_up_within_the_timeout(sinks: list[InfluxSink]) -> None:

@@ -1,4 +1,4 @@
-"""The fast decoder (known layouts, raw bytes) gives exactly what the general decoder gives.
+"""The layout decoder (known layouts, raw bytes) gives exactly what the general decoder gives.
 
 Every message of every sequence goes through both: the general decoder always, the fast one when
 it recognises the layout (else it learns from the general result, as the session does). Samples

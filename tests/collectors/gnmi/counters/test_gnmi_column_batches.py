@@ -5,7 +5,7 @@ resets, 32-bit wraps, duplicates, out-of-order and late messages, gaps, reconnec
 counters, deletes, next hops re-mapped (interface-ref, IP, group membership) with and without the
 instant's timestamp, interfaces appearing, and instants split over messages in any order. Every
 message goes to a general assembler and to one fed the way the session feeds it (``Both`` in
-test_gnmi_fast_decode); their batches (serialized) and counts must be equal.
+test_gnmi_layout_decode); their batches (serialized) and counts must be equal.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_gnmi_fast_decode import NI, RECONNECT, SYNC, T0, Both, S, interfaces, next_hops, nh_state, response
+from test_gnmi_layout_decode import NI, RECONNECT, SYNC, T0, Both, S, interfaces, next_hops, nh_state, response
 
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.deltas import RESET

@@ -1,0 +1,61 @@
+"""Bytes from PSNs: packets between two 24-bit PSNs, and the error bound (bytes) of a PSN estimate,
+narrowed by the port's exact sysfs totals (pure)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flowtracer.collectors.agent.int_columns import INT64_SAFE, exact_sum, int_column
+from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QpDelta
+from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK
+
+
+def psn_delta(now: int, before: int) -> int:
+    """Packets between two 24-bit PSNs, modulo 2^24 (one wrap per interval is handled)."""
+    return (now - before) & QPN_MASK
+
+
+EXT_HEADER_BYTES = 20
+"""RETH (16) + ImmDt (4): extension headers some packets carry beyond ``frame_overhead``."""
+
+
+def psn_bounds(tx_bytes: np.ndarray, tx_packets: np.ndarray, estimated: np.ndarray, mtu: int, frame_overhead: int,
+               port_bytes_lower: int | None, port_packets_upper: int | None) -> np.ndarray:
+    """``error_bound`` (bytes) of the PSN-estimated deltas (``estimated``) of one port's QPs; the
+    formula is documented at ``psn_error_bounds``. Returns the bounds of the estimated rows."""
+    frame = mtu + frame_overhead
+    slack = None
+    if port_bytes_lower is not None and port_packets_upper is not None:
+        pk_all = exact_sum(tx_packets)
+        if port_packets_upper >= pk_all:
+            other = (port_packets_upper - pk_all) * frame
+            slack = max(0, exact_sum(tx_bytes) - port_bytes_lower + other + 4) + EXT_HEADER_BYTES * pk_all
+    p = tx_packets[estimated]
+    over = p * (mtu - 1)
+    if slack is not None:
+        over = np.minimum(over, slack if slack < INT64_SAFE or over.dtype == object else INT64_SAFE)
+    return np.maximum(over, p * EXT_HEADER_BYTES)
+
+
+def psn_error_bounds(deltas: list[QpDelta], mtu: int, frame_overhead: int, port_bytes_lower: int | None,
+                     port_packets_upper: int | None) -> None:
+    """Set ``error_bound`` (bytes) of the PSN-estimated deltas of one port's QPs, in place.
+
+    Per QP, the estimate ``e_i = p_i x (MTU + H)`` can exceed the true frame bytes ``t_i`` by at
+    most ``p_i x (MTU - 1)`` (all payload 1 byte) and fall short by at most ``p_i x 20`` (extension
+    headers). The port counters tighten the first: the port sent at least ``B`` bytes (lower
+    bracket of its sysfs delta) in at most ``P`` packets, so QPs plus unseen traffic satisfy
+    ``sum(t) >= B - (P - sum(p)) x (MTU + H) - 4`` (4: sysfs counts 4-byte words), hence every
+    ``e_i - t_i <= sum(e) - sum(t) + 20 x sum(p)``. Exact-counter QPs on the port count with their
+    true bytes in these sums.
+    """
+    est = [d.byte_source == PSN_ESTIMATE for d in deltas]
+    if not any(est):
+        return
+    n = len(deltas)
+    bounds = psn_bounds(int_column([d.tx_bytes for d in deltas], n), int_column([d.tx_packets for d in deltas], n),
+                        np.array(est, dtype=bool), mtu, frame_overhead, port_bytes_lower, port_packets_upper)
+    for d, b in zip([d for d, e in zip(deltas, est, strict=True) if e], bounds.tolist(), strict=True):
+        d.error_bound = b
+
+

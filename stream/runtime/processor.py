@@ -1,0 +1,255 @@
+"""The stages of every partition a worker owns, and the processor's metrics (no Faust objects).
+
+Records are decoded and buffered in their partition's flows and links stages (and the fabric stage
+for group FIMs); ``finalize`` collects what every stage can publish now and remembers which stages
+changed, so that their states are saved once the outputs are durable (:mod:`.commit`). Stage state
+saved by a previous owner of a partition is read through the ``saved_state`` function the app gives
+(its Faust tables).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from flowtracer.schemas import topics
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.topics import partition_for
+from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2
+from flowtracer.stream.analytics.collisions import CollisionRule
+from flowtracer.stream.analytics.link_index import LinkIndex
+from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
+from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
+from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace
+from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.fabric import FabricStage
+from flowtracer.stream.stages.flows import FlowsStage
+from flowtracer.stream.stages.links import LinksStage
+
+log = logging.getLogger(__name__)
+
+FABRIC_KEY = "fabric"
+StageT = TypeVar("StageT", FlowsStage, LinksStage, FabricStage)
+SavedState = Callable[[str], "dict[str, Any] | None"]
+"""Stage state a previous owner saved, by key (``flows:<p>``, ``links:<p>``, ``FABRIC_KEY``); None if none."""
+
+
+def no_saved_state(key: str) -> dict[str, Any] | None:
+    """No previous owner: every stage starts afresh."""
+    return None
+
+
+@dataclass
+class Metrics:
+    """The processor's Prometheus instruments, in a registry of its own."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
+        self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
+                                    registry=r)
+        self.windows = Counter("flowtracer_processor_windows", "Windows finalized", ["stage"], registry=r)
+        self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
+        self.unattributed = Gauge("flowtracer_processor_unattributed_flows",
+                                  "Flows whose ends are not in the topology (cumulative)", registry=r)
+        self.incomplete = Gauge("flowtracer_processor_incomplete_windows",
+                                "Windows finalized without a source that was expected (cumulative)", registry=r)
+        self.trace_disagreements = Gauge("flowtracer_processor_trace_disagreements",
+                                         "Path traces untrusted for contradicting the counters (cumulative)",
+                                         registry=r)
+        self.ahead = Gauge("flowtracer_processor_source_ahead_seconds",
+                           "Newest record's event time minus the worker's clock, by source kind (s; > 0: ahead)",
+                           ["kind"], registry=r)
+        self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
+                             registry=r)
+        self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
+                                 "End of the newest finalized window (Unix seconds)", registry=r)
+
+
+class Processor:
+    """The stages of every partition this worker owns. Holds no Faust objects except the ack-ledger
+    holds it was given as tokens."""
+
+    def __init__(self, cfg: ProcessorConfig, fabric: Fabric, resolver_cls: type[Resolver],
+                 saved_state: SavedState = no_saved_state) -> None:
+        self.cfg = cfg
+        self.input_topics = frozenset(t.name for t in topics.INPUT_TOPICS)
+        #: Stage state a previous owner of the partition saved (the app reads its Faust tables).
+        self.saved_state = saved_state
+        self.fabric = fabric
+        self.links = LinkIndex(fabric)
+        self.resolver_cls = resolver_cls
+        self.uses_counters = resolver_cls.name != "hash"
+        self.uses_traces = issubclass(resolver_cls, TraceConsumer)
+        self.flows: dict[int, FlowsStage] = {}
+        self.link_stages: dict[int, LinksStage] = {}
+        self._senders = frozenset(partition_for(sw, cfg.partitions) for sw in fabric.switch_names)
+        self._fabric: FabricStage | None = None
+        self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link,
+                                  min_confidence=cfg.collision_confidence)
+        self.metrics = Metrics()
+        #: Set by the app when the worker stops on an error (the worker then exits 1).
+        self.failure: BaseException | None = None
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._dirty_flows: set[int] = set()
+        self._dirty_links: set[int] = set()
+        self._dirty_fabric = False
+        #: Called with every published finalization (the dashboard's feed); must not raise or block.
+        self.observers: list[Callable[[Emitted], None]] = []
+
+    def flows_stage(self, p: int) -> FlowsStage:
+        if p not in self.flows:
+            stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.new_resolver(),
+                               self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link,
+                               self.cfg.heavy_share)
+            self.flows[p] = self._restore(stage, f"flows:{p}", f"flows stage of partition {p}")
+        return self.flows[p]
+
+    def new_resolver(self) -> Resolver:
+        """A resolver for one flows partition, with the processor's settings for the trace resolver."""
+        if self.resolver_cls is TraceResolver:
+            return TraceResolver(self.fabric, TraceConfig(max_age_ns=round(self.cfg.trace_max_age_s * 1e9)))
+        return self.resolver_cls(self.fabric)
+
+    def trace_disagreements(self) -> int:
+        """Path traces found to contradict the counters, over this worker's flows stages (cumulative)."""
+        return sum(getattr(s.resolver, "disagreements", 0) for s in self.flows.values())
+
+    def links_stage(self, p: int) -> LinksStage:
+        if p not in self.link_stages:
+            stage = LinksStage(p, self.cfg.partitions, self.fabric, self.links, self.cfg.hop_ns,
+                               self.cfg.grace_ns, self.cfg.rolling_hops, self.rule, self.resolver_cls.name)
+            self.link_stages[p] = self._restore(stage, f"links:{p}", f"links stage of partition {p}")
+        return self.link_stages[p]
+
+    @property
+    def fabric_stage(self) -> FabricStage:
+        if self._fabric is None:
+            stage = FabricStage(self.cfg.hop_ns, self.cfg.grace_ns, self.cfg.rolling_hops, self._senders)
+            self._fabric = self._restore(stage, FABRIC_KEY, "fabric stage")
+        return self._fabric
+
+    def _restore(self, stage: StageT, key: str, what: str) -> StageT:
+        """``stage`` with the state a previous owner saved under ``key``, if any (logged as ``what``)."""
+        saved = self.saved_state(key)
+        if saved:
+            stage.restore(saved)
+        log.info("%s: %s", what, _restored(saved))
+        return stage
+
+    def states_to_save(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """(partition, key, state) of every stage that finalized windows since the last call; the
+        fabric stage's key is ``FABRIC_KEY`` (partition 0 of its own one-partition table)."""
+        out = []
+        for p in sorted(self._dirty_flows):
+            if p in self.flows:
+                out.append((p, f"flows:{p}", self.flows[p].state()))
+        for p in sorted(self._dirty_links):
+            if p in self.link_stages:
+                out.append((p, f"links:{p}", self.link_stages[p].state()))
+        if self._dirty_fabric and self._fabric is not None:
+            out.append((0, FABRIC_KEY, self._fabric.state()))
+        self._dirty_flows.clear()
+        self._dirty_links.clear()
+        self._dirty_fabric = False
+        return out
+
+    def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int,
+               key: bytes | None = None) -> int:
+        """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
+
+        Raises BadRecord for records that belong in the dead-letter topic.
+        """
+        self.metrics.records.labels(topic).inc()
+        if topic == topics.PATH_TRACES.name:
+            flow_id, trace = decode_trace(key, value)
+            return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
+        msg = decode(topic, value)
+        if topic in self.input_topics:
+            # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
+            ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
+            self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
+        late_before = self._late()
+        holds = 0
+        if isinstance(msg, flows_pb2.FlowBatch):
+            holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
+        elif isinstance(msg, counters_pb2.CounterBatch):
+            if self.uses_counters:
+                holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
+            holds += self.links_stage(partition).add_counters(msg, token, now_ns)
+        elif isinstance(msg, internal_pb2.AttributionBatch):
+            holds += self.links_stage(partition).add_attributions(msg, token, now_ns)
+        elif isinstance(msg, internal_pb2.GroupFimBatch):
+            holds += self.fabric_stage.add(msg, token, now_ns)
+        if self._late() > late_before and self._late() <= 20:  # the first few, then the metric says it
+            log.warning("late record from %s[%d] (%s) for a window already finalized; counted, not reopened",
+                        topic, partition, _describe(msg))
+        return holds
+
+    def _late(self) -> int:
+        return sum(s.tracker.late for s in self._stages())
+
+    def _stages(self) -> list[FlowsStage | LinksStage | FabricStage]:
+        fabric = [self._fabric] if self._fabric is not None else []
+        return [*self.flows.values(), *self.link_stages.values(), *fabric]
+
+    def finalize(self, now_ns: int) -> Emitted:
+        """Everything every stage can finalize now."""
+        out = Emitted()
+        for name, stages, dirty in (("flows", self.flows, self._dirty_flows),
+                                    ("links", self.link_stages, self._dirty_links)):
+            for p, stage in stages.items():
+                e = stage.finalize(now_ns)
+                if e.windows:
+                    dirty.add(p)
+                    self.metrics.windows.labels(name).inc(e.windows)
+                out.extend(e)
+        if self._fabric is not None:
+            e = self._fabric.finalize(now_ns)
+            if e.windows:
+                self._dirty_fabric = True
+                self.metrics.windows.labels("fabric").inc(e.windows)
+            out.extend(e)
+        unattributed = sum(s.unattributed.flows for s in self.flows.values())
+        self.metrics.unattributed.set(unattributed)
+        self.metrics.trace_disagreements.set(self.trace_disagreements())
+        self.metrics.late.set(self._late())
+        self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
+        return out
+
+    def drop_partitions(self, partitions: set[int]) -> None:
+        """Forget revoked partitions: their un-acked records will be replayed by the new owner."""
+        for p in partitions:
+            self.flows.pop(p, None)
+            self.link_stages.pop(p, None)
+
+    def partitions(self) -> set[int]:
+        """Partitions with a flows or links stage."""
+        return set(self.flows) | set(self.link_stages)
+
+    def drop_fabric(self) -> None:
+        """Forget the fabric stage (its partition was revoked): the new owner replays its records."""
+        self._fabric = None
+
+
+def _restored(saved: dict[str, Any] | None) -> str:
+    if not saved:
+        return "no saved state, starting afresh"
+    return f"restored, continuing after window end {saved.get('released_up_to')}"
+
+
+def _describe(msg: Any) -> str:
+    for name in ("switch", "host", "source_partition"):
+        if hasattr(msg, name):
+            end = getattr(msg, "window_end_ns", 0) or getattr(msg, "timestamp_ns", 0)
+            return f"{name} {getattr(msg, name)}, window end {end}"
+    return type(msg).__name__
