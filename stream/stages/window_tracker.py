@@ -5,8 +5,8 @@ A window is finalized when every source that reported in the recent past has rep
 moved on: one skipped it), or when ``grace`` of wall-clock time passed since its first record (a
 source is silent) and the window has ended on the worker's clock. The watermark is the slowest
 source's, never the newest record's: on a backlog one fast topic must not close windows the other
-has not delivered yet. Windows are released strictly in order, because rolling state and resolvers consume them in order. Records
-for a window already released are late: counted, not reopened.
+has not delivered yet. Windows are released strictly in order, because rolling state and resolvers
+consume them in order. Records for a window already released are late: counted, not reopened.
 """
 
 from __future__ import annotations
