@@ -88,7 +88,9 @@ class Processor:
         self.fabric = fabric
         self.links = LinkIndex(fabric)
         self.resolver_cls = resolver_cls
-        self.uses_counters = resolver_cls.name != "hash"
+        # Every resolver reads the leaves' counters: infer learns from them, trace checks traces against them, hash
+        # checks its model against them (and lowers its confidence where they disagree).
+        self.uses_counters = True
         self.uses_traces = issubclass(resolver_cls, TraceConsumer)
         self.flows: dict[int, FlowsStage] = {}
         self.link_stages: dict[int, LinksStage] = {}
