@@ -62,6 +62,10 @@ class Transport(Protocol):
         """Answers that arrived, waiting at most ``timeout_s`` seconds for the first."""
         ...
 
+    # Optional: ``collect(wait_s) -> list[Answer]``: wait ``wait_s`` without waking for answers, then
+    # return all that arrived, each stamped with its arrival time (kernel receive timestamps). The
+    # prober uses it while the budget is spent, when an answer could only queue for a token anyway.
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeConfig:
@@ -109,12 +113,18 @@ class Prober:
         bucket: the host's probe budget (probes/s with a burst).
         governor: per-destination pacing (halves on ICMP rate limiting).
         clock: monotonic ns; ``wall_offset_ns`` turns it into ns since the epoch for the records.
+        batch_ns: while traces wait for the budget, wake when it holds this long's tokens (at most its
+            burst, at most one per waiting trace), so probes leave a few per wake-up at high budgets;
+            at the default 50 probes/s that is one token.
     """
 
     def __init__(self, transport: Transport, cfg: ProbeConfig, addresses: Mapping[str, tuple[str, str]],
                  bucket: TokenBucket, governor: RateGovernor, agent_id: str = "",
-                 clock: Callable[[], int] = time.monotonic_ns, wall_offset_ns: int | None = None) -> None:
+                 clock: Callable[[], int] = time.monotonic_ns, wall_offset_ns: int | None = None,
+                 batch_ns: int = 2_000_000) -> None:
         self.transport = transport
+        self._collect: Callable[[float], list[Answer]] | None = getattr(transport, "collect", None)
+        self.batch = max(1, min(int(bucket.burst), int(bucket.rate * batch_ns / 1e9)))
         self.cfg = cfg
         self.addresses = addresses
         self.bucket = bucket
@@ -160,7 +170,12 @@ class Prober:
         done = self._step()
         wait_ns = self._next_event_ns() - self.clock()
         wait = max(0.0, min(max_wait_s, wait_ns / 1e9))
-        answers = self.transport.poll(wait) if self.runs else []
+        if not self.runs:
+            answers = []
+        elif self._ready and self._collect is not None:
+            answers = self._collect(wait)  # the budget is spent: an answer could only queue for a token
+        else:
+            answers = self.transport.poll(wait)
         done += self.handle(answers)
         done += self._step()
         return done
@@ -271,7 +286,7 @@ class Prober:
 
     def _next_event_ns(self) -> int:
         """The earliest of: the next time-out, and (for the traces waiting to send) the later of the
-        next token of the budget and their destination's pacing; at most 1 s ahead."""
+        budget's next tokens (``batch``) and their destination's pacing; at most 1 s ahead."""
         now = self.clock()
         t = now + 1_000_000_000
         timeouts, ready, paced = self._timeouts, self._ready, self._paced
@@ -293,7 +308,8 @@ class Prober:
             heapq.heapreplace(paced, (real, seq, r))
         if ready or paced:
             waiting = now if ready else paced[0][0]
-            t = min(t, max(waiting, now + self.bucket.wait_ns(now)))
+            tokens = min(len(ready), self.batch) if ready else 1
+            t = min(t, max(waiting, now + self.bucket.wait_ns(now, tokens)))
         return t
 
     def _finish(self, r: TraceRun, now: int) -> tpb.PathTrace:
