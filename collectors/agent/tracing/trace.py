@@ -121,7 +121,7 @@ class Prober:
     def __init__(self, transport: Transport, cfg: ProbeConfig, addresses: Mapping[str, tuple[str, str]],
                  bucket: TokenBucket, governor: RateGovernor, agent_id: str = "",
                  clock: Callable[[], int] = time.monotonic_ns, wall_offset_ns: int | None = None,
-                 batch_ns: int = 2_000_000) -> None:
+                 batch_ns: int = 5_000_000) -> None:
         self.transport = transport
         self._collect: Callable[[float], list[Answer]] | None = getattr(transport, "collect", None)
         self.batch = max(1, min(int(bucket.burst), int(bucket.rate * batch_ns / 1e9)))
