@@ -80,7 +80,8 @@ def raw_sendto(seconds: float = 1.5, frame_payload: int = 1024) -> dict[str, Any
         finally:
             s.close()
         wall, cpu = time.monotonic() - t0, time.thread_time() - c0
-    return {"packets_per_s": round(n / wall), "cpu_us_per_packet": round(cpu / n * 1e6, 2), "payload_bytes": frame_payload}
+    return {"packets_per_s": round(n / wall), "cpu_us_per_packet": round(cpu / n * 1e6, 2),
+            "payload_bytes": frame_payload}
 
 
 def run_size(hosts: int, leaves: int, spines: int, seconds: float, scale: float | None, work: Path) -> dict[str, Any]:

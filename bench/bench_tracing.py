@@ -22,6 +22,7 @@ CPU is the tracer thread's own (``thread_time``). Prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import random
@@ -54,10 +55,8 @@ def _serve_responder(conn: Any) -> None:
     engine = Engine(generate(SIM_FABRIC), validate_workload({"seed": 1, "jobs": []}, "bench"), tick_s=1.0)
     r = TraceResponder(engine)
     conn.send(r.start())
-    try:
+    with contextlib.suppress(EOFError):
         conn.recv()
-    except EOFError:
-        pass
     r.stop()
 
 
