@@ -329,15 +329,22 @@ def component_rows(res: dict[str, Result]) -> list[list[str]]:
     return rows
 
 
+def _section_data(res: dict[str, Result], name: str) -> tuple[Any, str]:
+    """A benchmark's parsed output, or why there is none ("" when there is)."""
+    r = res.get(name)
+    if r is None:
+        return None, "Not run."
+    if not r.ok:
+        return None, f"Failed: {r.error[:200]}"
+    return r.data, ""
+
+
 def tracing_section(res: dict[str, Result]) -> list[str]:
     """Path tracing: probes/s and tracer CPU per probe on both transports vs raw socket loops, and the time
     to first placement (bench_tracing)."""
-    r = res.get("tracing")
-    if r is None:
-        return ["Not run."]
-    if not r.ok:
-        return [f"Failed: {r.error[:200]}"]
-    d = r.data
+    d, why = _section_data(res, "tracing")
+    if why:
+        return [why]
     rows = []
     for side, name in (("sim", "sim (responder in another process)"), ("kernel", "kernel (namespace fabric)")):
         x = d.get(side) or {}
@@ -375,12 +382,9 @@ def tracing_section(res: dict[str, Result]) -> list[str]:
 
 def kernel_section(res: dict[str, Result]) -> list[str]:
     """The kernel data plane's largest real-time fabric (bench_kernel_dataplane)."""
-    r = res.get("kernel_dataplane")
-    if r is None:
-        return ["Not run."]
-    if not r.ok:
-        return [f"Failed: {r.error[:200]}"]
-    d = r.data
+    d, why = _section_data(res, "kernel_dataplane")
+    if why:
+        return [why]
     if "skipped" in d:
         return [f"Skipped: {d['skipped']}"]
     raw = d.get("raw_sendto") or {}
