@@ -277,7 +277,7 @@ def component_rows(res: dict[str, Result]) -> list[list[str]]:
 
     def row(name: str, r: Result | None, ours: str, raw: str, ratio: Any, note: str = "") -> None:
         if r is None or not r.ok:
-            rows.append([name, "failed" if r else "not run", (r.error[:80] if r else ""), "", "", ""])
+            rows.append([name, "failed" if r else "not run", (" ".join(r.error[:80].split()) if r else ""), "", "", ""])
             return
         rows.append([name, ours, raw, _n(ratio, ".3f"), _n(r.peak_rss_mib, ".0f"), note])
 
