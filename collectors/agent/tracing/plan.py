@@ -58,6 +58,7 @@ class TracePlanner:
         self.expire_ns = expire_ns
         self.flows: dict[str, FlowPlan] = {}
         self._heap: list[tuple[int, str]] = []
+        self._no_expiry_before_ns: int | None = None  # no flow can have expired before this (None: now)
 
     def _schedule(self, st: FlowPlan, at_ns: int, reason: int) -> None:
         if st.due_ns is not None and st.due_ns <= at_ns and st.reason != tpb.TRACE_REASON_REFRESH:
@@ -78,12 +79,21 @@ class TracePlanner:
                 self._schedule(st, now_ns, tpb.TRACE_REASON_NEW_FLOW)
             else:
                 st.last_seen_ns = now_ns
+        if self._no_expiry_before_ns is not None:
+            self._no_expiry_before_ns = min(self._no_expiry_before_ns, now_ns + self.expire_ns)
 
     def expired(self, now_ns: int) -> list[str]:
-        """Flows not seen for ``expire_ns``: forgotten here; the caller publishes their tombstones."""
+        """Flows not seen for ``expire_ns``: forgotten here; the caller publishes their tombstones.
+
+        Cheap when called often: the flows are scanned only once the oldest ``last_seen_ns`` of the last
+        scan can have expired (``observe`` only moves ``last_seen_ns`` later)."""
+        if self._no_expiry_before_ns is not None and now_ns < self._no_expiry_before_ns:
+            return []
         gone = [fid for fid, st in self.flows.items() if now_ns - st.last_seen_ns >= self.expire_ns]
         for fid in gone:
             del self.flows[fid]
+        self._no_expiry_before_ns = min((st.last_seen_ns for st in self.flows.values()), default=now_ns) \
+            + self.expire_ns
         return gone
 
     def mark_contradicted(self, flow_id: str, now_ns: int) -> bool:

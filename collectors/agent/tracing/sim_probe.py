@@ -19,6 +19,7 @@ from flowtracer.collectors.agent.config import ConfigError
 from flowtracer.collectors.agent.sources.registry import read_ready_json
 from flowtracer.collectors.agent.tracing.plan import TraceFlow
 from flowtracer.collectors.agent.tracing.trace import Answer
+from flowtracer.collectors.agent.tracing.udp_probe import enable_rx_timestamps, rx_time_ns
 
 
 def responder_address(ready_json: Path) -> tuple[str, int]:
@@ -39,29 +40,46 @@ class SimTransport:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.connect(address)
         self.sock.setblocking(False)
+        enable_rx_timestamps(self.sock)
 
     def open(self, flow: TraceFlow) -> object:
         return flow
 
     def send(self, handle: object, ttl: int, token: int) -> None:
         f: TraceFlow = handle  # type: ignore[assignment]
-        self.sock.send(json.dumps({"id": token, "src": f.src_ip, "dst": f.dst_ip, "sport": f.udp_src_port,
-                                   "dport": f.udp_dst_port, "ttl": ttl}).encode())
+        # the request as json.dumps would write it (addresses and ints need no escaping), without its cost
+        self.sock.send(f'{{"id": {int(token)}, "src": {json.dumps(f.src_ip)}, "dst": {json.dumps(f.dst_ip)}, '
+                       f'"sport": {int(f.udp_src_port)}, "dport": {int(f.udp_dst_port)}, "ttl": {int(ttl)}}}'.encode())
 
     def close(self, handle: object) -> None:
         pass
 
     def poll(self, timeout_s: float) -> list[Answer]:
-        out: list[Answer] = []
+        """Answers, waiting at most ``timeout_s`` for the first; each stamped with its arrival time."""
         r, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
-        while r:
+        return self._drain() if r else []
+
+    def collect(self, wait_s: float) -> list[Answer]:
+        """Sleep ``wait_s`` (answers do not wake it), then every queued answer, stamped with its arrival."""
+        if wait_s > 0:
+            time.sleep(wait_s)
+        return self._drain()
+
+    def _drain(self) -> list[Answer]:
+        out: list[Answer] = []
+        offset = None
+        while True:
             try:
-                data = self.sock.recv(2048)
+                data, anc, _flags, _addr = self.sock.recvmsg(2048, 64)
             except (BlockingIOError, ConnectionRefusedError):
                 break
+            now = self.clock()
+            if offset is None:
+                offset = time.time_ns() - now
             try:
                 a = json.loads(data)
-                out.append(Answer(int(a["id"]), str(a["addr"]), int(a["type"]), int(a["code"]), self.clock()))
+                out.append(Answer(int(a["id"]), str(a["addr"]), int(a["type"]), int(a["code"]),
+                                  rx_time_ns(anc, offset, now)))
             except (ValueError, KeyError, TypeError):
                 continue
         return out

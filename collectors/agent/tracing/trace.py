@@ -15,6 +15,7 @@ are the real transports.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +62,10 @@ class Transport(Protocol):
         """Answers that arrived, waiting at most ``timeout_s`` seconds for the first."""
         ...
 
+    # Optional: ``collect(wait_s) -> list[Answer]``: wait ``wait_s`` without waking for answers, then
+    # return all that arrived, each stamped with its arrival time (kernel receive timestamps). The
+    # prober uses it while the budget is spent, when an answer could only queue for a token anyway.
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeConfig:
@@ -88,11 +93,19 @@ class TraceRun:
     probes_sent: int = 0
     probes_lost: int = 0
     reached: bool = False
+    seq: int = 0  # start order: among runs that may send at the same instant, the earliest started goes first
 
 
 class Prober:
     """Drives traces to completion. Call ``start`` for each due flow, then ``run_once`` in a loop; it
     returns the PathTraces that finished.
+
+    Cost is per event, not per trace in progress: a probe in flight sits in a heap by its time-out, a
+    trace waiting to send sits in a heap by start order (when its destination's pacing allows now) or
+    by the time its destination's pacing allows it, so a round touches only the traces that time out
+    or send, and the wait is until the earliest of the next time-out, the next token of the budget
+    and the next paced destination. Which trace gets a token when they are scarce is as if every
+    trace in progress were visited in start order each round: the earliest started goes first.
 
     Args:
         transport: where probes go.
@@ -100,12 +113,18 @@ class Prober:
         bucket: the host's probe budget (probes/s with a burst).
         governor: per-destination pacing (halves on ICMP rate limiting).
         clock: monotonic ns; ``wall_offset_ns`` turns it into ns since the epoch for the records.
+        batch_ns: while traces wait for the budget, wake when it holds this long's tokens (at most its
+            burst, at most one per waiting trace), so probes leave a few per wake-up at high budgets;
+            at the default 50 probes/s that is one token.
     """
 
     def __init__(self, transport: Transport, cfg: ProbeConfig, addresses: Mapping[str, tuple[str, str]],
                  bucket: TokenBucket, governor: RateGovernor, agent_id: str = "",
-                 clock: Callable[[], int] = time.monotonic_ns, wall_offset_ns: int | None = None) -> None:
+                 clock: Callable[[], int] = time.monotonic_ns, wall_offset_ns: int | None = None,
+                 batch_ns: int = 5_000_000) -> None:
         self.transport = transport
+        self._collect: Callable[[float], list[Answer]] | None = getattr(transport, "collect", None)
+        self.batch = max(1, min(int(bucket.burst), int(bucket.rate * batch_ns / 1e9)))
         self.cfg = cfg
         self.addresses = addresses
         self.bucket = bucket
@@ -116,6 +135,10 @@ class Prober:
         self.runs: dict[str, TraceRun] = {}
         self._by_token: dict[int, TraceRun] = {}
         self._token = 0
+        self._seq = 0
+        self._timeouts: list[tuple[int, int, TraceRun]] = []  # (deadline ns, token, run) of probes in flight
+        self._ready: list[tuple[int, TraceRun]] = []  # (seq, run): waiting to send, pacing allowed (last seen)
+        self._paced: list[tuple[int, int, TraceRun]] = []  # (not before ns, seq, run): waiting for its pacing
         self.sequence = 0
         self.probes_sent = 0
         self.probes_lost = 0
@@ -136,7 +159,9 @@ class Prober:
             log.warning("cannot trace %s from %s:%d: %s", flow.flow_id, flow.src_ip, flow.udp_src_port,
                         e.strerror or e)
             return self._record(TraceRun(flow, reason, None, now), now)
-        self.runs[flow.flow_id] = TraceRun(flow, reason, handle, now)
+        self._seq += 1
+        r = self.runs[flow.flow_id] = TraceRun(flow, reason, handle, now, seq=self._seq)
+        heapq.heappush(self._ready, (r.seq, r))
         return None
 
     def run_once(self, max_wait_s: float) -> list[tpb.PathTrace]:
@@ -145,7 +170,12 @@ class Prober:
         done = self._step()
         wait_ns = self._next_event_ns() - self.clock()
         wait = max(0.0, min(max_wait_s, wait_ns / 1e9))
-        answers = self.transport.poll(wait) if self.runs else []
+        if not self.runs:
+            answers = []
+        elif self._ready and self._collect is not None:
+            answers = self._collect(wait)  # the budget is spent: an answer could only queue for a token
+        else:
+            answers = self.transport.poll(wait)
         done += self.handle(answers)
         done += self._step()
         return done
@@ -153,12 +183,12 @@ class Prober:
     def handle(self, answers: list[Answer]) -> list[tpb.PathTrace]:
         """Record answers; return traces they finished. Answers to no probe in flight (late, duplicate) are
         ignored."""
-        done = []
+        done: list[tpb.PathTrace] = []
         for a in answers:
             r = self._by_token.pop(a.token, None)
             if r is None or r.token != a.token:
                 continue
-            r.token = None
+            r.token = None  # its time-out heap entry is now stale
             sw, port = self.addresses.get(a.address, ("", ""))
             r.hops.append(tpb.TraceHop(ttl=r.ttl, address=a.address, rtt_ns=max(0, a.at_ns - r.sent_ns), switch=sw,
                                        port=port, icmp_type=a.icmp_type, icmp_code=a.icmp_code, probes=r.tries + 1))
@@ -168,60 +198,118 @@ class Prober:
                 done.append(self._finish(r, a.at_ns))
             elif a.icmp_type != ICMP_TIME_EXCEEDED:
                 done.append(self._finish(r, a.at_ns))  # some other error: the path ends here
-            else:
-                self._next_ttl(r, a.at_ns, done)
+            elif self._next_ttl(r, a.at_ns, done):
+                heapq.heappush(self._ready, (r.seq, r))
         return done
 
-    def _next_ttl(self, r: TraceRun, now: int, done: list[tpb.PathTrace]) -> None:
+    def _next_ttl(self, r: TraceRun, now: int, done: list[tpb.PathTrace]) -> bool:
+        """Move ``r`` to its next TTL; False when that ended the trace (``max_ttl``)."""
         r.ttl += 1
         r.tries = 0
         if r.ttl > self.cfg.max_ttl:
             done.append(self._finish(r, now))
+            return False
+        return True
+
+    def _live(self, r: TraceRun) -> bool:
+        return r.token is None and self.runs.get(r.flow.flow_id) is r
+
+    def _timed_out(self, r: TraceRun, now: int, done: list[tpb.PathTrace]) -> bool:
+        """The probe in flight of ``r`` got no answer in time; False when that ended the trace."""
+        self._by_token.pop(r.token, None)  # type: ignore[arg-type]
+        r.token = None
+        r.probes_lost += 1
+        self.probes_lost += 1
+        self.governor.lost(r.flow.dst_ip, r.ttl, now)
+        r.tries += 1
+        if r.tries > self.cfg.retries:
+            r.hops.append(tpb.TraceHop(ttl=r.ttl, probes=r.tries))
+            return self._next_ttl(r, now, done)
+        return True
+
+    def _send(self, r: TraceRun, now: int, done: list[tpb.PathTrace]) -> bool:
+        """Send the next probe of waiting ``r`` if its pacing and the budget allow; else queue it where it
+        waits. False when the budget is spent (for ``now``)."""
+        ready_ns = self.governor.ready_ns(r.flow.dst_ip, now)
+        if ready_ns > now:
+            heapq.heappush(self._paced, (ready_ns, r.seq, r))
+            return True
+        if not self.bucket.take(now):
+            heapq.heappush(self._ready, (r.seq, r))
+            return False
+        self._token += 1
+        r.token = self._token
+        try:
+            self.transport.send(r.handle, r.ttl, r.token)
+        except OSError as e:
+            log.warning("probe of %s at TTL %d failed: %s", r.flow.flow_id, r.ttl, e.strerror or e)
+            r.token = None
+            done.append(self._finish(r, now))
+            return True
+        self._by_token[r.token] = r
+        r.sent_ns, r.deadline_ns = now, now + self.cfg.timeout_ns
+        heapq.heappush(self._timeouts, (r.deadline_ns, r.token, r))
+        r.probes_sent += 1
+        self.probes_sent += 1
+        self.governor.sent(r.flow.dst_ip, now)
+        return True
 
     def _step(self) -> list[tpb.PathTrace]:
         now = self.clock()
         done: list[tpb.PathTrace] = []
-        for r in list(self.runs.values()):
-            if r.token is not None:
-                if now < r.deadline_ns:
-                    continue
-                self._by_token.pop(r.token, None)
-                r.token = None
-                r.probes_lost += 1
-                self.probes_lost += 1
-                self.governor.lost(r.flow.dst_ip, r.ttl, now)
-                r.tries += 1
-                if r.tries > self.cfg.retries:
-                    r.hops.append(tpb.TraceHop(ttl=r.ttl, probes=r.tries))
-                    self._next_ttl(r, now, done)
-                    if r.flow.flow_id not in self.runs:
-                        continue
-            if self.governor.ready_ns(r.flow.dst_ip, now) > now or not self.bucket.take(now):
-                continue
-            self._token += 1
-            r.token = self._token
-            try:
-                self.transport.send(r.handle, r.ttl, r.token)
-            except OSError as e:
-                log.warning("probe of %s at TTL %d failed: %s", r.flow.flow_id, r.ttl, e.strerror or e)
-                r.token = None
-                done.append(self._finish(r, now))
-                continue
-            self._by_token[r.token] = r
-            r.sent_ns, r.deadline_ns = now, now + self.cfg.timeout_ns
-            r.probes_sent += 1
-            self.probes_sent += 1
-            self.governor.sent(r.flow.dst_ip, now)
-        return done
+        timeouts, ready, paced = self._timeouts, self._ready, self._paced
+        expired: list[TraceRun] = []
+        while timeouts and timeouts[0][0] <= now:
+            _, token, r = heapq.heappop(timeouts)
+            if r.token == token and self._by_token.get(token) is r:
+                expired.append(r)
+        while paced and paced[0][0] <= now:
+            _, seq, r = heapq.heappop(paced)
+            if self._live(r):
+                heapq.heappush(ready, (seq, r))
+        expired.sort(key=lambda r: r.seq)
+        # In start order over the traces that time out now and those waiting to send: each times out,
+        # then sends if its pacing and the budget allow (once the budget is spent, only time-outs).
+        i, budget_left = 0, True
+        while True:
+            if ready and budget_left and (i == len(expired) or ready[0][0] < expired[i].seq):
+                _, r = heapq.heappop(ready)
+                if self._live(r):
+                    budget_left = self._send(r, now, done)
+            elif i < len(expired):
+                r = expired[i]
+                i += 1
+                if self._timed_out(r, now, done):
+                    budget_left = self._send(r, now, done) and budget_left
+            else:
+                return done
 
     def _next_event_ns(self) -> int:
+        """The earliest of: the next time-out, and (for the traces waiting to send) the later of the
+        budget's next tokens (``batch``) and their destination's pacing; at most 1 s ahead."""
         now = self.clock()
         t = now + 1_000_000_000
-        for r in self.runs.values():
-            if r.token is not None:
-                t = min(t, r.deadline_ns)
-            else:
-                t = min(t, max(self.governor.ready_ns(r.flow.dst_ip, now), now + self.bucket.wait_ns(now)))
+        timeouts, ready, paced = self._timeouts, self._ready, self._paced
+        while timeouts and not (timeouts[0][2].token == timeouts[0][1]
+                                and self._by_token.get(timeouts[0][1]) is timeouts[0][2]):
+            heapq.heappop(timeouts)
+        if timeouts:
+            t = min(t, timeouts[0][0])
+        while ready and not self._live(ready[0][1]):
+            heapq.heappop(ready)
+        while paced:  # a destination's pacing only moves later: bring the head's time up to date
+            at, seq, r = paced[0]
+            if not self._live(r):
+                heapq.heappop(paced)
+                continue
+            real = self.governor.ready_ns(r.flow.dst_ip, now)
+            if real <= at:
+                break
+            heapq.heapreplace(paced, (real, seq, r))
+        if ready or paced:
+            waiting = now if ready else paced[0][0]
+            tokens = min(len(ready), self.batch) if ready else 1
+            t = min(t, max(waiting, now + self.bucket.wait_ns(now, tokens)))
         return t
 
     def _finish(self, r: TraceRun, now: int) -> tpb.PathTrace:

@@ -37,6 +37,8 @@ CLONE_NEWNET = 0x40000000
 SOCK_EXTENDED_ERR = struct.Struct("=IBBBBII")  # ee_errno, ee_origin, ee_type, ee_code, ee_pad, ee_info, ee_data
 SOCKADDR_IN = struct.Struct("=HH4s")  # family, port (network order), address
 TOKEN = struct.Struct("!Q")
+SO_TIMESTAMPNS = 35  # <asm-generic/socket.h>; = SCM_TIMESTAMPNS, a struct timespec (CLOCK_REALTIME)
+TIMESPEC = struct.Struct("=qq")
 NETNS_DIR = Path("/run/netns")
 
 
@@ -52,6 +54,21 @@ def parse_extended_err(cmsg_data: bytes) -> tuple[int, int, int, int, str] | Non
         if family == socket.AF_INET:
             offender = socket.inet_ntoa(addr)
     return ee_errno, origin, typ, code, offender
+
+
+def enable_rx_timestamps(s: socket.socket) -> None:
+    """Have the kernel stamp each datagram (and each error-queue message) with its arrival time."""
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def rx_time_ns(anc: list[tuple[int, int, bytes]], realtime_minus_clock_ns: int, default_ns: int) -> int:
+    """The arrival time in a ``recvmsg`` ancillary list (``SCM_TIMESTAMPNS``) on the caller's clock
+    (``realtime_minus_clock_ns`` = ``time.time_ns() - clock()``); ``default_ns`` when there is none."""
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            return min(default_ns, sec * 1_000_000_000 + nsec - realtime_minus_clock_ns)
+    return default_ns
 
 
 def netns_path(name_or_path: str) -> str:
@@ -112,6 +129,7 @@ class KernelTransport:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             s.setsockopt(socket.SOL_IP, IP_RECVERR, 1)
+            enable_rx_timestamps(s)
             s.bind((flow.src_ip, flow.udp_src_port))
             s.connect((flow.dst_ip, flow.udp_dst_port))
             s.setblocking(False)
@@ -147,7 +165,8 @@ class KernelTransport:
         s.close()
 
     def poll(self, timeout_s: float) -> list[Answer]:
-        """ICMP errors queued on the probe sockets, waiting at most ``timeout_s`` for the first."""
+        """ICMP errors queued on the probe sockets, waiting at most ``timeout_s`` for the first; each
+        stamped with its arrival time (``SO_TIMESTAMPNS``), on the prober's clock."""
         out: list[Answer] = []
         for fd, _ev in self._poll.poll(max(0, int(timeout_s * 1000))):
             s = self._socks.get(fd)
@@ -155,7 +174,14 @@ class KernelTransport:
                 self._drain(s, out)
         return out
 
+    def collect(self, wait_s: float) -> list[Answer]:
+        """Sleep ``wait_s`` (answers do not wake it), then every queued answer, stamped with its arrival."""
+        if wait_s > 0:
+            time.sleep(wait_s)
+        return self.poll(0)
+
     def _drain(self, s: socket.socket, out: list[Answer]) -> None:
+        offset = None
         while True:
             try:
                 data, anc, _flags, _addr = s.recvmsg(64, 512, MSG_ERRQUEUE | socket.MSG_DONTWAIT)
@@ -164,6 +190,9 @@ class KernelTransport:
             except OSError:
                 break
             now = self.clock()
+            if offset is None:
+                offset = time.time_ns() - now
+            now = rx_time_ns(anc, offset, now)
             if len(data) < TOKEN.size:
                 continue
             (token,) = TOKEN.unpack_from(data)
