@@ -249,7 +249,8 @@ def score_lines(sc: dict[str, Any] | None) -> list[str]:
              f"placed by traces {_pct(p['traced_share'])}, confidence {_f(p['confidence'], 2)}"]
     methods = ", ".join(f"{m} {n}" for m, n in sc["collision_flow_methods"].items())
     lines.append(f"  link loads vs switch counters: error {_pct(lk['error'], 3)} over {lk['link_windows']} "
-                 f"link-windows ({lk['exact']} exact); unexplained {_pct(lk['unexplained_share'])} of measured"
+                 f"link-windows ({lk['exact']} exact); unexplained {_pct(lk['unexplained_share'])} of "
+                 "switch-to-switch bytes"
                  + (f"; collision flows by method: {methods}, lowest collision confidence "
                     f"{_f(sc['collision_min_confidence'], 2)}" if methods else ""))
     return lines
