@@ -172,7 +172,8 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
             gt = GroundTruth.load(ground_truth_dir)
         except (OSError, ValueError, KeyError) as e:
             gt_error = f"cannot read the simulator's ground truth in {ground_truth_dir}: {e}"
-    summary: dict[str, Any] = {"summary_version": SUMMARY_VERSION, **extra}
+    summary: dict[str, Any] = {"summary_version": SUMMARY_VERSION,
+                               **{k: v for k, v in extra.items() if k != "sim_lag_at_stop_s"}}
     summary["fabric_fim"] = fim_section(obs, gt, rolling_s)
     summary["collisions"] = collisions_section(obs, gt)
     summary["faults"] = faults_section(obs, gt, hop_s)
