@@ -39,9 +39,10 @@ from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.host_pipeline import HostPipeline, HostSample, PipelineConfig
 from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
+from flowtracer.collectors.agent.sources import rdma_json
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp
-from flowtracer.collectors.agent.sources.registry import SimSource, rdma_json
+from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView
 from flowtracer.schemas.topology import parse_topology
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
