@@ -1,10 +1,11 @@
 """The one topic plan: every topic the stages and processor deployments need, and applying it to a broker.
 
-Every stage calls ``ensure_topics`` before producing: a broker that auto-creates unknown topics
-(Tansu with 4 partitions, Kafka with num.partitions) would otherwise pick counts of its own and
-silently break co-partitioning. The processor's start-up passes its app id, which adds its internal
-topics and its state changelogs. ``deploy/create_topics.py`` applies the same plan with a
-:class:`ClusterPolicy` (replication, retention, compression) once per cluster.
+Stages call ``ensure_topics`` before producing (the processor, a tracing agent, the local pipeline):
+a broker that auto-creates unknown topics (Tansu with 4 partitions, Kafka with num.partitions) would
+otherwise pick counts of its own and silently break co-partitioning. The processor's start-up passes
+its app id, which adds its internal topics and its state changelogs. ``deploy/create_topics.py``
+applies the same plan with a :class:`ClusterPolicy` (replication, retention, compression) once per
+cluster. Nothing else creates topics (the test bed's ``create_topics`` serves tests' own topics).
 """
 
 from __future__ import annotations

@@ -82,12 +82,12 @@ STATE_TABLE = "stage-state"
 FABRIC_TABLE = "fabric-state"
 """The processor's fabric-stage state table (Faust), one partition like the group-FIM topic it reads."""
 STATE_CHANGELOG = Topic(
-    f"{STATE_TABLE}-changelog", "JSON (Faust table)", "stage key",
+    f"{STATE_TABLE}-changelog", "JSON (Faust table)", "stage and partition: 'flows:<p>' or 'links:<p>'",
     "internal: changelog of the stage-state table, one partition per input partition",
     compacted=True,
 )
 FABRIC_CHANGELOG = Topic(
-    f"{FABRIC_TABLE}-changelog", "JSON (Faust table)", "fabric stage key",
+    f"{FABRIC_TABLE}-changelog", "JSON (Faust table)", "'fabric'",
     "internal: changelog of the fabric-state table, one partition",
     compacted=True,
 )
