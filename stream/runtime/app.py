@@ -44,19 +44,19 @@ __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state
 log = logging.getLogger(__name__)
 
 LinesFn = Callable[[Emitted], list[str]]
-STATE_TABLE = "stage-state"
-FABRIC_TABLE = "fabric-state"
+STATE_TABLE = topics.STATE_TABLE
+FABRIC_TABLE = topics.FABRIC_TABLE
 _INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name})
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
-    """Name Faust gives the stage-state table's changelog (created explicitly with the input partition count)."""
-    return f"{cfg.app_id}-{STATE_TABLE}-changelog"
+    """Name Faust gives the stage-state table's changelog (created from the topic plan, ``schemas/topics.py``)."""
+    return topics.changelog_name(cfg.app_id, topics.STATE_CHANGELOG)
 
 
 def fabric_changelog_topic(cfg: ProcessorConfig) -> str:
-    """Name Faust gives the fabric-state table's changelog (created explicitly with one partition)."""
-    return f"{cfg.app_id}-{FABRIC_TABLE}-changelog"
+    """Name Faust gives the fabric-state table's changelog (created from the topic plan, ``schemas/topics.py``)."""
+    return topics.changelog_name(cfg.app_id, topics.FABRIC_CHANGELOG)
 
 
 def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from pathlib import Path
 
 from prometheus_client import start_http_server
 
-from flowtracer.stream.runtime.app import build_app, fabric_changelog_topic, state_changelog_topic
+from flowtracer.stream.runtime.app import build_app
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.sinks import registry
 from flowtracer.stream.sinks.base import Sink
@@ -36,30 +35,15 @@ def emitted_lines(e: Emitted) -> list[str]:
     return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions])
 
 
-def ensure_changelogs(bootstrap: str, wanted: dict[str, int]) -> None:
-    """Create the state tables' changelogs (name -> partition count) that are missing; the broker
-    would pick its own counts."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-processor-admin")
-    try:
-        existing = set(admin.list_topics())
-        for name, partitions in wanted.items():
-            if name not in existing:
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
-
-
 def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:
-    """Run until SIGINT/SIGTERM; returns the exit code."""
+    """Run until SIGINT/SIGTERM; returns the exit code.
+
+    The topics must exist: ``flowtracer process`` applies the topic plan first (``ensure_topics`` with
+    the app id: contract, internal topics and these tables' changelogs), and Faust declares none itself.
+    """
     import faust
 
     lines = (lambda e: []) if sink.name == NullSink.name else emitted_lines
-    ensure_changelogs(cfg.kafka, {state_changelog_topic(cfg): cfg.partitions, fabric_changelog_topic(cfg): 1})
     app, proc = build_app(cfg, sink, lines)
     if cfg.web_port:
         from flowtracer.stream.dashboard.server import register_dashboard
