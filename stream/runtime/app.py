@@ -35,8 +35,10 @@ from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime import faust_seek
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
 from flowtracer.stream.runtime.inputs import BadRecord
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
+from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.stages.emitted import Emitted
 
 __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state_changelog_topic"]
@@ -111,7 +113,14 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         return table.send_changelog(partition, key, value)
 
     proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver], saved_state)
-    commits = CommitProtocol(sink, save_state)
+
+    async def dead_letter_rejected(rejected: Rejected) -> list[Any]:
+        """The store refused these points for good: to the dead-letter topic, one record per window."""
+        proc.metrics.sink_rejected.labels(str(rejected.status)).inc(len(rejected.lines))
+        letters = rejected_dead_letters(rejected, getattr(sink, "name", ""), proc.worker, time.time_ns())
+        return [await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
+
+    commits = CommitProtocol(sink, save_state, dead_letter=dead_letter_rejected)
     ledger = commits.ledger
     contract_topic = {attributions: topics.ATTRIBUTIONS.name, group_fim: topics.GROUP_FIM.name}
     lock = asyncio.Lock()
@@ -152,6 +161,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             e = proc.finalize(time.time_ns())
             if e.windows:
                 await publish(e)
+            await commits.drain_rejected()  # refused points go to the dead-letter topic before any commit past them
             release()
 
     async def dead_letter(event: Any, reason: str) -> asyncio.Future[Any]:

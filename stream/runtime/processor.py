@@ -57,6 +57,9 @@ class Metrics:
         self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
         self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
                                     registry=r)
+        self.sink_rejected = Counter("flowtracer_processor_sink_rejected_points",
+                                     "Points the store refused for good, by HTTP status (dead-lettered)",
+                                     ["status"], registry=r)
         self.windows = Counter("flowtracer_processor_windows", "Windows finalized", ["stage"], registry=r)
         self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
         self.unattributed = Gauge("flowtracer_processor_unattributed_flows",

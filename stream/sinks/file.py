@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from flowtracer.stream.sinks.base import SinkFailed, check_lines
+from flowtracer.stream.sinks.base import Rejected, SinkFailed, check_lines
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,10 @@ class FileSink:
     def raise_if_failed(self) -> None:
         if self._failure is not None:
             raise SinkFailed(self._failure)
+
+    def take_rejected(self) -> list[Rejected]:
+        """A local file refuses nothing line by line (a failure fails the sink)."""
+        return []
 
     def _fail(self, why: str) -> None:
         if self._failure is None:
