@@ -155,6 +155,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         for event in commits.release():
             event.ack()
         proc.metrics.pending.set(ledger.held())
+        proc.metrics.ledger_overflows.set(ledger.overflows)
 
     async def step() -> None:
         async with lock:
@@ -187,6 +188,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                 continue
             ledger.accepted(hold, holds)
             await step()
+            while ledger.full(m.topic, m.partition):  # bounded: read no more until the timer's steps release
+                await asyncio.sleep(0.1)
 
     async def fatal(exc: BaseException) -> None:
         # A crashed agent would leave the worker running but deaf. Stop the worker instead: its
