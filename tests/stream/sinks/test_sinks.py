@@ -430,3 +430,28 @@ def test_a_token_over_plain_http_is_warned_once(url: str, warned: bool, caplog: 
     sink.close(0.1)
     assert caplog.text.count("token crosses the network in clear") == (1 if warned else 0)
     assert TOKEN not in caplog.text
+
+
+@pytest.mark.parametrize(("max_bytes", "keep", "files", "rotations", "deleted"), [
+    (1000, 3, [10], 0, 0),  # 10 lines of 10 bytes: under the bound
+    (50, 3, [5, 5], 1, 0),  # path.1 holds the first 5 lines, path the rest
+    (30, 2, [1, 3, 3], 3, 1),  # path, path.1, path.2; the oldest 3 lines deleted
+    (30, 0, [1], 3, 3),  # keep=0: the full file is deleted at each rotation
+    (5, 1, [1, 1], 9, 8),  # a write larger than the bound still goes in whole
+])
+def test_file_sink_rotates_at_its_size_bound(tmp_path: Path, max_bytes: int, keep: int, files: list[int],
+                                             rotations: int, deleted: int) -> None:
+    path = tmp_path / "out.lp"
+    sink = FileSink(FileSinkConfig(path=path, max_bytes=max_bytes, keep=keep))
+    lines = [f"m v={i}i {i:02d}" for i in range(10)]  # 10 bytes each with the newline
+    for line in lines:
+        ticket = sink.write([line])
+        assert sink.durable(ticket)
+    sink.close()
+    names = [path, *(path.with_name(f"out.lp.{i}") for i in range(1, keep + 1))]
+    kept = [n.read_text().splitlines() for n in names if n.exists()]
+    assert [len(k) for k in kept] == files
+    assert [line for k in reversed(kept) for line in k] == lines[10 - sum(files):]  # the newest, in order
+    assert (sink.rotations, sink.deleted_files) == (rotations, deleted)
+    assert sink.deleted_bytes == 10 * (10 - sum(files))
+    assert all(n.stat().st_size <= max(max_bytes, 10) for n in names if n.exists())
