@@ -11,10 +11,7 @@ acknowledged.
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,60 +22,16 @@ from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
 from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.sinks.influx import REJECT_STATUSES, InfluxConfig, InfluxSink
+from flowtracer.testbed.write_server import WriteServer
 
 T0 = 1_704_067_200_000_000_000
 S = 1_000_000_000
 
 
-class WriteServer:
-    """``/api/v2/write`` on a free loopback port: answers the next scripted statuses (then 204) and
-    keeps the bodies it stored (204) and the time of every request."""
-
-    def __init__(self) -> None:
-        self.script: list[tuple[int, dict[str, str]]] = []
-        self.stored: list[str] = []
-        self.requests: list[float] = []
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-                with server.lock:
-                    server.requests.append(time.monotonic())
-                    status, headers = server.script.pop(0) if server.script else (204, {})
-                    if status == 204:
-                        server.stored.extend(body.split("\n"))
-                payload = b'{"code":"invalid","message":"scripted refusal"}' if status != 204 else b""
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def answer(self, *statuses: int, **headers: str) -> None:
-        with self.lock:
-            self.script.extend((s, dict(headers)) for s in statuses)
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def server() -> Iterator[WriteServer]:
-    s = WriteServer()
-    yield s
-    s.stop()
+    with WriteServer() as s:
+        yield s
 
 
 @pytest.fixture
