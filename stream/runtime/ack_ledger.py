@@ -12,7 +12,7 @@ replays them from the committed position.
 
 Bounded: a record nobody releases (a window that never completes) keeps every later record of its
 partition in the heap. ``full`` says when a partition holds ``max_held`` records; the reader then
-stops reading that partition until releases bring it back under the bound (Kafka lag grows, nothing
+stops reading (its whole stream) until releases bring it back under the bound (Kafka lag grows, nothing
 is dropped), and ``overflows`` counts how often that happened.
 """
 

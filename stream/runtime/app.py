@@ -118,6 +118,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         """The store refused these points for good: to the dead-letter topic, one record per window."""
         proc.metrics.sink_rejected.labels(str(rejected.status)).inc(len(rejected.lines))
         letters = rejected_dead_letters(rejected, getattr(sink, "name", ""), proc.worker, time.time_ns())
+        proc.metrics.dead_letters.inc(len(letters))
+        log.warning("dead letters: %d points in %d windows: %s", len(rejected.lines), len(letters), rejected.reason)
         return [await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
 
     commits = CommitProtocol(sink, save_state, dead_letter=dead_letter_rejected)
