@@ -455,3 +455,11 @@ def test_file_sink_rotates_at_its_size_bound(tmp_path: Path, max_bytes: int, kee
     assert (sink.rotations, sink.deleted_files) == (rotations, deleted)
     assert sink.deleted_bytes == 10 * (10 - sum(files))
     assert all(n.stat().st_size <= max(max_bytes, 10) for n in names if n.exists())
+
+
+def test_the_process_command_s_file_sink_gets_its_bounds(tmp_path: Path) -> None:
+    from flowtracer.stream.runtime.worker import make_sink
+
+    sink = make_sink(None, "o", "b", None, tmp_path / "out.lp", file_max_bytes=100, file_keep=1)
+    assert isinstance(sink, FileSink) and (sink.config.max_bytes, sink.config.keep) == (100, 1)
+    sink.close()
