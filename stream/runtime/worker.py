@@ -18,13 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def make_sink(influx_url: str | None, org: str, bucket: str, token_file: Path | None,
-              line_protocol_file: Path | None) -> Sink:
-    """The configured sink: InfluxDB, a line-protocol file, or none (Kafka outputs only)."""
+              line_protocol_file: Path | None, file_max_bytes: int = 1 << 30, file_keep: int = 3) -> Sink:
+    """The configured sink: InfluxDB, a line-protocol file (rotated at *file_max_bytes*, *file_keep*
+    rotated files kept), or none (Kafka outputs only)."""
     if influx_url is not None:
         return registry.make_sink("influx", {"url": influx_url, "org": org, "bucket": bucket,
                                              "token_file": token_file})
     if line_protocol_file is not None:
-        return registry.make_sink("file", {"path": line_protocol_file})
+        return registry.make_sink("file", {"path": line_protocol_file, "max_bytes": file_max_bytes,
+                                           "keep": file_keep})
     return registry.make_sink("none", {})
 
 
