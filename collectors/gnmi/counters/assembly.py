@@ -423,15 +423,19 @@ def _row_deltas(deltas: DeltaState, keys: list[object], idents: list[object], va
     per object the largest increase per ns of each counter (None = unknown)."""
     if not keys:
         return []
-    present = np.array([[v is not None for v in row] for row in values], bool)
-    vals = np.array([[v or 0 for v in row] for row in values], np.uint64)
+    flat = [v for row in values for v in row]
+    shape = (len(values), len(values[0]))
+    present = np.array([v is not None for v in flat], bool).reshape(shape)
+    vals = np.array([v or 0 for v in flat], np.uint64).reshape(shape)
     rate = np.array(max_rates, np.float64) if max_rates is not None else None
     r: ColumnDeltas = deltas.update(deltas.rows(keys, idents), vals, present, ts,
                                    np.array(clears, np.int64)[:, None], rate)
-    out: list[tuple[list[tuple[int, int, int, int, int]], int]] = []
-    for kept, v, d, st, iv in zip(r.kept.tolist(), vals.tolist(), r.delta.tolist(), r.status.tolist(),
-                                  r.interval_ns.tolist(), strict=True):
-        out.append(([(i, v[i], d[i], st[i], iv) for i, k in enumerate(kept) if k], iv))
+    intervals = r.interval_ns.tolist()
+    out: list[tuple[list[tuple[int, int, int, int, int]], int]] = [([], iv) for iv in intervals]
+    rr, cc = np.nonzero(r.kept)
+    for k, i, v, d, st in zip(rr.tolist(), cc.tolist(), vals[rr, cc].tolist(), r.delta[rr, cc].tolist(),
+                              r.status[rr, cc].tolist(), strict=True):
+        out[k][0].append((i, v, d, st, intervals[k]))
     return out
 
 def _fill(msg: InterfaceCounters | NextHopCounters, fields: tuple[str, ...],

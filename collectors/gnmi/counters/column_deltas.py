@@ -136,10 +136,14 @@ class DeltaState:
         self.duplicates = 0
         #: Samples dropped because their timestamp was older than the counter's last one.
         self.out_of_order = 0
+        #: Bumped whenever a row is reset or all are forgotten: rows found before stay valid until it
+        #: changes (a caller may keep the rows of its keys while ``epoch`` is the same).
+        self.epoch = 0
         self.clear()
 
     def clear(self) -> None:
         """Forget every counter: the next sample of each is a BASELINE (new session)."""
+        self.epoch += 1
         self._index: dict[Hashable, int] = {}
         self._idents: list[Hashable] = []
         self._state = ColumnState(np.zeros((8, self.width), _U64), np.zeros((8, self.width), np.int64),
@@ -163,6 +167,7 @@ class DeltaState:
                     st = self._state
             elif known[r] != ident:  # a new object under this key
                 known[r] = ident
+                self.epoch += 1
                 st.values[r], st.ts[r], st.clear[r] = 0, 0, 0
             out[k] = r
         return out
@@ -171,13 +176,25 @@ class DeltaState:
         st = self._state
         self._state = ColumnState(*(np.concatenate([a, np.zeros_like(a)]) for a in (st.values, st.ts, st.clear)))
 
-    def take(self, rows: np.ndarray) -> ColumnState:
-        """A copy (C-contiguous) of the state of ``rows``, for a kernel that updates it in place."""
+    @staticmethod
+    def block(rows: np.ndarray) -> np.ndarray | slice:
+        """``rows`` as a slice when they are consecutive and ascending (usual: the keys of a grid are
+        first seen together, in order), for ``take`` to return views; else ``rows``."""
+        n = len(rows)
+        if n and int(rows[-1]) - int(rows[0]) == n - 1 and (n == 1 or bool(np.all(np.diff(rows) == 1))):
+            return slice(int(rows[0]), int(rows[0]) + n)
+        return rows
+
+    def take(self, rows: np.ndarray | slice) -> ColumnState:
+        """The state of ``rows`` (C-contiguous) for a kernel that updates it in place: views of the
+        state itself for a slice (``put`` then has nothing to do), else a copy."""
         st = self._state
         return ColumnState(st.values[rows], st.ts[rows], st.clear[rows])
 
-    def put(self, rows: np.ndarray, state: ColumnState) -> None:
-        """Write back the state of ``rows`` taken by ``take``."""
+    def put(self, rows: np.ndarray | slice, state: ColumnState) -> None:
+        """Write back the state of ``rows`` taken by ``take`` (nothing to do for views)."""
+        if isinstance(rows, slice):
+            return
         st = self._state
         st.values[rows], st.ts[rows], st.clear[rows] = state.values, state.ts, state.clear
 
@@ -186,10 +203,10 @@ class DeltaState:
         self.duplicates += duplicates
         self.out_of_order += out_of_order
 
-    def update(self, rows: np.ndarray, values: np.ndarray, present: np.ndarray, ts: int, clear: np.ndarray,
+    def update(self, rows: np.ndarray | slice, values: np.ndarray, present: np.ndarray, ts: int, clear: np.ndarray,
                max_rate: np.ndarray | None = None) -> ColumnDeltas:
-        """``column_deltas`` on ``rows`` (from ``rows()``, each at most once): see there for the
-        arguments."""
+        """``column_deltas`` on ``rows`` (from ``rows()``, each at most once, or its ``block``): see
+        there for the arguments."""
         st = self.take(rows)
         r = column_deltas(st, values, present, ts, clear, counter_bits=self.counter_bits, gap_ns=self.gap_ns,
                           max_rate=max_rate)

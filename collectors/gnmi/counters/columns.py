@@ -77,6 +77,17 @@ class _Grid:
         self.mid = FixedBytes(mid) if mid is not None else None
         self.clear = np.array(clear, np.int64)  # last-clear ns per row
         self.max_rate = np.array(max_rate, np.float64).reshape(self.src.shape) if max_rate is not None else None
+        self._rows: tuple[DeltaState, int, np.ndarray | slice] | None = None  # (state, its epoch, rows)
+
+    def rows(self, deltas: DeltaState) -> np.ndarray | slice:
+        """This grid's rows in ``deltas``, found again only when its epoch moved (a reset or a new
+        session): the steady state is a dictionary-free slice."""
+        cached = self._rows
+        if cached is not None and cached[0] is deltas and cached[1] == deltas.epoch:
+            return cached[2]
+        rows = deltas.block(deltas.rows(self.keys, self.idents))
+        self._rows = (deltas, deltas.epoch, rows)
+        return rows
 
     def encode(self, deltas: DeltaState, values: np.ndarray, ts: int, tag: int, interval_tag: int,
                tags: tuple[bytes, ...]) -> tuple[bytes, int]:
@@ -84,7 +95,7 @@ class _Grid:
         delta state in ``deltas`` is updated."""
         if not len(self.keys):
             return b"", 0
-        rows = deltas.rows(self.keys, self.idents)
+        rows = self.rows(deltas)
         native = native_loader.native
         if native is not None:  # the same rule and bytes, in one compiled pass
             st, mid = deltas.take(rows), self.mid

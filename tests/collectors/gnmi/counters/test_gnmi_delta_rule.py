@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowtracer.collectors.gnmi.counters import native_loader
-from flowtracer.collectors.gnmi.counters.column_deltas import DeltaState
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, OK, DeltaState
 from flowtracer.collectors.gnmi.counters.columns import _IF_TAGS, _Grid
 from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters
@@ -104,3 +104,24 @@ def test_compiled_and_numpy_encodings_match_the_oracle(cfg: tuple[int, int, floa
                 assert (state.duplicates, state.out_of_order) == (oracle.duplicates, oracle.out_of_order)
     finally:
         native_loader.native = saved
+
+
+def test_a_grid_finds_its_rows_again_after_a_reset_elsewhere(kernels: str) -> None:
+    """A grid keeps its rows while the state's epoch stands; a re-created object (new ident) seen by
+    the general path, or a new session, moves the epoch: the grid's next instant is a BASELINE."""
+    state = DeltaState(WIDTH, 64, S, 1.5)
+    grid = _Grid(["e0"], [1], [list(range(WIDTH))], [InterfaceCounters(name="e0").SerializeToString()], None,
+                 [0], None)
+
+    def statuses(ts: int, v: int) -> list[int]:
+        data, _ = grid.encode(state, np.full(WIDTH, v, np.uint64), ts, 0x42, 0x20, _IF_TAGS)
+        return [getattr(CounterBatch.FromString(data).interfaces[0], f).status for f in _FIELDS]
+
+    assert set(statuses(T0, 5)) == {BASELINE}
+    assert set(statuses(T0 + S, 7)) == {OK}
+    state.update(state.rows(["e0"], [2]), np.full((1, WIDTH), 9, np.uint64), np.ones((1, WIDTH), bool), T0 + 2 * S,
+                 np.zeros((1, 1), np.int64))  # the general path: e0 is another object now
+    assert set(statuses(T0 + 3 * S, 8)) == {BASELINE}  # and back to ident 1: new again
+    assert set(statuses(T0 + 4 * S, 9)) == {OK}
+    state.clear()
+    assert set(statuses(T0 + 5 * S, 9)) == {BASELINE}
