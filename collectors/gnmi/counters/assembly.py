@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowtracer.collectors.gnmi.counters.column_deltas import ColumnDeltas, DeltaState
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch, InstantPlan
 from flowtracer.collectors.gnmi.counters.decode import (
     INTERFACE_COUNTERS,
@@ -34,7 +35,6 @@ from flowtracer.collectors.gnmi.counters.decode import (
     NH_IP,
     Samples,
 )
-from flowtracer.collectors.gnmi.counters.deltas import DeltaTracker
 from flowtracer.collectors.gnmi.counters.layout import Layout
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
@@ -96,7 +96,7 @@ class AssemblerStats:
 
 
 class BatchAssembler:
-    """The state of one switch as seen by one collector: tables, delta trackers, open batch.
+    """The state of one switch as seen by one collector: tables, delta state, open batch.
 
     Args:
         switch: switch name (the Kafka key).
@@ -114,19 +114,18 @@ class BatchAssembler:
         self.session = 0
         self.sequence = 0
         self.stats = AssemblerStats()
-        self.if_deltas = DeltaTracker(counter_bits, if_interval_ns, gap_factor)
-        self.nh_deltas = DeltaTracker(counter_bits, nh_interval_ns, gap_factor)
+        # The delta state of every counter, used by both paths (general and columnar) alike.
+        self.if_deltas = DeltaState(len(INTERFACE_COUNTERS), counter_bits, if_interval_ns, gap_factor)
+        self.nh_deltas = DeltaState(len(NEXT_HOP_COUNTERS), counter_bits, nh_interval_ns, gap_factor)
         self._ifaces: dict[str, _Iface] = {}
         self._nhs: dict[tuple[str, int], _NextHop] = {}
         self._open: _Open | None = None
         self._last_emitted_ns = 0
         # The columnar path: the state tables' version (bumped on every change), instant plans by
-        # (layouts, version), the plan that holds the delta state of its counters (the trackers'
-        # rows are stale for those until it gives them back), and per layout the version and values
-        # its last-clear / last-change leaves were last applied with.
+        # (layouts, version), and per layout the version and values its last-clear / last-change
+        # leaves were last applied with.
         self._version = 0
         self._plans: dict[tuple[tuple[Layout, ...], int], InstantPlan] = {}
-        self._active: InstantPlan | None = None
         self._state_seen: dict[Layout, tuple[int, np.ndarray]] = {}
 
     # -- session -------------------------------------------------------------------------------
@@ -135,7 +134,6 @@ class BatchAssembler:
         """A new gNMI session began: emit what is open, then forget all state (baselines next)."""
         out = self.flush()
         self.session = session
-        self._active = None  # its state is forgotten with the trackers'
         self._plans.clear()
         self._state_seen.clear()
         self.if_deltas.clear()
@@ -157,7 +155,7 @@ class BatchAssembler:
 
         Counters of an instant that was already emitted (they came after the grace timer or
         after a newer instant) are not lost: they go out at once in a batch of their own for
-        that instant, and the delta trackers drop whatever was already counted. Consumers that
+        that instant, and the delta state drops whatever was already counted. Consumers that
         need exactly one record per instant merge by (switch, timestamp_ns).
         """
         ts = s.timestamp_ns
@@ -320,23 +318,21 @@ class BatchAssembler:
 
     def _build(self, cur: _Open) -> Batch | None:
         if cur.parts is not None:
-            b = self._build_columns(cur)
-            if b is not False:
-                return b
-        self._store_active()
+            return self._build_columns(cur)
         ts = cur.timestamp_ns
         self.sequence += 1
         batch = CounterBatch(schema_version=SCHEMA_VERSION, switch=self.switch, timestamp_ns=ts,
                              collector_id=self.collector_id, sequence=self.sequence, received_ns=cur.received_ns,
                              session=self.session)
-        upd = self.if_deltas.update_row
         accepted = 0
         none = _Iface()
         out = batch.interfaces
-        for name in sorted(cur.ifaces):
-            st = self._ifaces.get(name) or none
-            clear = cur.if_clear.get(name, st.last_clear_ns)
-            res, interval = upd(name, cur.ifaces[name], ts, clear, None, self._max_rates(st.speed_bps))
+        names = sorted(cur.ifaces)
+        sts = [self._ifaces.get(name) or none for name in names]
+        clears = [cur.if_clear.get(name, st.last_clear_ns) for name, st in zip(names, sts, strict=True)]
+        r = _row_deltas(self.if_deltas, names, [None] * len(names), [cur.ifaces[n] for n in names], ts,
+                        clears, [self._max_rates(st.speed_bps) for st in sts])
+        for name, st, clear, (res, interval) in zip(names, sts, clears, r, strict=True):
             if not res:
                 continue
             accepted += len(res)
@@ -351,9 +347,8 @@ class BatchAssembler:
         self.stats.counter_updates += accepted
         return batch
 
-    def _build_columns(self, cur: _Open) -> EncodedBatch | bool | None:
-        """The batch of an instant made only of fast messages, on columns; False when the plan cannot
-        hold the trackers' state (``cur`` is then merged the general way)."""
+    def _build_columns(self, cur: _Open) -> EncodedBatch | None:
+        """The batch of an instant made only of fast messages, on columns."""
         assert cur.parts is not None
         layouts = tuple(lay for lay, _ in cur.parts)
         key = (layouts, self._version)
@@ -361,17 +356,8 @@ class BatchAssembler:
         if plan is None:
             plan = InstantPlan(layouts, self._ifaces, self._nhs, _Iface(), self._max_rates)
             if len(self._plans) >= _MAX_PLANS:
-                self._plans.pop(next(iter(self._plans)))  # the active one is stored just below
+                self._plans.pop(next(iter(self._plans)))
             self._plans[key] = plan
-        if plan is not self._active:
-            self._store_active()
-            try:
-                plan.load(self.if_deltas, self.nh_deltas)
-            except OverflowError:  # a value numpy cannot hold (JSON past 2^64): the general way
-                plan.store(self.if_deltas, self.nh_deltas)
-                self._materialize(cur)
-                return False
-            self._active = plan
         values = np.concatenate([v for _, v in cur.parts])
         self.sequence += 1
         header = CounterBatch(schema_version=SCHEMA_VERSION, switch=self.switch, timestamp_ns=cur.timestamp_ns,
@@ -386,12 +372,6 @@ class BatchAssembler:
         self.stats.counter_updates += accepted
         return EncodedBatch(self.switch, data)
 
-    def _store_active(self) -> None:
-        """Give the active plan's delta state back to the trackers (the general path reads them)."""
-        plan, self._active = self._active, None
-        if plan is not None:
-            plan.store(self.if_deltas, self.nh_deltas)
-
     @staticmethod
     @functools.cache
     def _max_rates(speed_bps: int) -> tuple[float, ...]:
@@ -404,7 +384,7 @@ class BatchAssembler:
         ts = cur.timestamp_ns
         accepted = 0
         used: set[tuple[str, ...]] = set()
-        out = batch.next_hops
+        rows: list[tuple[tuple[str, int], _NextHop, tuple[str, ...], list[int | None]]] = []
         for key in sorted(cur.nh_newer.keys() | cur.nh_legacy.keys()):
             newer = cur.nh_newer.get(key) or (None, None)
             legacy = cur.nh_legacy.get(key) or (None, None)
@@ -418,21 +398,49 @@ class BatchAssembler:
             if stable in used:  # two indexes with the same egress and IP: keep them apart
                 stable = (*stable, str(idx))
             used.add(stable)
-            res, interval = self.nh_deltas.update_row(stable, vals, ts, 0, idx)
+            rows.append((key, nh, stable, vals))
+        results = _row_deltas(self.nh_deltas, [row[2] for row in rows], [row[0][1] for row in rows],
+                              [row[3] for row in rows], ts, [0] * len(rows), None)
+        out = batch.next_hops
+        for (key, nh, _, _), (res, interval) in zip(rows, results, strict=True):
             if not res:
                 continue
             accepted += len(res)
             member_of = nh.groups or (self._nhs[key].groups if key in self._nhs else {})
             groups = sorted(member_of, key=lambda g: (len(g), g))
-            nc = out.add(group=",".join(groups), index=idx, egress_interface=nh.interface, next_hop_ip=nh.ip,
+            nc = out.add(group=",".join(groups), index=key[1], egress_interface=nh.interface, next_hop_ip=nh.ip,
                          weight=member_of[groups[0]] if groups else 1, interval_ns=interval)
             _fill(nc, _NH_FIELDS, res)
         return accepted
 
 
+def _row_deltas(deltas: DeltaState, keys: list[object], idents: list[object], values: list[list[int | None]],
+                ts: int, clears: list[int], max_rates: list[tuple[float, ...]] | None
+                ) -> list[tuple[list[tuple[int, int, int, int, int]], int]]:
+    """The general path's counters of one instant through the production delta rule: per object
+    ([(i, value, delta, status, interval_ns)] of its counters not dropped, its interval_ns).
+    ``values[r][i]`` None = not in this sample; ``clears``: last-clear ns per object; ``max_rates``:
+    per object the largest increase per ns of each counter (None = unknown)."""
+    if not keys:
+        return []
+    flat = [v for row in values for v in row]
+    shape = (len(values), len(values[0]))
+    present = np.array([v is not None for v in flat], bool).reshape(shape)
+    vals = np.array([v or 0 for v in flat], np.uint64).reshape(shape)
+    rate = np.array(max_rates, np.float64) if max_rates is not None else None
+    r: ColumnDeltas = deltas.update(deltas.rows(keys, idents), vals, present, ts,
+                                   np.array(clears, np.int64)[:, None], rate)
+    intervals = r.interval_ns.tolist()
+    out: list[tuple[list[tuple[int, int, int, int, int]], int]] = [([], iv) for iv in intervals]
+    rr, cc = np.nonzero(r.kept)
+    for k, i, v, d, st in zip(rr.tolist(), cc.tolist(), vals[rr, cc].tolist(), r.delta[rr, cc].tolist(),
+                              r.status[rr, cc].tolist(), strict=True):
+        out[k][0].append((i, v, d, st, intervals[k]))
+    return out
+
 def _fill(msg: InterfaceCounters | NextHopCounters, fields: tuple[str, ...],
           res: list[tuple[int, int, int, int, int]]) -> None:
-    """Set the Counter fields of ``msg`` from update_row results (attribute writes: the fastest
+    """Set the Counter fields of ``msg`` from ``_row_deltas`` results (attribute writes: the fastest
     way into upb messages, measured ~30% faster than constructor keywords)."""
     for i, v, d, status, _ in res:
         c = getattr(msg, fields[i])

@@ -5,11 +5,12 @@ notifications every sample), the batch has the same shape every time: the same i
 next hops, the same counters, the same labels while the state tables do not change. An
 ``InstantPlan`` is that shape, built once per (layouts in order, state tables version) with the
 general path's rules (the last value of a counter wins, newer AFT tree over legacy, next hops
-keyed by (network instance, egress interface, next-hop IP) with their groups); it keeps the delta
-state of its counters in arrays and computes each instant's deltas and bytes in one compiled pass
-(``native.encode_grid``), or with ``column_deltas`` + ``counter_wire`` on numpy where the extension
-is not built: no Python object per counter. ``BatchAssembler`` decides when a plan applies and
-moves the delta state between its ``DeltaTracker`` rows and the plan's arrays.
+keyed by (network instance, egress interface, next-hop IP) with their groups); it computes each
+instant's deltas and bytes in one compiled pass (``native.encode_grid``), or with the production
+delta rule ``column_deltas`` + ``counter_wire`` on numpy where the extension is not built: no
+Python object per counter. The delta state is not the plan's: it stays in the assembler's
+``DeltaState`` (the one owner, which the general path updates too); a plan only knows its rows.
+``BatchAssembler`` decides when a plan applies.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from typing import Protocol
 import numpy as np
 
 from flowtracer.collectors.gnmi.counters import native_loader
-from flowtracer.collectors.gnmi.counters.column_deltas import ColumnState, column_deltas
+from flowtracer.collectors.gnmi.counters.column_deltas import DeltaState
 from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
-from flowtracer.collectors.gnmi.counters.deltas import DeltaTracker
 from flowtracer.collectors.gnmi.counters.wire import (
     FixedBytes,
     counter_cells,
@@ -63,7 +63,8 @@ class NextHopState(Protocol):
 
 
 class _Grid:
-    """Rows of counters of one kind: where each value comes from, labels, delta state."""
+    """Rows of counters of one kind: where each value comes from, labels (the delta state of the
+    rows is kept by a ``DeltaState``, under ``keys`` and ``idents``)."""
 
     def __init__(self, keys: list[object], idents: list[object], src: list[list[int]], pre: list[bytes],
                  mid: list[bytes] | None, clear: list[int], max_rate: list[Sequence[float]] | None) -> None:
@@ -76,42 +77,38 @@ class _Grid:
         self.mid = FixedBytes(mid) if mid is not None else None
         self.clear = np.array(clear, np.int64)  # last-clear ns per row
         self.max_rate = np.array(max_rate, np.float64).reshape(self.src.shape) if max_rate is not None else None
-        self.state: ColumnState | None = None
+        self._rows: tuple[DeltaState, int, np.ndarray | slice] | None = None  # (state, its epoch, rows)
 
-    def load(self, tracker: DeltaTracker) -> None:
-        """Take the rows' delta state from ``tracker`` (OverflowError: a value numpy cannot hold)."""
-        v, t, c = tracker.export_rows(self.keys, self.idents, self.src.shape[1])
-        shape = self.src.shape
-        self.state = ColumnState(np.array(v, _U64).reshape(shape), np.array(t, np.int64).reshape(shape),
-                                 np.array(c, np.int64).reshape(shape))
+    def rows(self, deltas: DeltaState) -> np.ndarray | slice:
+        """This grid's rows in ``deltas``, found again only when its epoch moved (a reset or a new
+        session): the steady state is a dictionary-free slice."""
+        cached = self._rows
+        if cached is not None and cached[0] is deltas and cached[1] == deltas.epoch:
+            return cached[2]
+        rows = deltas.block(deltas.rows(self.keys, self.idents))
+        self._rows = (deltas, deltas.epoch, rows)
+        return rows
 
-    def store(self, tracker: DeltaTracker) -> None:
-        """Give the delta state back to ``tracker``."""
-        st, self.state = self.state, None
-        if st is not None:
-            tracker.import_rows(self.keys, self.idents, st.values.tolist(), st.ts.tolist(), st.clear.tolist(),
-                                self.present.tolist())
-
-    def encode(self, tracker: DeltaTracker, values: np.ndarray, ts: int, tag: int, interval_tag: int,
+    def encode(self, deltas: DeltaState, values: np.ndarray, ts: int, tag: int, interval_tag: int,
                tags: tuple[bytes, ...]) -> tuple[bytes, int]:
-        """This instant's repeated field (bytes) and the number of counters not dropped."""
-        assert self.state is not None
+        """This instant's repeated field (bytes) and the number of counters not dropped; the rows'
+        delta state in ``deltas`` is updated."""
         if not len(self.keys):
             return b"", 0
+        rows = self.rows(deltas)
         native = native_loader.native
-        if native is not None:  # the same rules and bytes, in one compiled pass
-            st, mid = self.state, self.mid
+        if native is not None:  # the same rule and bytes, in one compiled pass
+            st, mid = deltas.take(rows), self.mid
             tb, _, tl = tag_matrix(tags)
             data, kept, dup, ooo = native.encode_grid(
                 values, self.src, self.present.view(np.uint8), st.values, st.ts, st.clear, ts, self.clear,
-                tracker.counter_bits, tracker.gap_ns, self.max_rate, self.pre.bytes, self.pre.lens,
+                deltas.counter_bits, deltas.gap_ns, self.max_rate, self.pre.bytes, self.pre.lens,
                 None if mid is None else mid.bytes, None if mid is None else mid.lens, tb, tl, tag, interval_tag)
-            tracker.count_dropped(dup, ooo)
+            deltas.put(rows, st)
+            deltas.count_dropped(dup, ooo)
             return data, kept
         v = values[self.src]
-        r = column_deltas(self.state, v, self.present, ts, self.clear[:, None], counter_bits=tracker.counter_bits,
-                          gap_ns=tracker.gap_ns, max_rate=self.max_rate)
-        tracker.count_dropped(r.duplicates, r.out_of_order)
+        r = deltas.update(rows, v, self.present, ts, self.clear[:, None], self.max_rate)
         cb, ck, clen = counter_cells(tags, v, r.delta, r.status, r.kept)
         ib, ik, ilen = scalar_field(interval_tag, r.interval_ns.astype(_U64))
         parts = [(self.pre.bytes, self.pre.keep), (ib, ik)]
@@ -180,18 +177,8 @@ class InstantPlan:
                                        ).SerializeToString())
         self.next_hops = _Grid(keys, idents, src, pre, None, [0] * len(keys), None)
 
-    def load(self, if_deltas: DeltaTracker, nh_deltas: DeltaTracker) -> None:
-        """Take over the delta state of this plan's counters (OverflowError: not representable)."""
-        self.interfaces.load(if_deltas)
-        self.next_hops.load(nh_deltas)
-
-    def store(self, if_deltas: DeltaTracker, nh_deltas: DeltaTracker) -> None:
-        """Give the delta state back to the trackers (the general path reads them next)."""
-        self.interfaces.store(if_deltas)
-        self.next_hops.store(nh_deltas)
-
-    def encode(self, header: CounterBatch, values: np.ndarray, if_deltas: DeltaTracker,
-               nh_deltas: DeltaTracker) -> tuple[bytes, int]:
+    def encode(self, header: CounterBatch, values: np.ndarray, if_deltas: DeltaState,
+               nh_deltas: DeltaState) -> tuple[bytes, int]:
         """(CounterBatch bytes, counters not dropped) of one instant; ``values``: the uint64 values
         of the instant's layouts, concatenated in order; ``header`` its scalar fields."""
         ts = header.timestamp_ns

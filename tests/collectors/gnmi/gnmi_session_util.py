@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription
-from flowtracer.collectors.gnmi.counters.deltas import STATUS_NAMES
+from flowtracer.collectors.gnmi.counters.column_deltas import STATUS_NAMES
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, OperStatus
 

@@ -11,7 +11,7 @@ from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Encoding, Target, Tls
-from flowtracer.collectors.gnmi.counters.deltas import BASELINE, GAP, OK
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles

@@ -17,7 +17,7 @@ from gnmi_session_util import IF_FIELDS, NH_FIELDS, LoopThread, fast_gnmi
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, resolve_targets
-from flowtracer.collectors.gnmi.counters.deltas import BASELINE, GAP, OK, RESET, WRAPPED
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, RESET, WRAPPED
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate

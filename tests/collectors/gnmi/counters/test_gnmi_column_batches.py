@@ -15,8 +15,8 @@ import random
 import pytest
 from test_gnmi_layout_decode import NI, RECONNECT, SYNC, T0, Both, S, interfaces, next_hops, nh_state, response
 
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, OK
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
-from flowtracer.collectors.gnmi.counters.deltas import RESET
 
 pytestmark = pytest.mark.usefixtures("kernels")  # compiled and numpy hot loops alike
 
@@ -101,19 +101,21 @@ def test_encoded_batch_reads_like_the_message() -> None:
     assert col == general and col.switch == "sw1" and col.interfaces[0].in_octets.delta == 1
 
 
-def test_state_numpy_cannot_hold_goes_the_general_way() -> None:
-    """A counter past 2^64 in the trackers (the decoder refuses one; the assembler must not rely on
-    it): the plan cannot take the state over, so the instant is built the general way."""
+def test_general_and_columnar_instants_share_one_delta_state() -> None:
+    """Both paths update the assembler's one ``DeltaState``: an instant built the general way (a
+    next hop re-mapped within it) between columnar ones continues their counters, exact and OK,
+    and the columnar instants after it continue from it."""
     both = Both()
-    msgs = [response(T0 + k * S, interfaces({"Ethernet1": [10 + k, 20, 30, 40, 50]})) for k in range(1, 5)]
-    both.feed(msgs[0])  # learnt: the next instants can go on columns
-    for a in both.asm:
-        a.flush()
-        a.if_deltas.update_row("Ethernet1", [2**64 + 5] + [None] * 9, T0 + S + 1)
-    both.run(msgs[1:])
-    first = both.batches[2][0]
-    assert not isinstance(first, EncodedBatch) and first.interfaces[0].in_octets.status == RESET
-    assert isinstance(both.batches[2][-1], EncodedBatch)  # state representable again: columns
+    stream = [response(T0 - S, nh_state(1, "10.0.0.1", "Ethernet1")), SYNC]
+    for k in range(6):
+        stream.append(response(T0 + k * S, interfaces({"Ethernet1": [10 + 2 * k, 20, 30, 40, 50]})))
+        if k == 3:
+            stream.append(response(T0 + k * S, nh_state(1, "10.0.0.9", "Ethernet1")))
+    both.run(stream)
+    kinds = [isinstance(b, EncodedBatch) for b in both.batches[2]]
+    assert kinds == [False, True, True, False, True, True]
+    assert [(b.interfaces[0].in_octets.delta, b.interfaces[0].in_octets.status) for b in both.batches[2]] == \
+        [(0, BASELINE)] + [(2, OK)] * 5
 
 
 def test_layouts_that_each_carry_last_clears_keep_one_plan() -> None:

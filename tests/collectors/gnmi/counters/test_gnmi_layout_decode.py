@@ -17,8 +17,8 @@ from pygnmi.spec.v080 import gnmi_pb2 as g
 from test_gnmi_decode import notif
 
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
+from flowtracer.collectors.gnmi.counters.column_deltas import WRAPPED
 from flowtracer.collectors.gnmi.counters.decode import Decoder, Samples
-from flowtracer.collectors.gnmi.counters.deltas import WRAPPED
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.schemas.wire import varint
 

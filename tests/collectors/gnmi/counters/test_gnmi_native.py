@@ -3,7 +3,8 @@
 The numpy path is pinned to protobuf and to the general path by test_gnmi_counter_wire and the
 random-stream tests (which run on both); here random grids with varint edges, every delta rule
 (baseline, duplicate, out of order, clear, decrease, 32-bit wrap within and past line rate, gap)
-and absent counters go through ``_Grid.encode`` both ways: same bytes, counts and state after.
+and absent counters go through ``_Grid.encode`` both ways: same bytes, counts and state after
+(test_gnmi_delta_rule checks both against the per-counter oracle).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import numpy as np
 import pytest
 
 from flowtracer.collectors.gnmi.counters import native_loader
-from flowtracer.collectors.gnmi.counters.column_deltas import ColumnState
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, RESET, WRAPPED, ColumnState, DeltaState
 from flowtracer.collectors.gnmi.counters.columns import _IF_TAGS, _NH_TAGS, _Grid
-from flowtracer.collectors.gnmi.counters.deltas import BASELINE, GAP, OK, RESET, WRAPPED, DeltaTracker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 
 S = 1_000_000_000
@@ -26,7 +26,7 @@ TS = 1_767_225_600 * S
 EDGES = (0, 1, 127, 128, 300, 2**14, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1)
 
 
-def _random_grid(rng: random.Random, interfaces: bool, bits: int) -> tuple[_Grid, np.ndarray]:
+def _random_grid(rng: random.Random, interfaces: bool, bits: int) -> tuple[_Grid, np.ndarray, ColumnState]:
     rows, cols = rng.randint(1, 8), (len(_IF_TAGS) if interfaces else len(_NH_TAGS))
     top = 2**32 if bits == 32 and rng.random() < 0.8 else 2**64
 
@@ -51,10 +51,10 @@ def _random_grid(rng: random.Random, interfaces: bool, bits: int) -> tuple[_Grid
         grid = _Grid(names, list(range(rows)), src, pre, None, [0] * rows, None)
     shape = (rows, cols)
     prev_ts = [rng.choice((0, TS, TS + 1, TS - S, TS - 3 * S, TS - rng.randrange(1, 2**40))) for _ in range(rows * cols)]
-    grid.state = ColumnState(np.array([value() for _ in range(rows * cols)], np.uint64).reshape(shape),
-                             np.array(prev_ts, np.int64).reshape(shape),
-                             np.array([rng.choice((*clears, 0)) for _ in range(rows * cols)], np.int64).reshape(shape))
-    return grid, values
+    state = ColumnState(np.array([value() for _ in range(rows * cols)], np.uint64).reshape(shape),
+                        np.array(prev_ts, np.int64).reshape(shape),
+                        np.array([rng.choice((*clears, 0)) for _ in range(rows * cols)], np.int64).reshape(shape))
+    return grid, values, state
 
 
 @pytest.mark.parametrize("bits", [64, 32])
@@ -66,18 +66,20 @@ def test_grid_encode_matches_numpy(native: ModuleType, monkeypatch: pytest.Monke
     statuses: set[int] = set()
     dropped = [0, 0]
     for _ in range(300):
-        grid, values = _random_grid(rng, interfaces, bits)
-        twin = copy.deepcopy(grid)
+        grid, values, state = _random_grid(rng, interfaces, bits)
         gap = rng.choice((0, S))
-        trackers = [DeltaTracker(bits, expected_interval_ns=gap, gap_factor=1.5) for _ in range(2)]
+        trackers = [DeltaState(grid.src.shape[1], bits, expected_interval_ns=gap, gap_factor=1.5) for _ in range(2)]
+        for t in trackers:
+            t.put(t.rows(grid.keys, grid.idents), copy.deepcopy(state))
         got = grid.encode(trackers[0], values, TS, tag, interval_tag, tags)
         monkeypatch.setattr(native_loader, "native", None)
-        want = twin.encode(trackers[1], values, TS, tag, interval_tag, tags)
+        want = grid.encode(trackers[1], values, TS, tag, interval_tag, tags)
         monkeypatch.setattr(native_loader, "native", native)
         assert got == want
         assert (trackers[0].duplicates, trackers[0].out_of_order) == (trackers[1].duplicates, trackers[1].out_of_order)
-        for a, b in zip((grid.state.values, grid.state.ts, grid.state.clear),  # type: ignore[union-attr]
-                        (twin.state.values, twin.state.ts, twin.state.clear), strict=True):  # type: ignore[union-attr]
+        after = [t.take(t.rows(grid.keys, grid.idents)) for t in trackers]
+        for a, b in zip((after[0].values, after[0].ts, after[0].clear), (after[1].values, after[1].ts, after[1].clear),
+                        strict=True):
             assert np.array_equal(a, b)
         dropped[0] += trackers[0].duplicates
         dropped[1] += trackers[0].out_of_order

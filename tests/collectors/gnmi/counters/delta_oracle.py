@@ -1,23 +1,10 @@
-"""Counter samples -> exact deltas with a status: the pure counter-correctness core.
+"""The test oracle of the collector's delta rule: ``DeltaTracker``, one counter at a time, in plain Python ints.
 
-gnmic and Telegraf leave deltas to the consumer (``rate()``/``derivative``), which either goes
-negative or, with unsigned arithmetic, spikes to ~2^64 when a counter resets, and silently
-under-counts when a cleared counter has already grown past its old value by the next sample.
-This tracker never emits a negative delta or a spike; when it cannot know the increase it says
-so (``DeltaStatus``) and reports 0:
-
-* BASELINE: first sample of a counter in a session (connect, reconnect, resync), or a counter
-  whose identity changed (a next hop re-created under a new index);
-* RESET: the counter went down (64-bit), or ``last-clear`` moved (even if the value went up:
-  the increase since the clear is unknown), or it went down on a 32-bit counter with the clear
-  confirmed;
-* WRAPPED: a configured 32-bit counter went down without a confirmed clear: delta modulo 2^32,
-  unless that delta is impossible at line rate, then RESET;
-* GAP: the delta is exact but spans more than ``gap_factor`` sample intervals;
-* OK: the exact increase since the previous sample.
-
-A sample whose timestamp is not newer than the counter's last one (duplicate or out of order)
-is dropped and counted; it changes nothing. Timestamps are ns since the epoch.
+Production runs the rule on arrays (``flowtracer.collectors.gnmi.counters.column_deltas``, whose
+docstring states the rule) and, where the extension is built, compiled (``native.encode_grid``).
+This per-counter form is the rule written the obvious way, kept only so tests can check both
+against it on random sequences (as the host agent keeps its reference pipeline). Timestamps are
+ns since the epoch; values in the counter's unit (bytes or packets).
 """
 
 from __future__ import annotations
@@ -25,15 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from flowtracer.schemas.v1.common_pb2 import DeltaStatus
-
-OK = DeltaStatus.DELTA_STATUS_OK
-BASELINE = DeltaStatus.DELTA_STATUS_BASELINE
-RESET = DeltaStatus.DELTA_STATUS_RESET
-WRAPPED = DeltaStatus.DELTA_STATUS_WRAPPED
-GAP = DeltaStatus.DELTA_STATUS_GAP
-
-STATUS_NAMES = {OK: "ok", BASELINE: "baseline", RESET: "reset", WRAPPED: "wrapped", GAP: "gap"}
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, RESET, WRAPPED
 
 
 class _Row:
@@ -97,36 +76,6 @@ class DeltaTracker:
     def gap_ns(self) -> int:
         """An interval longer than this (ns) is a GAP; 0 = no GAP detection."""
         return self._gap_ns
-
-    def export_rows(self, keys: Sequence[Hashable], idents: Sequence[Hashable], width: int
-                    ) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
-        """(values, timestamps ns, last-clears ns) of the rows ``keys``, ``width`` counters each, as
-        ``update_row`` would see them: zeros for a row unknown or whose ident differs."""
-        zero = [0] * width
-        out: tuple[list[list[int]], list[list[int]], list[list[int]]] = ([], [], [])
-        for key, ident in zip(keys, idents, strict=True):
-            row = self._rows.get(key)
-            if row is None or row.ident != ident:
-                out[0].append(zero), out[1].append(zero), out[2].append(zero)
-            else:
-                out[0].append(row.values), out[1].append(row.ts), out[2].append(row.clear)
-        return out
-
-    def import_rows(self, keys: Sequence[Hashable], idents: Sequence[Hashable], values: list[list[int]],
-                    ts: list[list[int]], clear: list[list[int]], present: list[list[bool]]) -> None:
-        """Write back rows kept elsewhere (columns): the ``present`` counters of each key."""
-        for r, (key, ident) in enumerate(zip(keys, idents, strict=True)):
-            row = self._rows.get(key)
-            if row is None or row.ident != ident:
-                row = self._rows[key] = _Row(len(present[r]), ident)
-            for i, p in enumerate(present[r]):
-                if p:
-                    row.values[i], row.ts[i], row.clear[i] = values[r][i], ts[r][i], clear[r][i]
-
-    def count_dropped(self, duplicates: int, out_of_order: int) -> None:
-        """Add drops counted elsewhere (columns)."""
-        self.duplicates += duplicates
-        self.out_of_order += out_of_order
 
     def update(self, key: Hashable, value: int, timestamp_ns: int, last_clear_ns: int = 0,
                ident: Hashable = None, max_rate: float = 0.0) -> Delta | None:
