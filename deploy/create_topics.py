@@ -19,8 +19,9 @@ a co-partitioned topic (or the group-FIM topic) with the wrong partition count i
 co-partitioning cannot be repaired in place (docs/operations.md, "Changing the partition count").
 
 Exit codes: 0 every topic is there with the right count; 1 Kafka unreachable or a wrong count;
-2 bad arguments. Reads no environment variables (secrets are not involved: flowtracer's Kafka
-clients speak PLAINTEXT only today, see docs/operations.md).
+2 bad arguments or Kafka security settings. TLS/SASL: ``--kafka-config FILE`` (or
+``FLOWTRACER_KAFKA_CONFIG`` and the ``FLOWTRACER_KAFKA_*`` variables), as every stage
+(docs/operations.md, Security).
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from flowtracer.schemas.durations import parse_duration
+from flowtracer.schemas.kafka_security import kafka_python_kwargs, load_kafka_security
 from flowtracer.schemas.topic_admin import CO_PARTITIONED, required_configs, wanted_partitions
 from flowtracer.schemas.topics import (
     DEFAULT_PARTITIONS,
@@ -107,7 +111,8 @@ def plan(partitions: int = DEFAULT_PARTITIONS, app_ids: tuple[str, ...] = (DEFAU
     return out
 
 
-def apply(bootstrap: str, topics: list[TopicPlan], replication: int, timeout_s: float) -> list[str]:
+def apply(bootstrap: str, topics: list[TopicPlan], replication: int, timeout_s: float,
+          client_config: dict[str, Any] | None = None) -> list[str]:
     """Create the missing topics; return the problems (wrong partition counts), empty when all is well."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
@@ -117,7 +122,7 @@ def apply(bootstrap: str, topics: list[TopicPlan], replication: int, timeout_s: 
     while True:  # the broker may still be starting
         try:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-create-topics",
-                                     request_timeout_ms=30_000)
+                                     request_timeout_ms=30_000, **(client_config or {}))
             break
         except KafkaError as e:
             if time.monotonic() > deadline:
@@ -170,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="compression.type of the input and output topics [default: zstd]")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker [default: 120]")
     ap.add_argument("--dry-run", action="store_true", help="print the plan as JSON and touch nothing")
+    ap.add_argument("--kafka-config", type=Path, default=None, metavar="FILE",
+                    help="Kafka TLS/SASL settings (YAML) [env: FLOWTRACER_KAFKA_CONFIG]; default PLAINTEXT")
     a = ap.parse_args(argv)
     try:
         if a.partitions < 1 or a.replication < 1:
@@ -181,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                       duration_ms(a.retention_internal), a.compression)
         if not a.dry_run and not a.kafka:
             raise ValueError("--kafka is required (or --dry-run)")
+        client_config = {} if a.dry_run else kafka_python_kwargs(load_kafka_security(a.kafka_config))
     except ValueError as e:
         print(f"flowtracer-create-topics: {e}", file=sys.stderr)
         return 2
@@ -189,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                          indent=1))
         return 0
     try:
-        problems = apply(a.kafka, topics, a.replication, a.timeout)
+        problems = apply(a.kafka, topics, a.replication, a.timeout, client_config)
     except RuntimeError as e:
         print(f"flowtracer-create-topics: {e}", file=sys.stderr)
         return 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -47,10 +49,11 @@ def required_configs(topic: Topic) -> dict[str, str]:
 
 def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
                   timeout_s: float = 30.0, client_id: str = "flowtracer-admin",
-                  app_id: str | None = None) -> dict[str, int]:
+                  app_id: str | None = None, client_config: Mapping[str, Any] | None = None) -> dict[str, int]:
     """Create missing contract topics and check existing ones; return name -> partition count.
 
-    With ``app_id``, also the internal topics of that processor deployment.
+    With ``app_id``, also the internal topics of that processor deployment. ``client_config``: extra
+    ``KafkaAdminClient`` settings (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
     """
     wanted: dict[str, int] = {t.name: partitions for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}
     wanted.update({t.name: wanted_partitions(t, partitions) for t in EXCHANGE_TOPICS})
@@ -60,7 +63,7 @@ def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replicat
     deadline = time.monotonic() + timeout_s
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id,
-                                 request_timeout_ms=int(timeout_s * 1000))
+                                 request_timeout_ms=int(timeout_s * 1000), **(client_config or {}))
     except KafkaError as e:
         raise TopicError(f"cannot reach Kafka at {bootstrap}: {e}") from None
     try:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import start_http_server
 
+from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.stream.runtime.app import build_app, fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.sinks import registry
@@ -36,14 +38,15 @@ def emitted_lines(e: Emitted) -> list[str]:
     return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions])
 
 
-def ensure_changelogs(bootstrap: str, wanted: dict[str, int]) -> None:
+def ensure_changelogs(bootstrap: str, wanted: dict[str, int], client_config: dict[str, Any] | None = None) -> None:
     """Create the state tables' changelogs (name -> partition count) that are missing; the broker
-    would pick its own counts."""
+    would pick its own counts. ``client_config``: TLS/SASL settings for the admin client."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-processor-admin")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-processor-admin",
+                             **(client_config or {}))
     try:
         existing = set(admin.list_topics())
         for name, partitions in wanted.items():
@@ -59,7 +62,8 @@ def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:
     import faust
 
     lines = (lambda e: []) if sink.name == NullSink.name else emitted_lines
-    ensure_changelogs(cfg.kafka, {state_changelog_topic(cfg): cfg.partitions, fabric_changelog_topic(cfg): 1})
+    ensure_changelogs(cfg.kafka, {state_changelog_topic(cfg): cfg.partitions, fabric_changelog_topic(cfg): 1},
+                      kafka_python_kwargs(cfg.kafka_security))
     app, proc = build_app(cfg, sink, lines)
     if cfg.web_port:
         from flowtracer.stream.dashboard.server import register_dashboard
