@@ -89,7 +89,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         click.echo(f"flowtracer agent: {e}", err=True)
         sys.exit(EXIT_NO_RDMA)
 
-    security = kafka_security_or_exit(kafka_config, "flowtracer agent", base=cfg.kafka_security)
+    security = kafka_security_or_exit(kafka_config, "flowtracer agent", base=cfg.kafka_security, bootstrap=cfg.kafka)
     client_config = kafka_python_kwargs(security) if cfg.kafka else {}
     metrics = SelfMetrics()
     sink: Sink

@@ -37,7 +37,8 @@ def build(topology: Path | None, config: Path | None, kafka: str | None, shard: 
     """Load and merge topology, config and flags into a service; ConfigError/TopologyError on bad input."""
     cfg = load_config(config)
     update: dict[str, object] = {}
-    security = kafka_security_or_exit(kafka_config, "flowtracer collect", base=cfg.kafka.security)
+    security = kafka_security_or_exit(kafka_config, "flowtracer collect", base=cfg.kafka.security,
+                                      bootstrap=kafka or cfg.kafka.bootstrap)
     if kafka or idempotence is not None or security != cfg.kafka.security:
         k = cfg.kafka.model_dump()
         if kafka:

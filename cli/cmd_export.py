@@ -64,7 +64,7 @@ def read_range(kafka: str, from_ns: int | None, to_ns: int | None, last_ns: int 
     ``--kafka-config`` settings are invalid)."""
     from flowtracer.whatif.kafka_reader import read_kafka
 
-    client_config = kafka_python_kwargs(kafka_security_or_exit(kafka_config, prog))
+    client_config = kafka_python_kwargs(kafka_security_or_exit(kafka_config, prog, bootstrap=kafka))
     try:
         rec = read_kafka(kafka, from_ns, to_ns, idle_s=idle_s, include_outputs=outputs, client_config=client_config)
     except Exception as e:  # kafka-python raises many types; the user needs the one line, not the trace

@@ -72,7 +72,7 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
 
     if resolver not in RESOLVERS:
         _fail(EXIT_BAD_INPUT, f"--resolver {resolver!r}: choose one of {', '.join(sorted(RESOLVERS))}")
-    security = kafka_security_or_exit(kafka_config, "flowtracer process")
+    security = kafka_security_or_exit(kafka_config, "flowtracer process", bootstrap=kafka)
     try:
         cfg = ProcessorConfig(topology=topology, kafka=kafka, kafka_security=security, resolver=resolver,
                               partitions=partitions, hop_s=hop_s,

@@ -19,6 +19,7 @@ from flowtracer.exit_codes import EXIT_BAD_INPUT
 from flowtracer.schemas.kafka_security import (
     KafkaSecurity,
     KafkaSecurityError,
+    check_broker_certificate,
     kafka_python_kwargs,
     load_kafka_security,
 )
@@ -35,11 +36,15 @@ def kafka_config_option(f: F) -> F:
              "fields also from FLOWTRACER_KAFKA_*]. Default PLAINTEXT.")(f)
 
 
-def kafka_security_or_exit(path: Path | None, prog: str, base: KafkaSecurity | None = None) -> KafkaSecurity:
-    """Load and check the settings (files readable, secrets present); on error one line and exit 2."""
+def kafka_security_or_exit(path: Path | None, prog: str, base: KafkaSecurity | None = None,
+                           bootstrap: str | None = None) -> KafkaSecurity:
+    """Load and check the settings (files readable, secrets present; with ``bootstrap`` and TLS, that the
+    broker's certificate is trusted); on error one line and exit 2."""
     try:
         sec = load_kafka_security(path, base=base)
         kafka_python_kwargs(sec)  # fail fast: a missing CA file or password is named before any connection
+        if bootstrap:
+            check_broker_certificate(sec, bootstrap)
     except (KafkaSecurityError, SecretError) as e:
         click.echo(f"{prog}: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from flowtracer.schemas.durations import parse_duration
-from flowtracer.schemas.kafka_security import kafka_python_kwargs, load_kafka_security
+from flowtracer.schemas.kafka_security import check_broker_certificate, kafka_python_kwargs, load_kafka_security
 from flowtracer.schemas.topic_admin import CO_PARTITIONED, required_configs, wanted_partitions
 from flowtracer.schemas.topics import (
     DEFAULT_PARTITIONS,
@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                       duration_ms(a.retention_internal), a.compression)
         if not a.dry_run and not a.kafka:
             raise ValueError("--kafka is required (or --dry-run)")
-        client_config = {} if a.dry_run else kafka_python_kwargs(load_kafka_security(a.kafka_config))
+        security = load_kafka_security(a.kafka_config)
+        client_config = {} if a.dry_run else kafka_python_kwargs(security)
     except ValueError as e:
         print(f"flowtracer-create-topics: {e}", file=sys.stderr)
         return 2
@@ -196,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([{"name": t.name, "partitions": t.partitions, "configs": t.configs} for t in topics],
                          indent=1))
         return 0
+    try:
+        check_broker_certificate(security, a.kafka)
+    except ValueError as e:
+        print(f"flowtracer-create-topics: {e}", file=sys.stderr)
+        return 2
     try:
         problems = apply(a.kafka, topics, a.replication, a.timeout, client_config)
     except RuntimeError as e:

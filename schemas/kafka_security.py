@@ -12,6 +12,7 @@ agents, admin and readers; aiokafka under Faust for the processor).
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -151,6 +152,31 @@ def ssl_context(sec: KafkaSecurity) -> ssl.SSLContext:
     except (ssl.SSLError, OSError) as e:
         raise KafkaSecurityError(f"kafka TLS files: {e}") from None
     return ctx
+
+
+def check_broker_certificate(sec: KafkaSecurity | None, bootstrap: str, timeout_s: float = 5.0) -> None:
+    """One TLS handshake with the first reachable bootstrap server; :class:`KafkaSecurityError` in one line
+    when its certificate is not trusted (another CA, wrong name, expired): retrying never heals that,
+    while the clients would retry and log it forever. Unreachable servers are left to the clients'
+    retries; PLAINTEXT/SASL_PLAINTEXT check nothing."""
+    sec = sec or PLAINTEXT
+    if not sec.tls:
+        return
+    ctx = ssl_context(sec)
+    for server in (b.strip() for b in bootstrap.split(",")):
+        host, _, port = server.rpartition(":")
+        host = host.strip("[]")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s) as raw, \
+                    ctx.wrap_socket(raw, server_hostname=host):
+                return
+        except ssl.SSLCertVerificationError as e:
+            trust = f"ca_file {sec.ca_file}" if sec.ca_file else "the system trust store"
+            raise KafkaSecurityError(
+                f"Kafka broker {server}: TLS certificate rejected ({e.verify_message}; "
+                f"CERTIFICATE_VERIFY_FAILED) checked against {trust}") from None
+        except (OSError, ValueError):
+            continue
 
 
 def faust_settings(sec: KafkaSecurity | None, bootstrap: str) -> dict[str, Any]:
