@@ -78,6 +78,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     }
     try:
         cfg = load_config(config_file, **overrides)
+        security = kafka_security_or_exit(kafka_config, "flowtracer agent", base=cfg.kafka_security,
+                                          bootstrap=cfg.kafka)
         topo = load_topology(cfg.topology) if cfg.topology is not None else None
         if cfg.source == "sim" and topo is None:
             raise ConfigError("source sim needs --topology (the simulated fabric's topology file)")
@@ -89,7 +91,6 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         click.echo(f"flowtracer agent: {e}", err=True)
         sys.exit(EXIT_NO_RDMA)
 
-    security = kafka_security_or_exit(kafka_config, "flowtracer agent", base=cfg.kafka_security, bootstrap=cfg.kafka)
     client_config = kafka_python_kwargs(security) if cfg.kafka else {}
     metrics = SelfMetrics()
     sink: Sink

@@ -8,6 +8,7 @@ single fields. Secrets never come from argv.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from flowtracer.schemas.kafka_security import (
 from flowtracer.schemas.security import SecretError
 
 F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger("flowtracer.kafka")
 
 
 def kafka_config_option(f: F) -> F:
@@ -48,4 +50,10 @@ def kafka_security_or_exit(path: Path | None, prog: str, base: KafkaSecurity | N
     except (KafkaSecurityError, SecretError) as e:
         click.echo(f"{prog}: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    if sec.security_protocol == "SASL_PLAINTEXT":
+        log.warning("Kafka %s without TLS: %s", sec.describe(),
+                    "the password crosses the network in clear" if sec.sasl_mechanism == "PLAIN"
+                    else "the records and the SCRAM exchange are unencrypted")
+    elif sec.security_protocol != "PLAINTEXT":
+        log.info("Kafka security: %s", sec.describe())
     return sec
