@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer
 from tls_certs import make_ca, make_server_cert
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
-from flowtracer.schemas import topics
+from flowtracer.demo.status import OutputWatcher
 from flowtracer.schemas.kafka_security import KafkaSecurity, kafka_python_kwargs
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.testbed.stunnel import TlsProxy
 from flowtracer.testbed.tansu import TansuBroker, free_port
 
@@ -59,28 +57,36 @@ def test_pipeline_runs_over_tls(tls_broker: TlsBroker, tmp_path: Path) -> None:
     options = PipelineOptions(topology=topo, partitions=2, kafka_config=tls_broker.kafka_config)
     pipeline = LocalPipeline(options, tmp_path / "run", broker=tls_broker.broker)
     pipeline.start()
+    # The demo's status reader follows the outputs over TLS too.
+    watcher = OutputWatcher(tls_broker.broker.bootstrap, client_config=tls_broker.broker.client_config)
+    watcher.start()
     try:
-        consumer = KafkaConsumer(topics.LINK_LOADS.name, topics.PATH_LOADS.name,
-                                 bootstrap_servers=tls_broker.broker.bootstrap, auto_offset_reset="earliest",
-                                 enable_auto_commit=False, **tls_broker.broker.client_config)
-        seen: dict[str, int] = {topics.LINK_LOADS.name: 0, topics.PATH_LOADS.name: 0}
-        busy_links = 0
         deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and not (busy_links and seen[topics.PATH_LOADS.name]):
+        while time.monotonic() < deadline:
             pipeline.check()
-            for m in (m for records in consumer.poll(timeout_ms=500).values() for m in records):
-                seen[m.topic] += 1
-                if m.topic == topics.LINK_LOADS.name and analytics_pb2.LinkLoad.FromString(m.value).measured_bytes > 0:
-                    busy_links += 1
-        consumer.close()
+            with watcher.lock:
+                obs = watcher.observed
+                busy = any(m > 0 for links in obs.link_loads.values() for m, _, _ in links.values())
+                if busy and obs.path_loads:
+                    break
+            time.sleep(0.5)
     finally:
+        watcher.stop()
         pipeline.stop_stages()
+    assert watcher.error is None, watcher.error
     # Counters (collector) and flows (agent) went in over TLS and the processor's outputs came out of it.
-    assert busy_links > 0, f"no link load with traffic; seen {seen}"
-    assert seen[topics.PATH_LOADS.name] > 0, f"no path load (flows from the agent); seen {seen}"
+    assert busy, f"no link load with traffic in {watcher.observed.records} output records"
+    assert watcher.observed.path_loads, "no path load (flows from the agent)"
     for stage in pipeline.stages:
         log = stage.log_path.read_text(errors="replace")
         assert "Traceback" not in log, f"{stage.name}:\n{log[-3000:]}"
+    # The what-if reader (`flowtracer export`) reads the recorded flows over TLS.
+    out = tmp_path / "recording.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "flowtracer", "export", "--kafka", tls_broker.broker.bootstrap,
+                           "--kafka-config", str(tls_broker.kafka_config), "--flows-only", "--idle", "2",
+                           "-o", str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "flowtracer.flows.v1" in out.read_text(), proc.stderr
     # Every client came through the TLS proxy: the broker advertises nothing else.
     assert tls_broker.proxy.log_path is not None
     assert tls_broker.proxy.log_path.read_text(errors="replace").count("accepted connection") >= 3
