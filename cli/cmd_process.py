@@ -50,6 +50,10 @@ def _fail(code: int, msg: str) -> None:
               help="File holding the InfluxDB token.")
 @click.option("--line-protocol-file", type=click.Path(path_type=Path), default=None,
               help="Write InfluxDB line protocol to this file instead of (or without) InfluxDB.")
+@click.option("--line-protocol-max-bytes", type=click.IntRange(min=1), default=1 << 30, show_default=True,
+              help="Rotate the line-protocol file (to FILE.1, FILE.2, ...) once it holds this many bytes.")
+@click.option("--line-protocol-keep", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Rotated line-protocol files kept; the oldest beyond this is deleted (and counted).")
 @click.option("--tansu", is_flag=True, help="Broker is Tansu (the embedded default): Faust settings it needs.")
 @click.option("--web-port", type=int, default=0, show_default=True, help="Worker web port (Faust views); 0 = off.")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
@@ -58,8 +62,9 @@ def _fail(code: int, msg: str) -> None:
 def process(topology: Path, kafka: str, resolver: str, collision_confidence: float, trace_max_age_s: float,
             partitions: int, hop_s: float, rolling_window_s: float,
             grace_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
-            influx_token_file: Path | None, line_protocol_file: Path | None, tansu: bool, web_port: int,
-            metrics_port: int, app_id: str, kafka_config: Path | None = None) -> None:
+            influx_token_file: Path | None, line_protocol_file: Path | None, line_protocol_max_bytes: int,
+            line_protocol_keep: int, tansu: bool, web_port: int, metrics_port: int, app_id: str,
+            kafka_config: Path | None = None) -> None:
     """Join switch counters and host flows into link/path loads, collisions and a rolling FIM.
 
     Reads flowtracer.counters.v1, flowtracer.flows.v1 and (--resolver trace) flowtracer.path-traces.v1; writes
@@ -88,7 +93,8 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
     except TopologyError as e:
         _fail(EXIT_BAD_INPUT, f"invalid topology: {e}")
     try:
-        sink = make_sink(influx_url, influx_org, influx_bucket, influx_token_file, line_protocol_file)
+        sink = make_sink(influx_url, influx_org, influx_bucket, influx_token_file, line_protocol_file,
+                         line_protocol_max_bytes, line_protocol_keep)
     except ValueError as e:
         _fail(EXIT_BAD_INPUT, str(e))
     try:

@@ -77,12 +77,30 @@ PATH_TRACES = Topic(
     compacted=True,
 )
 
+STATE_TABLE = "stage-state"
+"""The processor's per-partition state table (Faust): last published window, rolling FIM history, resolver state."""
+FABRIC_TABLE = "fabric-state"
+"""The processor's fabric-stage state table (Faust), one partition like the group-FIM topic it reads."""
+STATE_CHANGELOG = Topic(
+    f"{STATE_TABLE}-changelog", "JSON (Faust table)", "stage and partition: 'flows:<p>' or 'links:<p>'",
+    "internal: changelog of the stage-state table, one partition per input partition",
+    compacted=True,
+)
+FABRIC_CHANGELOG = Topic(
+    f"{FABRIC_TABLE}-changelog", "JSON (Faust table)", "'fabric'",
+    "internal: changelog of the fabric-state table, one partition",
+    compacted=True,
+)
+
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""
 ALL_TOPICS: tuple[Topic, ...] = INPUT_TOPICS + OUTPUT_TOPICS + INTERNAL_TOPICS + EXCHANGE_TOPICS
+CHANGELOG_TOPICS: tuple[Topic, ...] = (STATE_CHANGELOG, FABRIC_CHANGELOG)
+"""The processor's state changelogs (named per deployment by :func:`changelog_name`): a contract between
+the processor, which names its tables, and the deployment, which creates their topics."""
 
 DEFAULT_PARTITIONS = 8
 """Partitions of the input topics; counters, flows and path traces must have the same count (co-partitioning)."""
@@ -95,6 +113,15 @@ def internal_name(app_id: str, topic: Topic) -> str:
     resolver) on one cluster must not read each other's attributions.
     """
     return f"{app_id}.{topic.name}"
+
+
+def changelog_name(app_id: str, changelog: Topic) -> str:
+    """The name Faust gives a state table's changelog in one processor deployment: ``<app-id>-<table>-changelog``.
+
+    The processor never declares topics (``topic_allow_declare`` is off), so this rule must match Faust's
+    for the topics created from the plan (``topic_admin.plan``) to be the ones its tables use.
+    """
+    return f"{app_id}-{changelog.name}"
 
 
 def key(name: str) -> bytes:

@@ -95,6 +95,7 @@ class AgentMetrics:
     peer_hosts: Gauge
     peer_published: Counter
     peer_malformed: Counter
+    nccl_forgotten: Gauge
 
     @classmethod
     def create(cls, m: SelfMetrics) -> AgentMetrics:
@@ -121,6 +122,8 @@ class AgentMetrics:
                                    "agents.", registry=r),
             peer_malformed=Counter("flowtracer_agent_peer_tables_malformed", "QP tables of other hosts skipped as "
                                    "malformed.", registry=r),
+            nccl_forgotten=Gauge("flowtracer_agent_nccl_forgotten", "NCCL log state forgotten by its bounds "
+                                 "(cumulative): processes over the limit, tags of QPs gone.", ["what"], registry=r),
         )
 
 
@@ -235,6 +238,9 @@ class Agent:
             if missing:
                 self.metrics.sample_errors.inc(missing)
             self.metrics.window_seconds.observe(time.perf_counter() - t0)
+            logs = [p.nccl for p in self.pipelines.values()]
+            self.metrics.nccl_forgotten.labels("pids").set(sum(n.forgotten_pids for n in logs))
+            self.metrics.nccl_forgotten.labels("qps").set(sum(n.forgotten_qps for n in logs))
             self.metrics.lag_seconds.set(max(0, self.source.now_ns() - boundary) / 1e9)
             self.metrics.windows.inc()
             if ex is not None:

@@ -147,6 +147,8 @@ class HostPipeline:
         mtu = {k: roce_path_mtu(v) for k, v in self._netdev_mtu.items()}
         w = self.qps.update_columns(QpColumns.from_records(sample.qps or []), counters, sample.taken_ns, mtu)
         self._cache = self._cache.take(w.prev)
+        if sample.qps is not None and self.nccl.knows_anything():
+            self._retain_nccl()
         port_deltas = self.ports.update(_totals(sample.sysfs),
                                         None if sample.sysfs_before is None else _totals(sample.sysfs_before))
         error_bound = self._bounds(w, port_deltas, mtu)
@@ -277,6 +279,14 @@ class HostPipeline:
             r = np.flatnonzero(rows)
             out[leaf] = encode_flows(parts.take(r), values[r])
         return out
+
+    def _retain_nccl(self) -> None:
+        """Let the NCCL log forget the tags of QPs gone from this sample's listing (a reused number
+        must not inherit a stale tag)."""
+        rows, keys = self.qps.rows, self.qps.port_keys
+        lqpn = rows.lqpn.tolist()
+        self.nccl.retain({(keys[g][0], n) for g, n in zip(rows.gid.tolist(), lqpn, strict=True)},
+                         set(zip(rows.pid.tolist(), lqpn, strict=True)))
 
     def _tags(self, q: QpRows) -> tuple[list[QpTag | None] | None, np.ndarray]:
         """NCCL tag of each QP (None: the log says nothing about any) and an id per distinct tag."""

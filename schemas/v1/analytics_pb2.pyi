@@ -150,7 +150,7 @@ class Collision(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
-    __slots__ = ("schema_version", "topic", "partition", "offset", "key", "value", "reason", "received_ns", "worker")
+    __slots__ = ("schema_version", "topic", "partition", "offset", "key", "value", "reason", "received_ns", "worker", "sink", "http_status", "window_end_ns")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +160,9 @@ class DeadLetter(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_NS_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
+    SINK_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     topic: str
     partition: int
@@ -169,4 +172,7 @@ class DeadLetter(_message.Message):
     reason: str
     received_ns: int
     worker: str
-    def __init__(self, schema_version: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., reason: _Optional[str] = ..., received_ns: _Optional[int] = ..., worker: _Optional[str] = ...) -> None: ...
+    sink: str
+    http_status: int
+    window_end_ns: int
+    def __init__(self, schema_version: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., reason: _Optional[str] = ..., received_ns: _Optional[int] = ..., worker: _Optional[str] = ..., sink: _Optional[str] = ..., http_status: _Optional[int] = ..., window_end_ns: _Optional[int] = ...) -> None: ...

@@ -9,6 +9,11 @@ so acking out of order commits past held records and a failover loses them. Ever
 therefore goes through this ledger: it is acked only when it and every lower offset of its
 partition are released. Records of revoked partitions are never acked here: the next owner
 replays them from the committed position.
+
+Bounded: a record nobody releases (a window that never completes) keeps every later record of its
+partition in the heap. ``full`` says when a partition holds ``max_held`` records; the reader then
+stops reading (its whole stream) until releases bring it back under the bound (Kafka lag grows, nothing
+is dropped), and ``overflows`` counts how often that happened.
 """
 
 from __future__ import annotations
@@ -31,8 +36,16 @@ class Hold:
     dropped: bool = False
 
 
+MAX_HELD = 100_000
+"""Records held per partition before its reader waits (``AckLedger.full``)."""
+
+
 @dataclass
 class AckLedger:
+    max_held: int = MAX_HELD
+    """Records held per topic-partition before :meth:`full` says to stop reading it."""
+    overflows: int = 0
+    """Records received into a partition that was already at ``max_held``."""
     _heaps: dict[TP, list[tuple[int, int, Hold]]] = field(default_factory=dict)
     _seq: int = 0
 
@@ -40,8 +53,16 @@ class AckLedger:
         """Register a record as read; it stays held until ``accepted`` (and every later release)."""
         hold = Hold((topic, partition), offset, event)
         self._seq += 1
-        heapq.heappush(self._heaps.setdefault(hold.tp, []), (offset, self._seq, hold))
+        heap = self._heaps.setdefault(hold.tp, [])
+        if len(heap) >= self.max_held:
+            self.overflows += 1
+        heapq.heappush(heap, (offset, self._seq, hold))
         return hold
+
+    def full(self, topic: str, partition: int) -> bool:
+        """Whether the partition holds ``max_held`` records or more: read nothing more from it until
+        releases bring it under (``ackable`` pops them)."""
+        return len(self._heaps.get((topic, partition), ())) >= self.max_held
 
     @staticmethod
     def accepted(hold: Hold, holds: int) -> None:

@@ -36,8 +36,10 @@ from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime import faust_seek
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
 from flowtracer.stream.runtime.inputs import BadRecord
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
+from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.stages.emitted import Emitted
 
 __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state_changelog_topic"]
@@ -45,19 +47,19 @@ __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state
 log = logging.getLogger(__name__)
 
 LinesFn = Callable[[Emitted], list[str]]
-STATE_TABLE = "stage-state"
-FABRIC_TABLE = "fabric-state"
+STATE_TABLE = topics.STATE_TABLE
+FABRIC_TABLE = topics.FABRIC_TABLE
 _INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name})
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
-    """Name Faust gives the stage-state table's changelog (created explicitly with the input partition count)."""
-    return f"{cfg.app_id}-{STATE_TABLE}-changelog"
+    """Name Faust gives the stage-state table's changelog (created from the topic plan, ``schemas/topics.py``)."""
+    return topics.changelog_name(cfg.app_id, topics.STATE_CHANGELOG)
 
 
 def fabric_changelog_topic(cfg: ProcessorConfig) -> str:
-    """Name Faust gives the fabric-state table's changelog (created explicitly with one partition)."""
-    return f"{cfg.app_id}-{FABRIC_TABLE}-changelog"
+    """Name Faust gives the fabric-state table's changelog (created from the topic plan, ``schemas/topics.py``)."""
+    return topics.changelog_name(cfg.app_id, topics.FABRIC_CHANGELOG)
 
 
 def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None
@@ -112,7 +114,16 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         return table.send_changelog(partition, key, value)
 
     proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver], saved_state)
-    commits = CommitProtocol(sink, save_state)
+
+    async def dead_letter_rejected(rejected: Rejected) -> list[Any]:
+        """The store refused these points for good: to the dead-letter topic, one record per window."""
+        proc.metrics.sink_rejected.labels(str(rejected.status)).inc(len(rejected.lines))
+        letters = rejected_dead_letters(rejected, getattr(sink, "name", ""), proc.worker, time.time_ns())
+        proc.metrics.dead_letters.inc(len(letters))
+        log.warning("dead letters: %d points in %d windows: %s", len(rejected.lines), len(letters), rejected.reason)
+        return [await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
+
+    commits = CommitProtocol(sink, save_state, dead_letter=dead_letter_rejected)
     ledger = commits.ledger
     contract_topic = {attributions: topics.ATTRIBUTIONS.name, group_fim: topics.GROUP_FIM.name}
     lock = asyncio.Lock()
@@ -147,12 +158,14 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         for event in commits.release():
             event.ack()
         proc.metrics.pending.set(ledger.held())
+        proc.metrics.ledger_overflows.set(ledger.overflows)
 
     async def step() -> None:
         async with lock:
             e = proc.finalize(time.time_ns())
             if e.windows:
                 await publish(e)
+            await commits.drain_rejected()  # refused points go to the dead-letter topic before any commit past them
             release()
 
     async def dead_letter(event: Any, reason: str) -> asyncio.Future[Any]:
@@ -178,6 +191,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                 continue
             ledger.accepted(hold, holds)
             await step()
+            while ledger.full(m.topic, m.partition):  # bounded: read no more until the timer's steps release
+                await asyncio.sleep(0.1)
 
     async def fatal(exc: BaseException) -> None:
         # A crashed agent would leave the worker running but deaf. Stop the worker instead: its

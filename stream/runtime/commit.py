@@ -16,6 +16,12 @@ it was given. A failed send, a failed state save or a failed sink raises: nothin
 so nothing more is committed, and the records are replayed after a restart (the outputs are
 idempotent).
 
+Lines the store refused for good (:class:`~flowtracer.stream.sinks.base.Rejected`: a bad line, a
+revoked token) would be refused again on every replay, so they are not a failure: :meth:`CommitProtocol.drain_rejected`
+takes them from the sink and publishes them as dead letters, and nothing is released while a dead
+letter is not yet acknowledged. The sink holds ``durable`` at a rejected batch until it is taken,
+so no offset is committed past refused lines before their dead letters are in Kafka.
+
 A sink under backpressure (:class:`~flowtracer.stream.sinks.base.SinkBackpressure`) is waited out:
 the same lines are offered again every ``backpressure_wait_s`` seconds, never dropped, while Kafka
 lag grows.
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flowtracer.stream.runtime.ack_ledger import AckLedger, Hold
-from flowtracer.stream.sinks.base import Sink, SinkBackpressure
+from flowtracer.stream.sinks.base import Rejected, Sink, SinkBackpressure
 
 StageState = tuple[int, str, dict[str, Any]]
 """(partition, key, state) of one stage to save."""
@@ -46,6 +52,15 @@ class Ack(Protocol):
 
 SaveState = Callable[[int, str, dict[str, Any]], Ack]
 """Start saving one stage's state (partition, key, state); returns the save's future."""
+
+DeadLetterRejected = Callable[[Rejected], Awaitable[list[Ack]]]
+"""Publish refused sink lines as dead letters; returns the sends' futures."""
+
+
+async def no_dead_letters(rejected: Rejected) -> list[Ack]:
+    """For sinks that never reject: refuse to drop lines silently."""
+    raise RuntimeError(f"the sink rejected {len(rejected.lines)} points and no dead-letter topic is wired: "
+                       f"{rejected.reason}")
 
 
 @dataclass
@@ -68,17 +83,42 @@ class CommitProtocol:
         ledger: the ack ledger the input records were registered in.
         backpressure_wait_s: wait between offers of the same lines to a sink under backpressure, in seconds.
         sleep: the wait (``asyncio.sleep``; tests pass a fake).
+        dead_letter: publishes the lines the sink refused for good (:meth:`drain_rejected`).
     """
 
     def __init__(self, sink: Sink, save_state: SaveState, ledger: AckLedger | None = None, *,
                  backpressure_wait_s: float = 0.2,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 dead_letter: DeadLetterRejected = no_dead_letters) -> None:
         self.sink = sink
         self.save_state = save_state
         self.ledger = ledger if ledger is not None else AckLedger()
         self.backpressure_wait_s = backpressure_wait_s
         self.sleep = sleep
         self.pending: deque[Finalization] = deque()
+        self.dead_letter = dead_letter
+        #: Dead letters of rejected lines not yet acknowledged: nothing is released until they are.
+        self.dead_letters: list[Ack] = []
+        #: Points the sink refused for good and that went to the dead-letter topic.
+        self.rejected_points = 0
+        self._draining = 0
+
+    async def drain_rejected(self) -> int:
+        """Publish what the sink refused for good as dead letters; returns how many points.
+
+        Call it before :meth:`release`: the sink's ``durable`` moves past refused lines only once
+        they are taken, and ``release`` waits for their dead letters to be acknowledged.
+        """
+        n = 0
+        self._draining += 1  # the sink is past the taken lines already: release nothing until they are sent
+        try:
+            for rejected in self.sink.take_rejected():
+                self.dead_letters.extend(await self.dead_letter(rejected))
+                n += len(rejected.lines)
+                self.rejected_points += len(rejected.lines)
+        finally:
+            self._draining -= 1
+        return n
 
     async def write(self, lines: Sequence[str]) -> int:
         """Write *lines* to the sink, waiting out backpressure; returns their ticket (0 when no lines).
@@ -108,7 +148,11 @@ class CommitProtocol:
         RuntimeError if an output send or a state save failed.
         """
         self.sink.raise_if_failed()
-        while self.pending:
+        for f in self.dead_letters:
+            if f.done() and f.exception() is not None:
+                raise RuntimeError(f"dead letter of rejected sink lines failed: {f.exception()}")
+        self.dead_letters = [f for f in self.dead_letters if not f.done()]
+        while self.pending and not self.dead_letters and not self._draining:
             head = self.pending[0]
             if not all(f.done() for f in head.outputs) or not self.sink.durable(head.ticket):
                 break

@@ -57,6 +57,9 @@ class Metrics:
         self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
         self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
                                     registry=r)
+        self.sink_rejected = Counter("flowtracer_processor_sink_rejected_points",
+                                     "Points the store refused for good, by HTTP status (dead-lettered)",
+                                     ["status"], registry=r)
         self.windows = Counter("flowtracer_processor_windows", "Windows finalized", ["stage"], registry=r)
         self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
         self.unattributed = Gauge("flowtracer_processor_unattributed_flows",
@@ -69,6 +72,11 @@ class Metrics:
         self.ahead = Gauge("flowtracer_processor_source_ahead_seconds",
                            "Newest record's event time minus the worker's clock, by source kind (s; > 0: ahead)",
                            ["kind"], registry=r)
+        self.ledger_overflows = Gauge("flowtracer_processor_ack_ledger_overflows",
+                                      "Records read into a partition already holding the ack ledger's bound "
+                                      "(cumulative)", registry=r)
+        self.overflowed = Gauge("flowtracer_processor_overflowed_windows",
+                                "Windows released unfinished because too many were buffered (cumulative)", registry=r)
         self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
                              registry=r)
         self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
@@ -226,6 +234,7 @@ class Processor:
         self.metrics.trace_disagreements.set(self.trace_disagreements())
         self.metrics.late.set(self._late())
         self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
+        self.metrics.overflowed.set(sum(s.tracker.overflowed for s in self._stages()))
         return out
 
     def drop_partitions(self, partitions: set[int]) -> None:

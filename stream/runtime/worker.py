@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import start_http_server
 
-from flowtracer.schemas.kafka_security import kafka_python_kwargs
-from flowtracer.stream.runtime.app import build_app, fabric_changelog_topic, state_changelog_topic
+from flowtracer.stream.runtime.app import build_app
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.sinks import registry
 from flowtracer.stream.sinks.base import Sink
@@ -21,13 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def make_sink(influx_url: str | None, org: str, bucket: str, token_file: Path | None,
-              line_protocol_file: Path | None) -> Sink:
-    """The configured sink: InfluxDB, a line-protocol file, or none (Kafka outputs only)."""
+              line_protocol_file: Path | None, file_max_bytes: int = 1 << 30, file_keep: int = 3) -> Sink:
+    """The configured sink: InfluxDB, a line-protocol file (rotated at *file_max_bytes*, *file_keep*
+    rotated files kept), or none (Kafka outputs only)."""
     if influx_url is not None:
         return registry.make_sink("influx", {"url": influx_url, "org": org, "bucket": bucket,
                                              "token_file": token_file})
     if line_protocol_file is not None:
-        return registry.make_sink("file", {"path": line_protocol_file})
+        return registry.make_sink("file", {"path": line_protocol_file, "max_bytes": file_max_bytes,
+                                           "keep": file_keep})
     return registry.make_sink("none", {})
 
 
@@ -38,32 +37,15 @@ def emitted_lines(e: Emitted) -> list[str]:
     return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions])
 
 
-def ensure_changelogs(bootstrap: str, wanted: dict[str, int], client_config: dict[str, Any] | None = None) -> None:
-    """Create the state tables' changelogs (name -> partition count) that are missing; the broker
-    would pick its own counts. ``client_config``: TLS/SASL settings for the admin client."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-processor-admin",
-                             **(client_config or {}))
-    try:
-        existing = set(admin.list_topics())
-        for name, partitions in wanted.items():
-            if name not in existing:
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
-
-
 def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:
-    """Run until SIGINT/SIGTERM; returns the exit code."""
+    """Run until SIGINT/SIGTERM; returns the exit code.
+
+    The topics must exist: ``flowtracer process`` applies the topic plan first (``ensure_topics`` with
+    the app id: contract, internal topics and these tables' changelogs), and Faust declares none itself.
+    """
     import faust
 
     lines = (lambda e: []) if sink.name == NullSink.name else emitted_lines
-    ensure_changelogs(cfg.kafka, {state_changelog_topic(cfg): cfg.partitions, fabric_changelog_topic(cfg): 1},
-                      kafka_python_kwargs(cfg.kafka_security))
     app, proc = build_app(cfg, sink, lines)
     if cfg.web_port:
         from flowtracer.stream.dashboard.server import register_dashboard

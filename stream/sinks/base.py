@@ -17,8 +17,14 @@ Lifecycle, as the processor drives it (Telegraf ``Output``: Connect / Write / Cl
 3. ``sink.durable(ticket)``: True once every line up to *ticket* is stored; only then commit the
    offsets of the input behind those lines. Cheap; poll it.
 4. ``sink.raise_if_failed()`` in every loop turn: raises :class:`SinkFailed` when a batch failed
-   for good (rejected by the store, or retries exhausted). The processor then stops without
-   committing; after a restart it replays from the last commit, so the failed points are rewritten.
+   for good (retries exhausted, an I/O error). The processor then stops without committing; after
+   a restart it replays from the last commit, so the failed points are rewritten.
+4a. ``sink.take_rejected()`` in every loop turn: the batches the store refused for good with an
+   answer that replaying cannot change (InfluxDB 400, 401, 403, 404, 413, 422), as
+   :class:`Rejected`. A rejected batch is settled but holds ``durable`` back at its first line
+   until it is taken: the processor publishes the lines as dead letters first, and only then may
+   it commit past them (:mod:`flowtracer.stream.runtime.commit`). Throttling (429) and server
+   errors (5xx) are never rejections: they are retried and show up as backpressure.
 5. ``sink.close(timeout)``: write what is pending, waiting at most *timeout* seconds, then release
    threads and files. What is not durable by then stays uncommitted and is replayed. ``close``
    never raises for a failed batch: check ``raise_if_failed`` / ``durable`` first.
@@ -32,7 +38,7 @@ line-protocol file that ``influx write --file`` loads; the demo's output without
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -61,6 +67,17 @@ class SinkFailed(SinkError):
     without committing offsets past them, and replay."""
 
 
+class Rejected(NamedTuple):
+    """A batch the store refused for good: it goes to the dead-letter topic, not back to the store."""
+
+    lines: list[str]
+    """The refused lines, as they were written."""
+    reason: str
+    """Why, for a person: the store's answer, one line."""
+    status: int
+    """The HTTP status of the refusal (0 when there was none)."""
+
+
 @runtime_checkable
 class Sink(Protocol):
     """A line-protocol sink; the module docstring gives the lifecycle."""
@@ -81,6 +98,10 @@ class Sink(Protocol):
 
     def raise_if_failed(self) -> None:
         """Raise :class:`SinkFailed` if any batch was lost for good."""
+        ...
+
+    def take_rejected(self) -> list[Rejected]:
+        """The batches refused for good since the last call, oldest first (step 4a)."""
         ...
 
     def close(self, timeout: float = 10.0) -> None:

@@ -9,6 +9,13 @@ Durability: :meth:`FileSink.durable` flushes and (by default) fsyncs before it a
 fsyncs are paid once per commit, not per write. A crash can leave a torn last line; it was never
 durable, so the next :class:`FileSink` on the same path cuts it off (the processor replays those
 points) and ``influx write`` never sees half a line.
+
+Bounded: once the file holds ``max_bytes`` (1 GiB by default), it is rotated like logrotate does,
+at a durable boundary: everything written is flushed (and fsynced), ``path`` becomes ``path.1``
+(``path.1`` becomes ``path.2`` ...), and writing goes on in a fresh ``path``. At most ``keep``
+rotated files are kept; the oldest is deleted and counted (``deleted_files``, with its size in
+``deleted_bytes``), so the disk holds at most about ``(keep + 1) x max_bytes``. Load rotated files
+before they age out (``influx write --file path.1``).
 """
 
 from __future__ import annotations
@@ -19,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from flowtracer.stream.sinks.base import SinkFailed, check_lines
+from flowtracer.stream.sinks.base import Rejected, SinkFailed, check_lines
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,10 @@ class FileSinkConfig(BaseModel):
     fsync: bool = True
     """Durable = on disk (fsync). False: durable once handed to the OS (survives a processor
     crash, not a power loss) and much cheaper on slow disks."""
+    max_bytes: int = Field(1 << 30, ge=1)
+    """Size at which the file is rotated (bytes); one write larger than this still goes in whole."""
+    keep: int = Field(3, ge=0)
+    """Rotated files kept (``path.1`` newest ... ``path.<keep>``); 0: the full file is deleted."""
 
 
 def _cut_torn_tail(fd: int, size: int) -> int:
@@ -74,6 +85,11 @@ class FileSink:
             log.warning("%s: cut %d bytes of a torn last line (never durable; they are replayed)",
                         config.path, size - keep)
             self._file.truncate(keep)
+        self._size = keep
+        #: Rotations done, and rotated files (and their bytes) deleted because more than ``keep``.
+        self.rotations = 0
+        self.deleted_files = 0
+        self.deleted_bytes = 0
         self._written = 0  # lines handed to the buffer
         self._synced = 0  # lines flushed (and fsynced)
         self._failure: str | None = None
@@ -90,12 +106,40 @@ class FileSink:
         check_lines(lines)
         data = ("\n".join(lines) + "\n").encode()
         try:
+            if self._size and self._size + len(data) > self.config.max_bytes:
+                self._rotate()
             self._file.write(data)
         except OSError as e:
             self._fail(f"cannot write {self.config.path}: {e.strerror or e}")
             raise SinkFailed(self._failure) from None
+        self._size += len(data)
         self._written += len(lines)
         return self._written
+
+    def _rotate(self) -> None:
+        """Make everything written durable, shift ``path`` to ``path.1`` (and so on, deleting the
+        oldest beyond ``keep``) and reopen an empty ``path``. Raises OSError."""
+        self._file.flush()
+        if self.config.fsync:
+            os.fsync(self._file.fileno())
+        self._file.close()
+        self._synced = self._written  # what was written is on disk, in the rotated file
+        path, keep = self.config.path, self.config.keep
+        oldest = path.with_name(f"{path.name}.{keep}") if keep else path
+        if oldest.exists():
+            self.deleted_bytes += oldest.stat().st_size
+            self.deleted_files += 1
+            oldest.unlink()
+            log.warning("file sink %s: deleted %s (more than keep=%d rotated files)", path, oldest, keep)
+        for i in range(keep - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{i}")
+            if older.exists():
+                older.rename(path.with_name(f"{path.name}.{i + 1}"))
+        if keep:
+            path.rename(path.with_name(f"{path.name}.1"))
+        self._file = path.open("a+b")
+        self._size = 0
+        self.rotations += 1
 
     def _sync(self) -> None:
         try:
@@ -116,6 +160,10 @@ class FileSink:
     def raise_if_failed(self) -> None:
         if self._failure is not None:
             raise SinkFailed(self._failure)
+
+    def take_rejected(self) -> list[Rejected]:
+        """A local file refuses nothing line by line (a failure fails the sink)."""
+        return []
 
     def _fail(self, why: str) -> None:
         if self._failure is None:

@@ -19,9 +19,10 @@ How influxdb-client 1.50 batches (read in ``influxdb_client/client/write_api.py`
 * ``WriteApi.flush()`` does nothing; ``close()`` drains the open window and polls every 100 ms
   until the writer is idle (so close takes >= 0.1 s). Failed batches are only logged unless
   callbacks are given; these callbacks drive the ledger.
-* Retries (``WritesRetry``): 429, 5xx and connection/read errors, with delays
-  ``retry_interval * exponential_base**n`` (randomised, capped at ``max_retry_delay``), at most
-  ``max_retries`` times and ``max_retry_time`` per batch. Other 4xx fail the batch at once.
+* Retries (``WritesRetry``, a urllib3 ``Retry``): 429, 5xx and connection/read errors, with delays
+  ``retry_interval * exponential_base**n`` (randomised, capped at ``max_retry_delay``), or the
+  server's ``Retry-After`` when it sends one, at most ``max_retries`` times and ``max_retry_time``
+  per batch. Other 4xx end the batch at once.
 * The window timer runs on a private one-thread pool that the library does not stop: after
   ``close()`` the interpreter cannot exit until the pending timer's ``flush_interval`` has run out
   (influxdb-client-python issue #640). The sink records the timers' event loops and disposes them
@@ -32,6 +33,13 @@ While the store is down the writer thread sits in retries, later batches queue b
 ``write()`` keeps accepting until ``max_pending_points`` are outstanding; then it raises
 :class:`SinkBackpressure` and the processor stops consuming (offsets stay uncommitted) until
 the store is back. Only when a batch exhausts its retries does the sink fail (:class:`SinkFailed`).
+
+A 4xx that replaying cannot change (:data:`REJECT_STATUSES`: a bad line, an over-long series, a
+revoked token, a missing bucket, a body too large) does not fail the sink: retrying the same bytes
+would be refused again, and a failed sink would make the processor crash, replay and crash again
+until Kafka retention dropped the input uncounted. The batch is *rejected*: settled, kept with the
+store's answer, and handed back by :meth:`InfluxSink.take_rejected`; ``durable`` stays at its first
+line until then, so the processor publishes the lines as dead letters before it commits past them.
 
 The token comes from the environment or a file, lives in a ``SecretStr`` and is handed only to
 the HTTP client (never logged, never in a repr; the client's debug logging stays off).
@@ -55,9 +63,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 from reactivex.scheduler import EventLoopScheduler, NewThreadScheduler, ThreadPoolScheduler
 
 from flowtracer.schemas.durations import parse_duration
-from flowtracer.stream.sinks.base import SinkBackpressure, SinkFailed, check_lines
+from flowtracer.stream.sinks.base import Rejected, SinkBackpressure, SinkFailed, check_lines
 
 log = logging.getLogger(__name__)
+
+REJECT_STATUSES = frozenset({400, 401, 403, 404, 413, 422})
+"""HTTP statuses that refuse a batch for good: the same bytes would be refused again (429 and 5xx
+are retried instead)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -73,6 +85,7 @@ TOKEN_ENV_DEFAULTS = ("FLOWTRACER_INFLUX_TOKEN", "INFLUX_TOKEN")
 """Environment variables tried for the token, in order, when neither ``token_env`` nor
 ``token_file`` is set (``INFLUX_TOKEN`` is what the ``influx`` CLI reads)."""
 
+_LOGGED_REJECTIONS = 20  # the first few rejected batches are logged, then only counted
 _DURATION_HINT = "e.g. 250ms, 1s, 2m"
 
 
@@ -193,8 +206,9 @@ class InfluxConfig(BaseModel):
 class _Ledger:
     """Lines accepted vs lines whose batch finished, in submission order; thread-safe.
 
-    ``durable`` is the count of leading lines known stored; it stops moving at the first failed
-    batch (later lines may be stored, but not everything before them is).
+    ``durable`` is the count of leading lines known stored (or rejected and taken back); it stops
+    moving at the first failed batch (later lines may be stored, but not everything before them
+    is), and waits at the first rejected batch until :meth:`take_rejected` hands it back.
     """
 
     def __init__(self, limit: int) -> None:
@@ -203,7 +217,9 @@ class _Ledger:
         self.settled = 0
         self.durable = 0
         self.failed = 0
+        self.rejected = 0
         self.broken = False
+        self._rejected: list[Rejected] = []
         self._lines: deque[bytes] = deque()
         self._lock = threading.Lock()
 
@@ -221,8 +237,9 @@ class _Ledger:
             self.submitted += len(lines)
             return self.submitted
 
-    def settle(self, batch: bytes, ok: bool) -> bool:
-        """Account a finished batch (stored if *ok*); False when it is not the oldest pending lines."""
+    def settle(self, batch: bytes, ok: bool, rejected: Rejected | None = None) -> bool:
+        """Account a finished batch (stored if *ok*; refused for good if *rejected*, which holds its
+        lines back for :meth:`take_rejected`); False when it is not the oldest pending lines."""
         n = batch.count(b"\n") + 1
         with self._lock:
             if n > len(self._lines):
@@ -231,13 +248,24 @@ class _Ledger:
             lines = [self._lines.popleft() for _ in range(n)]
             self.settled += n
             in_order = b"\n".join(lines) == batch
-            if not ok:
+            if rejected is not None and in_order:
+                self.rejected += n
+                self._rejected.append(rejected)
+            elif not ok:
                 self.failed += n
-            if not (ok and in_order):
+            if not ((ok or rejected is not None) and in_order):
                 self.broken = True
-            elif not self.broken:
+            elif not self.broken and not self._rejected:
                 self.durable = self.settled
             return in_order
+
+    def take_rejected(self) -> list[Rejected]:
+        """The rejected batches not yet taken, oldest first; ``durable`` moves past them now."""
+        with self._lock:
+            out, self._rejected = self._rejected, []
+            if not self.broken:
+                self.durable = self.settled
+            return out
 
 
 class _GiveUp(Exception):
@@ -259,6 +287,7 @@ class InfluxSink:
         self._giving_up = False
         self._retries = 0
         self._batches_ok = 0
+        self._rejected_batches = 0
         self._outage = False
         self._options = config.write_options()
         host = urlsplit(config.url).hostname or ""
@@ -325,6 +354,11 @@ class InfluxSink:
         if self._failure is not None:
             raise SinkFailed(self._failure)
 
+    def take_rejected(self) -> list[Rejected]:
+        """Batches the store refused for good (:data:`REJECT_STATUSES`) since the last call, oldest
+        first; the lines after them become durable once they are taken."""
+        return self._ledger.take_rejected()
+
     def close(self, timeout: float = 10.0) -> None:
         """Send what is pending and wait up to *timeout* s for it; then stop retrying whatever is
         left (not durable, so the processor replays it) and release the threads."""
@@ -354,6 +388,10 @@ class InfluxSink:
             log.info("InfluxDB at %s accepts writes again after %d retries", self.config.url, self._retries)
 
     def _on_error(self, conf: tuple[str, str, str], data: bytes, exception: BaseException) -> None:
+        status = getattr(exception, "status", None)
+        if status in REJECT_STATUSES:
+            self._reject(data, status, exception)
+            return
         if not self._ledger.settle(data, ok=False):
             self._fail("ledger out of order: a failed batch is not the oldest pending lines")
         n = data.count(b"\n") + 1
@@ -363,6 +401,20 @@ class InfluxSink:
         first = data.split(b"\n", 1)[0][:200].decode(errors="replace")
         self._fail(f"a batch of {n} points to {self.config.url} failed: "
                    f"{type(exception).__name__}: {str(exception)[:300]} (first point: {first})")
+
+    def _reject(self, data: bytes, status: int, exception: BaseException) -> None:
+        body = getattr(exception, "body", None) or getattr(exception, "reason", None) or ""
+        if isinstance(body, bytes):
+            body = body.decode(errors="replace")
+        answer = " ".join(str(body).split())[:300]
+        lines = data.decode(errors="replace").split("\n")
+        reason = f"InfluxDB at {self.config.url} refused {len(lines)} points: HTTP {status}: {answer}"
+        if not self._ledger.settle(data, ok=False, rejected=Rejected(lines, reason, status)):
+            self._fail("ledger out of order: a rejected batch is not the oldest pending lines")
+            return
+        self._rejected_batches += 1
+        if self._rejected_batches <= _LOGGED_REJECTIONS:
+            log.error("%s (sent to the dead-letter topic; writing continues)", reason)
 
     def _on_retry(self, conf: tuple[str, str, str], data: bytes, exception: BaseException) -> None:
         self._retries += 1
@@ -382,11 +434,12 @@ class InfluxSink:
     # -- introspection -----------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """Counters for self-monitoring: points submitted / stored / failed / pending, batches
-        written, retries."""
+        """Counters for self-monitoring: points submitted / stored / failed / rejected / pending,
+        batches written and rejected, retries."""
         led = self._ledger
         return {"submitted": led.submitted, "durable": led.durable, "failed": led.failed,
-                "pending": led.pending, "batches_ok": self._batches_ok, "retries": self._retries}
+                "rejected": led.rejected, "pending": led.pending, "batches_ok": self._batches_ok,
+                "batches_rejected": self._rejected_batches, "retries": self._retries}
 
     def __repr__(self) -> str:
         c = self.config

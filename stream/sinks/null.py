@@ -7,6 +7,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from flowtracer.stream.sinks.base import Rejected
+
 
 class NullSinkConfig(BaseModel):
     """Nothing to configure."""
@@ -31,6 +33,9 @@ class NullSink:
 
     def raise_if_failed(self) -> None:
         return None
+
+    def take_rejected(self) -> list[Rejected]:
+        return []
 
     def close(self, timeout: float = 10.0) -> None:
         return None

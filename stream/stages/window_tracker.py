@@ -7,6 +7,11 @@ source is silent) and the window has ended on the worker's clock. The watermark 
 source's, never the newest record's: on a backlog one fast topic must not close windows the other
 has not delivered yet. Windows are released strictly in order, because rolling state and resolvers
 consume them in order. Records for a window already released are late: counted, not reopened.
+
+Bounded: at most ``max_windows`` windows are buffered. A window that can never complete (a source
+stuck on it, a record stamped far ahead) would otherwise hold every newer window behind it; past
+the bound the oldest windows are released as they are, counted in ``overflowed`` (and in
+``incomplete`` when a source was missing).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 _LOGGED_INCOMPLETE = 20  # the first few incomplete windows are logged, then only counted
+MAX_WINDOWS = 1024
+"""Windows buffered per tracker before the oldest are released anyway (17 min of 1 s hops)."""
 
 
 @dataclass
@@ -33,8 +40,14 @@ class WindowTracker:
 
     def __init__(self, hop_ns: int, grace_ns: int, lateness_hops: int = 2, memory_hops: int = 10,
                  required: frozenset[str] = frozenset(), required_grace_ns: int = 30_000_000_000,
-                 name: str = "") -> None:
+                 name: str = "", max_windows: int = MAX_WINDOWS) -> None:
+        if max_windows < 1:
+            raise ValueError(f"max_windows must be at least 1, not {max_windows}")
         self.hop_ns = hop_ns
+        self.max_windows = max_windows
+        #: Windows released only because more than ``max_windows`` were buffered.
+        self.overflowed = 0
+        self._forced: set[int] = set()
         self.name = name  # for log lines, e.g. "links stage of partition 3"
         #: Sources every window needs on top of the recently seen ones (e.g. every upstream partition).
         #: A missing required source is waited for ``required_grace_ns`` rather than ``grace_ns``: an
@@ -97,7 +110,8 @@ class WindowTracker:
         starting = self._started_ns is not None and now_ns - self._started_ns < self.required_grace_ns
         required = self.required if starting else self.required & self._ever
         expected = self._expected() | required
-        for end in sorted(self._windows):
+        excess = len(self._windows) - self.max_windows
+        for i, end in enumerate(sorted(self._windows)):
             w = self._windows[end]
             known = bool(self._recent or required)
             complete = known and expected <= w.sources
@@ -108,7 +122,9 @@ class WindowTracker:
             # (a fast clock) must not release a window that the others have not even started.
             overdue = end <= now_ns and waited >= (self.grace_ns if required <= w.sources else self.required_grace_ns)
             if not (complete or moved_on or overdue):
-                break  # strictly in order
+                if i >= excess:
+                    break  # strictly in order
+                self._forced.add(end)  # over the bound: released as it is
             if not complete:
                 self._missing[end] = frozenset(expected - w.sources)
             out.append(end)
@@ -119,6 +135,12 @@ class WindowTracker:
         """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
         w = self._windows.pop(window_end_ns)
         missing = self._missing.pop(window_end_ns, frozenset())
+        if window_end_ns in self._forced:
+            self._forced.discard(window_end_ns)
+            self.overflowed += 1
+            if self.overflowed <= _LOGGED_INCOMPLETE:
+                log.warning("%s: window ending %d released unfinished: more than %d windows buffered",
+                            self.name or "stage", window_end_ns, self.max_windows)
         if missing:
             self.incomplete += 1
             if self.incomplete <= _LOGGED_INCOMPLETE:

@@ -1,6 +1,7 @@
 """The two helpers the deployments run from the image: the metrics relay (a real HTTP upstream, a
-real child process, real signals) and the topic creator (its plan against the code's own topic
-rules, and its Kafka calls against the Tansu broker)."""
+real child process, real signals) and the topic creator (the one topic plan it applies, from
+``schemas/topic_admin.py``, against what the stages and the processor need, and its Kafka calls
+against the Tansu broker)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 from deploy_helpers import DEPLOY
 from waiting import wait_for
 
+from flowtracer.schemas import topic_admin
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig
@@ -123,7 +125,7 @@ def test_relay_rejects_a_bad_address() -> None:
 
 
 def test_topic_plan_is_what_the_stages_and_the_processor_need() -> None:
-    plan = {t.name: t for t in create_topics.plan(12, ("proc-a", "proc-b"), replication=3)}
+    plan = {t.name: t for t in topic_admin.plan(12, ("proc-a", "proc-b"), topic_admin.ClusterPolicy(replication=3))}
     wanted = {t.name: 12 for t in (*INPUT_TOPICS, *OUTPUT_TOPICS)}  # ensure_topics' counts
     wanted["flowtracer.qp-ends.v1"] = 1
     for app in ("proc-a", "proc-b"):
@@ -155,9 +157,9 @@ def test_dry_run_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_apply_creates_topics_and_refuses_a_wrong_partition_count(kafka: TansuBroker, unique_id: str) -> None:
-    TopicPlan = create_topics.TopicPlan
+    TopicPlan = topic_admin.TopicPlan
     first = [TopicPlan(f"{unique_id}.in", 3, {}, strict=True), TopicPlan(f"{unique_id}.one", 1, {}, strict=True)]
-    assert create_topics.apply(kafka.bootstrap, first, replication=1, timeout_s=20) == []
+    assert topic_admin.apply(kafka.bootstrap, first, replication=1, timeout_s=20) == []
     again = [TopicPlan(f"{unique_id}.in", 5, {}, strict=True), TopicPlan(f"{unique_id}.one", 1, {}, strict=True)]
-    assert create_topics.apply(kafka.bootstrap, again, replication=1, timeout_s=20) == \
+    assert topic_admin.apply(kafka.bootstrap, again, replication=1, timeout_s=20) == \
         [f"{unique_id}.in has 3 partitions, needs 5"]

@@ -92,6 +92,8 @@ def test_every_field_and_topic_is_documented() -> None:
         assert f"`{t.name}`" in doc, f"topic {t.name} missing from docs/schemas.md"
     for t in topics.INTERNAL_TOPICS:
         assert f"`<app-id>.{t.name}`" in doc, f"internal topic {t.name} missing from docs/schemas.md"
+    for t in topics.CHANGELOG_TOPICS:
+        assert f"`{topics.changelog_name('<app-id>', t)}`" in doc, f"changelog {t.name} missing from docs/schemas.md"
     for full, d in _messages().items():
         section = re.search(rf"^### {d.name}\b(.*?)(?=^### |\Z)", doc, re.S | re.M)
         assert section, f"message {full} has no '### {d.name}' section in docs/schemas.md"

@@ -23,6 +23,13 @@ lines belong to the communicator the process last initialised or last enqueued a
 This assumes NCCL_IB_QPS_PER_CONNECTION=1 (the default); extra QPs of one connection are given
 the tag of the last connection of that device.
 
+Bounded: at most ``max_pids`` processes are remembered (the least recently logging one is
+forgotten first, counted in ``forgotten_pids``; a host that starts 20,000 short-lived processes keeps
+at most that many), and ``retain(live_dev, live_pid)``, called with the QPs of each window's
+``rdma`` listing, forgets the tags of QPs that are gone, so a later QP that reuses the number is not
+given a stale tag. A tag learned since the previous ``retain`` is kept one more call: its QP may have
+been created after the listing was taken.
+
 Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
 """
 
@@ -48,6 +55,8 @@ _TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
 
 # Messages this parser claims: a line that starts like one of them but does not parse is malformed.
 _CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
+MAX_PIDS = 4096
+"""Processes remembered at once (``NcclLog.max_pids``)."""
 
 @dataclass(slots=True)
 class CommInfo:
@@ -100,18 +109,54 @@ class NcclLog:
     qp``. ``malformed`` counts claimed lines that did not parse (never raises on input).
     """
 
-    def __init__(self) -> None:
-        self._procs: dict[int, _Proc] = {}
+    def __init__(self, max_pids: int = MAX_PIDS) -> None:
+        if max_pids < 1:
+            raise ValueError(f"max_pids must be at least 1, not {max_pids}")
+        self.max_pids = max_pids
+        self._procs: dict[int, _Proc] = {}  # least recently logging first
         self._by_dev: dict[tuple[str, int], QpTag] = {}  # (device, qpn): unique on a host at a time
         self._by_pid: dict[tuple[int, int], QpTag] = {}  # (pid, qpn): when the device is not known
+        self._pid_qpns: dict[int, set[int]] = {}  # pid -> qpns in _by_pid
+        self._fresh_dev: set[tuple[str, int]] = set()  # learned since the last retain
+        self._fresh_pid: set[tuple[int, int]] = set()
         self.malformed = 0
         self.lines = 0
+        #: Processes forgotten because more than ``max_pids`` logged.
+        self.forgotten_pids = 0
+        #: QP tags forgotten by ``retain`` because the QP was gone.
+        self.forgotten_qps = 0
 
     def _proc(self, pid: int) -> _Proc:
-        p = self._procs.get(pid)
+        p = self._procs.pop(pid, None)
         if p is None:
-            p = self._procs[pid] = _Proc()
+            p = _Proc()
+            if len(self._procs) >= self.max_pids:
+                self._forget_pid(next(iter(self._procs)))
+        self._procs[pid] = p  # most recent last
         return p
+
+    def _forget_pid(self, pid: int) -> None:
+        del self._procs[pid]
+        for qpn in self._pid_qpns.pop(pid, ()):
+            self._by_pid.pop((pid, qpn), None)
+            self._fresh_pid.discard((pid, qpn))
+        self.forgotten_pids += 1
+
+    def retain(self, live_dev: set[tuple[str, int]], live_pid: set[tuple[int, int]]) -> None:
+        """Forget the tags of QPs gone from the host's QP listing: ``live_dev`` holds its (device,
+        qpn), ``live_pid`` its (pid, qpn). Tags learned since the previous call are kept once more."""
+        for key in [k for k in self._by_dev if k not in live_dev and k not in self._fresh_dev]:
+            del self._by_dev[key]
+            self.forgotten_qps += 1
+        for key in [k for k in self._by_pid if k not in live_pid and k not in self._fresh_pid]:
+            del self._by_pid[key]
+            qpns = self._pid_qpns.get(key[0])
+            if qpns is not None:
+                qpns.discard(key[1])
+                if not qpns:
+                    del self._pid_qpns[key[0]]
+        self._fresh_dev.clear()
+        self._fresh_pid.clear()
 
     def _comm(self, p: _Proc, pointer: str, rank: int, nranks: int) -> CommInfo:
         c = p.comms.get(pointer)
@@ -219,7 +264,10 @@ class NcclLog:
         device = p.ib_devs.get(ib_dev, ("", port))[0]
         if device:
             self._by_dev[(device, qpn)] = tag
+            self._fresh_dev.add((device, qpn))
         self._by_pid[(pid, qpn)] = tag
+        self._fresh_pid.add((pid, qpn))
+        self._pid_qpns.setdefault(pid, set()).add(qpn)
 
     def knows_anything(self) -> bool:
         """False while no ``tag`` or ``traffic_class`` can be anything but None (no NCCL lines yet)."""

@@ -155,6 +155,8 @@ class LinuxSource:
                     counters, malformed = p.records, malformed + p.malformed
         sysfs = read_sysfs(self.cfg.sysfs_root, gids=self._gids.due(at_ns))
         lines = self._nccl.read_lines() if self._nccl is not None else []
+        if self._nccl is not None:
+            malformed += self._nccl.take_dropped()  # over-long log lines
         return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, lines, malformed + sysfs.malformed,
                            sysfs_before=before)]
 
@@ -300,6 +302,7 @@ class SimSource:
                 p = parse_stat_qp(stat_text)
                 counters, malformed = p.records, malformed + p.malformed
             lines = self._tails[host].read_lines()
+            malformed += self._tails[host].take_dropped()  # over-long log lines
             return HostSample(host, ts, parsed.records, counters, sysfs, lines, malformed)
         return None
 

@@ -230,6 +230,8 @@ class ReferencePipeline:
         counters = None if sample.counters is None else per_qp_counters(sample.counters)
         mtu = {k: roce_path_mtu(v) for k, v in self._netdev_mtu.items()}
         deltas = self.qps.update(sample.qps or [], counters, sample.taken_ns, mtu)
+        if sample.qps is not None and self.nccl.knows_anything():  # the same forgetting rule as production
+            self.nccl.retain({(r.device, r.lqpn) for r in sample.qps}, {(r.pid, r.lqpn) for r in sample.qps})
         port_deltas = self.ports.update(_totals(sample.sysfs),
                                         None if sample.sysfs_before is None else _totals(sample.sysfs_before))
         self._bound(deltas, port_deltas, mtu)

@@ -106,3 +106,7 @@ def test_two_samples_of_fixture_files_give_these_batches(fixtures: Path, tmp_pat
         "10.0.2.11", "", 0, "rpcrdma", 20, 3)
     assert f133.tx_bytes == 20 * (1024 + 62)  # netdev MTU 1500 -> RoCE path MTU 1024
     assert not f133.HasField("nccl")
+    # Each window's listing retains the NCCL tags of live QPs only: 777 (mlx5_1, learned in the first window) is
+    # in neither listing and is forgotten after the second, so a QP that reuses the number is not given its tag.
+    assert pipe.nccl.tag(1, "mlx5_0", 418) is not None and pipe.nccl.tag(1, "mlx5_1", 777) is None
+    assert pipe.nccl.forgotten_qps == 1

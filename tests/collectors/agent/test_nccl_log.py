@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog
 
 
@@ -77,3 +79,53 @@ def test_random_lines_never_raise(fixtures: Path) -> None:
             s[i:i + rng.randrange(0, 8)] = rng.choice(["", "\x00", "0x", "[", "]", " ", "-1", "99999999999999999999"])
         log.feed(["".join(s)])
     assert log.lines == 2000
+
+
+def process_lines(pid: int, qpn: int, device: str = "mlx5_0") -> list[str]:
+    """One short-lived NCCL process: a communicator, one send channel and its QP."""
+    return [
+        f"n1:{pid}:{pid} [0] NCCL INFO NET/IB : Using [0]{device}:1/RoCE ; OOB eth0:10.0.0.1<0>",
+        f"n1:{pid}:{pid} [0] NCCL INFO ncclCommInitRank comm 0x{pid:x} rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
+        f"busId 1000 commId 0x{pid:x}ff - Init START",
+        f"n1:{pid}:{pid} [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0",
+        f"n1:{pid}:{pid} [0] NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn {qpn} mtu 5 GID 3 (0/1) "
+        "fifoRkey=0x1 fifoLkey=0x1",
+    ]
+
+
+@pytest.mark.parametrize(("max_pids", "pids", "kept", "forgotten"), [
+    (4096, 20_000, 4096, 15_904),  # the issue's 20,000 short-lived processes
+    (8, 8, 8, 0),
+    (8, 9, 8, 1),
+    (1, 3, 1, 2),
+])
+def test_short_lived_processes_are_bounded(max_pids: int, pids: int, kept: int, forgotten: int) -> None:
+    log = NcclLog(max_pids=max_pids)
+    for pid in range(1, pids + 1):
+        log.feed(process_lines(pid, 1000 + pid, device=""))  # no device: tagged by (pid, qpn)
+    assert (len(log._procs), len(log._by_pid), log.forgotten_pids) == (kept, kept, forgotten)
+    newest = log.tag(pids, "", 1000 + pids)
+    assert newest is not None and newest.comm.id == f"0x{pids:x}ff"  # the most recent ones are kept
+    assert (log.tag(1, "", 1001) is None) == (forgotten > 0)
+
+
+@pytest.mark.parametrize(("listings", "tagged"), [
+    ([{99}], True),  # the QP is live: its tag stays
+    ([set()], True),  # learned since the last listing: kept one more (the QP may be newer than the listing)
+    ([set(), set()], False),  # gone from two listings: forgotten
+    ([{99}, set()], False),
+    ([{99}, {99}, {99}], True),
+])
+def test_a_qp_gone_from_the_listing_loses_its_tag(listings: list[set[int]], tagged: bool) -> None:
+    log = NcclLog()
+    log.feed(process_lines(17, 99, "mlx5_3"))
+    for live in listings:
+        log.retain({("mlx5_3", q) for q in live}, {(17, q) for q in live})
+    # A later non-NCCL QP of another process reuses number 99 on the same device.
+    assert (log.tag(4242, "mlx5_3", 99) is not None) == tagged
+    assert log.forgotten_qps == (0 if tagged else 1)
+
+
+def test_max_pids_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_pids must be at least 1, not 0"):
+        NcclLog(max_pids=0)

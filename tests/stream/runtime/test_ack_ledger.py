@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flowtracer.stream.runtime.ack_ledger import AckLedger
 
 
@@ -54,3 +56,23 @@ def test_records_of_a_revoked_partition_are_never_acked() -> None:
     ledger.release(mine)
     assert ledger.ackable() == ["mine"]
     assert gone.dropped and not mine.dropped
+
+
+@pytest.mark.parametrize(("max_held", "received", "full", "overflows"), [
+    (3, 2, False, 0),
+    (3, 3, True, 0),  # at the bound: the reader waits before the next record
+    (3, 5, True, 2),  # records read past the bound anyway are counted
+    (1, 1, True, 0),
+])
+def test_a_stuck_record_bounds_its_partition(max_held: int, received: int, full: bool, overflows: int) -> None:
+    ledger = AckLedger(max_held=max_held)
+    stuck = ledger.receive("counters", 0, 0, "e0")  # its window never completes
+    ledger.accepted(stuck, 1)
+    for offset in range(1, received):
+        ledger.accepted(ledger.receive("counters", 0, offset, f"e{offset}"), 0)  # done at once, but behind e0
+    assert ledger.ackable() == []
+    assert (ledger.full("counters", 0), ledger.overflows) == (full, overflows)
+    assert not ledger.full("counters", 1)  # other partitions read on
+    ledger.release(stuck)
+    assert ledger.ackable() == [f"e{i}" for i in range(received)]
+    assert not ledger.full("counters", 0)

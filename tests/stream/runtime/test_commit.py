@@ -57,6 +57,9 @@ class FakeSink:
         if self.failed:
             raise self.failed
 
+    def take_rejected(self) -> list[Any]:
+        return []
+
     def close(self, timeout: float = 10.0) -> None:
         return None
 

@@ -209,20 +209,30 @@ def test_outage_backpressure_then_everything_lands(unique_id: str, sinks: list[I
     assert sink.stats()["failed"] == 0
 
 
-def test_rejected_batch_fails_the_sink(victoria: VictoriaMetrics, unique_id: str, sinks: list[InfluxSink]) -> None:
+def test_rejected_batch_is_handed_back_and_writing_continues(victoria: VictoriaMetrics, unique_id: str,
+                                                             sinks: list[InfluxSink]) -> None:
     """VictoriaMetrics answers 400 to a line over 256 KiB that ends the request (one that does not
-    end it is skipped with 204!). A 4xx is not retried: the batch is lost, so the sink fails,
-    nothing from that batch on is durable, and no more writes are taken."""
+    end it is skipped with 204!). A 400 would be refused on every replay, so the batch is rejected,
+    not a failure: it holds ``durable`` back until take_rejected hands it over, later batches are
+    written, and nothing is retried."""
     sink = InfluxSink(config(victoria.url, batch_size=2))
     sinks.append(sink)
     ok = sink.write([f"rejected,test_id={unique_id} v=1i {T0}"] * 2)
     wait_durable(sink, ok)
-    bad = sink.write([f"rejected v=2i {T0}", f'rejected,test_id={unique_id} s="{"x" * 300_000}" {T0}'])
-    assert re.search(r"a batch of 2 points to .* failed: ApiException: \(400\)", str(wait_failed(sink)))
-    assert sink.durable(ok) and not sink.durable(bad)
-    with pytest.raises(SinkFailed):
-        sink.write([f"rejected v=3i {T0}"])
-    assert sink.stats()["retries"] == 0
+    refused = [f"rejected v=2i {T0 + S}", f'rejected,test_id={unique_id} s="{"x" * 300_000}" {T0 + S}']
+    bad = sink.write(refused)
+    after = sink.write([f"rejected,test_id={unique_id} v=3i {T0 + 2 * S}"] * 2)
+    wait_for(lambda: sink.stats()["batches_ok"] == 2, 10, "the batch after the refused one to be written")
+    assert not sink.durable(bad) and not sink.durable(after)  # not until the refused lines are taken
+    [rejected] = sink.take_rejected()
+    assert rejected.lines == refused and rejected.status == 400
+    assert re.fullmatch(r"InfluxDB at \S+ refused 2 points: HTTP 400: .+", rejected.reason)
+    assert sink.durable(after) and sink.take_rejected() == []
+    sink.raise_if_failed()
+    assert sink.stats() | {"submitted": 0} == {"submitted": 0, "durable": 6, "failed": 0, "rejected": 2, "pending": 0,
+                                               "batches_ok": 2, "batches_rejected": 1, "retries": 0}
+    [series] = victoria.export(f'{{test_id="{unique_id}",__name__="rejected_v"}}')
+    assert sorted(set(series["values"])) == [1, 3]
 
 
 def test_exhausted_retries_fail_the_sink(sinks: list[InfluxSink]) -> None:
@@ -420,3 +430,36 @@ def test_a_token_over_plain_http_is_warned_once(url: str, warned: bool, caplog: 
     sink.close(0.1)
     assert caplog.text.count("token crosses the network in clear") == (1 if warned else 0)
     assert TOKEN not in caplog.text
+
+
+@pytest.mark.parametrize(("max_bytes", "keep", "files", "rotations", "deleted"), [
+    (1000, 3, [10], 0, 0),  # 10 lines of 10 bytes: under the bound
+    (50, 3, [5, 5], 1, 0),  # path.1 holds the first 5 lines, path the rest
+    (30, 2, [1, 3, 3], 3, 1),  # path, path.1, path.2; the oldest 3 lines deleted
+    (30, 0, [1], 3, 3),  # keep=0: the full file is deleted at each rotation
+    (5, 1, [1, 1], 9, 8),  # a write larger than the bound still goes in whole
+])
+def test_file_sink_rotates_at_its_size_bound(tmp_path: Path, max_bytes: int, keep: int, files: list[int],
+                                             rotations: int, deleted: int) -> None:
+    path = tmp_path / "out.lp"
+    sink = FileSink(FileSinkConfig(path=path, max_bytes=max_bytes, keep=keep))
+    lines = [f"m v={i}i {i:02d}" for i in range(10)]  # 10 bytes each with the newline
+    for line in lines:
+        ticket = sink.write([line])
+        assert sink.durable(ticket)
+    sink.close()
+    names = [path, *(path.with_name(f"out.lp.{i}") for i in range(1, keep + 1))]
+    kept = [n.read_text().splitlines() for n in names if n.exists()]
+    assert [len(k) for k in kept] == files
+    assert [line for k in reversed(kept) for line in k] == lines[10 - sum(files):]  # the newest, in order
+    assert (sink.rotations, sink.deleted_files) == (rotations, deleted)
+    assert sink.deleted_bytes == 10 * (10 - sum(files))
+    assert all(n.stat().st_size <= max(max_bytes, 10) for n in names if n.exists())
+
+
+def test_the_process_command_s_file_sink_gets_its_bounds(tmp_path: Path) -> None:
+    from flowtracer.stream.runtime.worker import make_sink
+
+    sink = make_sink(None, "o", "b", None, tmp_path / "out.lp", file_max_bytes=100, file_keep=1)
+    assert isinstance(sink, FileSink) and (sink.config.max_bytes, sink.config.keep) == (100, 1)
+    sink.close()

@@ -1,5 +1,7 @@
 """Window release rules: complete, moved on, overdue; strictly in order; late records counted."""
 
+import pytest
+
 from flowtracer.stream.stages.window_tracker import WindowTracker
 
 S = 1_000_000_000
@@ -89,3 +91,34 @@ def test_a_window_stamped_ahead_of_the_clock_is_not_waited_out_before_it_ends() 
         assert t.add(end, "a", 1, 4, now_ns=end) and t.add(end, "b", 1, 5, now_ns=end)
     assert t.due(now_ns=103 * S) == [101 * S, 102 * S]
     assert t.late == 0
+
+
+@pytest.mark.parametrize(("max_windows", "buffered", "released", "overflowed"), [
+    (4, 4, [], 0),  # at the bound: nothing forced
+    (4, 5, [2], 1),  # one over: the stuck oldest goes as it is
+    (4, 9, [2, 3, 4, 5, 6], 5),
+    (1, 3, [2, 3], 2),
+])
+def test_windows_behind_a_stuck_one_are_bounded(max_windows: int, buffered: int, released: list[int],
+                                                overflowed: int) -> None:
+    """From window 2 on, b is stuck and never reports, and grace never passes: past ``max_windows``
+    buffered windows the oldest are released anyway, counted as overflowed and incomplete."""
+    t = WindowTracker(hop_ns=S, grace_ns=1000 * S, lateness_hops=1000, max_windows=max_windows)
+    t.add(S, "a", "a1", 1, 0)
+    t.add(S, "b", "b1", 1, 0)
+    t.pop(S)  # as if window 1 had been released: a and b are the expected sources
+    for w in range(2, buffered + 2):
+        t.add(w * S, "a", f"a{w}", w, 0)
+    due = t.due(0)
+    assert due == [w * S for w in released]
+    for end in due:
+        items, tokens, sources = t.pop(end)
+        assert items == [f"a{end // S}"] and tokens == [end // S] and sources == {"a"}
+    assert (t.overflowed, t.incomplete) == (overflowed, overflowed)
+    assert len(t.pending_tokens()) == min(buffered, max_windows)
+    assert t.add(2 * S, "b", "late", 99, 0) == (not released)  # a released window stays released
+
+
+def test_max_windows_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_windows must be at least 1, not 0"):
+        WindowTracker(hop_ns=S, grace_ns=S, max_windows=0)
