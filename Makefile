@@ -18,11 +18,12 @@ $(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx
 	touch $@
 
 # VictoriaMetrics stands in for InfluxDB 2 in tests (it accepts the InfluxDB v2 write API); headless
-# Chromium and its driver run the dashboard's browser test.
-SYSTEM_PKGS := victoria-metrics chromium chromium-driver
+# Chromium and its driver run the dashboard's browser test; stunnel4 terminates TLS in front of the
+# embedded Kafka broker for the Kafka TLS test (tests/e2e/test_kafka_tls_e2e.py).
+SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4
 system-deps:
 	@command -v victoria-metrics >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
-	 command -v chromedriver >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
+	 command -v chromedriver >/dev/null 2>&1 && command -v stunnel4 >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PKGS); }
 

@@ -22,6 +22,8 @@ from flowtracer.collectors.agent.config import ConfigError, load_config
 from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
+from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
+from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.agent")
@@ -55,11 +57,12 @@ log = logging.getLogger("flowtracer.agent")
                    "[default: on for linux / nccl-log, off for sim].")
 @click.option("--metrics-port", type=int, default=None, help="Serve /metrics and /healthz here (0 = off).")
 @click.option("--max-windows", type=int, default=None, help="Stop after this many windows (0 = never).")
+@kafka_config_option
 def agent(config_file: Path | None, source: str | None, kafka: str | None, topic: str | None, no_idem: bool | None,
           interval: str | None, topology: Path | None, host: str | None, sim_endpoints: Path | None,
           nccl_log: str | None, sysfs_root: Path | None, sysfs_only: bool | None, rdma_command: str | None,
           no_qp_counters: bool | None, agent_id: str | None, peer_exchange: bool | None, metrics_port: int | None,
-          max_windows: int | None) -> None:
+          max_windows: int | None, kafka_config: Path | None) -> None:
     """Stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes per window) from hosts into Kafka.
 
     On a real host run one agent per host (--source linux). For the simulator one process acts as
@@ -75,6 +78,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     }
     try:
         cfg = load_config(config_file, **overrides)
+        security = kafka_security_or_exit(kafka_config, "flowtracer agent", base=cfg.kafka_security,
+                                          bootstrap=cfg.kafka)
         topo = load_topology(cfg.topology) if cfg.topology is not None else None
         if cfg.source == "sim" and topo is None:
             raise ConfigError("source sim needs --topology (the simulated fabric's topology file)")
@@ -86,13 +91,15 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         click.echo(f"flowtracer agent: {e}", err=True)
         sys.exit(EXIT_NO_RDMA)
 
+    client_config = kafka_python_kwargs(security) if cfg.kafka else {}
     metrics = SelfMetrics()
     sink: Sink
     if cfg.kafka:
         from flowtracer.collectors.kafka_sink import KafkaSink
 
         sink = KafkaSink(cfg.kafka, client_id=f"flowtracer-agent-{cfg.agent_id}", max_buffer=cfg.max_buffer,
-                         enable_idempotence=cfg.kafka_idempotence, metrics=metrics.sink_metrics())
+                         enable_idempotence=cfg.kafka_idempotence, metrics=metrics.sink_metrics(),
+                         producer_config=client_config)
     else:
         sink = StdoutSink()
     stop = threading.Event()
@@ -102,7 +109,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
 
         exchange = PeerExchange(cfg.kafka, sink, src.hosts(), [h.name for h in topo.hosts] if topo else [],
                                 cfg.agent_id, refresh_ns=round(cfg.peer_refresh.total_seconds() * 1e9),
-                                max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic).start()
+                                max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic,
+                                client_config=client_config).start()
     tracer = None
     if cfg.tracing.enabled:
         from flowtracer.collectors.agent.tracing.wiring import TracePublisher, build_tracer
@@ -111,7 +119,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
             if cfg.kafka:
                 from flowtracer.schemas.topic_admin import ensure_topics
 
-                ensure_topics(cfg.kafka, _existing_partitions(cfg.kafka), client_id=f"flowtracer-agent-{cfg.agent_id}")
+                ensure_topics(cfg.kafka, _existing_partitions(cfg.kafka, client_config),
+                              client_id=f"flowtracer-agent-{cfg.agent_id}", client_config=client_config)
             tracer = build_tracer(cfg, topo, TracePublisher(sink)).start()
         except Exception as e:  # bad settings or an unreachable broker: one line, not a traceback
             click.echo(f"flowtracer agent: tracing: {e}", err=True)
@@ -153,14 +162,14 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     sys.exit(code)
 
 
-def _existing_partitions(bootstrap: str) -> int:
+def _existing_partitions(bootstrap: str, client_config: dict[str, Any]) -> int:
     """The flows topic's partition count when it exists (the co-partitioned topics must match it: the
     processor or an operator chose it), else the contract's default."""
     from kafka import KafkaAdminClient
 
     from flowtracer.schemas.topics import DEFAULT_PARTITIONS, FLOWS
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-agent-admin")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flowtracer-agent-admin", **client_config)
     try:
         if FLOWS.name not in set(admin.list_topics()):  # describing a missing topic may auto-create it
             return DEFAULT_PARTITIONS

@@ -20,6 +20,7 @@ from flowtracer.collectors.gnmi.config import (
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.sharding import parse_shard
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.collect")
@@ -31,16 +32,20 @@ def _bad(msg: str) -> None:
 
 
 def build(topology: Path | None, config: Path | None, kafka: str | None, shard: str | None,
-          metrics_port: int | None, collector_id: str | None, idempotence: bool | None) -> CollectorService:
+          metrics_port: int | None, collector_id: str | None, idempotence: bool | None,
+          kafka_config: Path | None = None) -> CollectorService:
     """Load and merge topology, config and flags into a service; ConfigError/TopologyError on bad input."""
     cfg = load_config(config)
     update: dict[str, object] = {}
-    if kafka or idempotence is not None:
+    security = kafka_security_or_exit(kafka_config, "flowtracer collect", base=cfg.kafka.security,
+                                      bootstrap=kafka or cfg.kafka.bootstrap)
+    if kafka or idempotence is not None or security != cfg.kafka.security:
         k = cfg.kafka.model_dump()
         if kafka:
             k["bootstrap"] = kafka
         if idempotence is not None:
             k["idempotence"] = idempotence
+        k["security"] = security
         update["kafka"] = k
     if shard:
         try:
@@ -78,15 +83,17 @@ def build(topology: Path | None, config: Path | None, kafka: str | None, shard: 
 @click.option("--collector-id", default=None, help="Id written into every batch [default: host:pid].")
 @click.option("--idempotence/--no-idempotence", default=None,
               help="Kafka idempotent producer [default: auto]; --no-idempotence for Tansu.")
+@kafka_config_option
 def collect(topology: Path | None, config: Path | None, kafka: str | None, shard: str | None,
-            metrics_port: int | None, collector_id: str | None, idempotence: bool | None) -> None:
+            metrics_port: int | None, collector_id: str | None, idempotence: bool | None,
+            kafka_config: Path | None) -> None:
     """Stream switch interface and next-hop counters over gNMI into Kafka (flowtracer.counters.v1).
 
     Runs until SIGINT/SIGTERM, then flushes what is buffered. Passwords come from the environment
     or files named in the topology/config, never from the command line.
     """
     try:
-        svc = build(topology, config, kafka, shard, metrics_port, collector_id, idempotence)
+        svc = build(topology, config, kafka, shard, metrics_port, collector_id, idempotence, kafka_config)
     except (ConfigError, TopologyError) as e:
         _bad(str(e))
         return

@@ -15,6 +15,8 @@ from typing import Any
 import click
 
 from flowtracer.exit_codes import EXIT_FAILURE
+from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
+from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.whatif.record import Recording, parse_instant, parse_span, write_export
 
 
@@ -57,12 +59,14 @@ def narrow(rec: Recording, from_ns: int | None, to_ns: int | None, last_ns: int 
 
 
 def read_range(kafka: str, from_ns: int | None, to_ns: int | None, last_ns: int | None, idle_s: float,
-               outputs: bool = True, prog: str = "flowtracer export") -> Recording:
-    """Read the range from Kafka; exits 1 with one line when the broker cannot be read."""
+               outputs: bool = True, prog: str = "flowtracer export", kafka_config: Path | None = None) -> Recording:
+    """Read the range from Kafka; exits 1 with one line when the broker cannot be read (2 when the
+    ``--kafka-config`` settings are invalid)."""
     from flowtracer.whatif.kafka_reader import read_kafka
 
+    client_config = kafka_python_kwargs(kafka_security_or_exit(kafka_config, prog, bootstrap=kafka))
     try:
-        rec = read_kafka(kafka, from_ns, to_ns, idle_s=idle_s, include_outputs=outputs)
+        rec = read_kafka(kafka, from_ns, to_ns, idle_s=idle_s, include_outputs=outputs, client_config=client_config)
     except Exception as e:  # kafka-python raises many types; the user needs the one line, not the trace
         click.echo(f"{prog}: cannot read from Kafka at {kafka}: {type(e).__name__}: {e}", err=True)
         sys.exit(EXIT_FAILURE)
@@ -77,14 +81,15 @@ def read_range(kafka: str, from_ns: int | None, to_ns: int | None, last_ns: int 
 @click.option("--flows-only", is_flag=True, help="Only the flow topic, not the processor's outputs.")
 @click.option("--idle", "idle_s", type=float, default=3.0, show_default=True,
               help="Stop reading after the broker has had nothing new for this many seconds.")
+@kafka_config_option
 def export(kafka: str, from_ns: int | None, to_ns: int | None, last_ns: int | None, output: Path | None,
-           flows_only: bool, idle_s: float) -> None:
+           flows_only: bool, idle_s: float, kafka_config: Path | None) -> None:
     """Save recorded flows (and what the processor measured) to a what-if recording file.
 
     Reads flowtracer.flows.v1 and, unless --flows-only, flowtracer.link-loads.v1, path-loads.v1 and fim.v1,
     keeping records whose window ends in the range; writes JSON lines (docs/whatif.md).
     """
-    rec = read_range(kafka, from_ns, to_ns, last_ns, idle_s, outputs=not flows_only)
+    rec = read_range(kafka, from_ns, to_ns, last_ns, idle_s, outputs=not flows_only, kafka_config=kafka_config)
     if not rec.flow_batches:
         click.echo(f"flowtracer export: no flow records in the range on {kafka}", err=True)
     if output is None:

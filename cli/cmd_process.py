@@ -10,6 +10,8 @@ import click
 from pydantic import ValidationError
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
+from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.schemas.topic_admin import TopicError, ensure_topics
 from flowtracer.schemas.topology import TopologyError, load_topology
 
@@ -56,11 +58,13 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--web-port", type=int, default=0, show_default=True, help="Worker web port (Faust views); 0 = off.")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
 @click.option("--app-id", default="flowtracer-processor", show_default=True, help="Consumer group / Faust app id.")
+@kafka_config_option
 def process(topology: Path, kafka: str, resolver: str, collision_confidence: float, trace_max_age_s: float,
             partitions: int, hop_s: float, rolling_window_s: float,
             grace_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
             influx_token_file: Path | None, line_protocol_file: Path | None, line_protocol_max_bytes: int,
-            line_protocol_keep: int, tansu: bool, web_port: int, metrics_port: int, app_id: str) -> None:
+            line_protocol_keep: int, tansu: bool, web_port: int, metrics_port: int, app_id: str,
+            kafka_config: Path | None = None) -> None:
     """Join switch counters and host flows into link/path loads, collisions and a rolling FIM.
 
     Reads flowtracer.counters.v1, flowtracer.flows.v1 and (--resolver trace) flowtracer.path-traces.v1; writes
@@ -73,8 +77,10 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
 
     if resolver not in RESOLVERS:
         _fail(EXIT_BAD_INPUT, f"--resolver {resolver!r}: choose one of {', '.join(sorted(RESOLVERS))}")
+    security = kafka_security_or_exit(kafka_config, "flowtracer process", bootstrap=kafka)
     try:
-        cfg = ProcessorConfig(topology=topology, kafka=kafka, resolver=resolver, partitions=partitions, hop_s=hop_s,
+        cfg = ProcessorConfig(topology=topology, kafka=kafka, kafka_security=security, resolver=resolver,
+                              partitions=partitions, hop_s=hop_s,
                               collision_confidence=collision_confidence, trace_max_age_s=trace_max_age_s,
                               rolling_window_s=rolling_window_s, grace_s=grace_s, tansu=tansu, web_port=web_port,
                               app_id=app_id)
@@ -92,7 +98,8 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
     except ValueError as e:
         _fail(EXIT_BAD_INPUT, str(e))
     try:
-        ensure_topics(cfg.kafka, cfg.partitions, app_id=cfg.app_id)
+        ensure_topics(cfg.kafka, cfg.partitions, app_id=cfg.app_id,
+                      client_config=kafka_python_kwargs(cfg.kafka_security))
     except TopicError as e:
         _fail(EXIT_FAILURE, str(e))
     sys.exit(run_worker(cfg, sink, metrics_port))

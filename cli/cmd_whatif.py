@@ -26,6 +26,7 @@ import click
 
 from flowtracer.cmd_export import narrow, range_options, read_range
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.kafka_options import kafka_config_option
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import TopologyError, load_topology
 
@@ -69,11 +70,12 @@ def _fail(code: int, msg: str) -> None:
               help="--experiment: ECMP hash seeds and QP numberings to replay.")
 @click.option("--save-recording", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="--experiment: also export the recording to this file.")
+@kafka_config_option
 def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, from_ns: int | None,
            to_ns: int | None, last_ns: int | None, strategies: tuple[str, ...], degrade: tuple[str, ...],
            fail: tuple[str, ...], as_json: bool, out_dir: Path | None, plan_file: Path | None, idle_s: float,
            experiment: str | None, docs_dir: Path, record_seconds: float, draws: int,
-           save_recording: Path | None) -> None:
+           save_recording: Path | None, kafka_config: Path | None) -> None:
     """Replay recorded flows under other routing strategies: FIM, max link utilization, completion time.
 
     Examples:
@@ -121,7 +123,7 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
             _fail(EXIT_BAD_INPUT, str(e))
     else:
         assert kafka is not None
-        rec = read_range(kafka, from_ns, to_ns, last_ns, idle_s, prog="flowtracer whatif")
+        rec = read_range(kafka, from_ns, to_ns, last_ns, idle_s, prog="flowtracer whatif", kafka_config=kafka_config)
     wins, lost = windows(rec, fabric)
     if not wins:
         _fail(EXIT_BAD_INPUT, f"no flow records in the range from {rec.source or input_file}")

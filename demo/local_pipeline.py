@@ -84,6 +84,9 @@ class PipelineOptions:
     agent_tracing: bool = False
     #: Probe budget per simulated host, probes/s (the one agent process plays every host: its budget is this x hosts).
     probes_per_host_s: float = 50.0
+    #: Kafka TLS/SASL settings file every stage is given (``--kafka-config``); then pass the broker that
+    #: speaks them as ``LocalPipeline(broker=...)`` (its ``client_config`` creates the topics).
+    kafka_config: Path | None = None
 
 
 @dataclass
@@ -125,20 +128,21 @@ class LocalPipeline:
         self.run_dir = self.run_dir.resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self.broker = TansuBroker(log_dir=self.run_dir)
+            if self.broker is None:
+                self.broker = TansuBroker(log_dir=self.run_dir)
             self.broker.start()
-            ensure_topics(self.bootstrap, o.partitions)
+            ensure_topics(self.bootstrap, o.partitions, client_config=self.broker.client_config)
             self._start_sim()
             sim_topology = self.ready["topology"]
             self.start_processors(o.resolvers)
             # Tansu has no idempotent producers: both producers are told so.
             self._spawn("collect", ["collect", "--topology", sim_topology, "--kafka", self.bootstrap,
-                                    "--no-idempotence"])
+                                    "--no-idempotence", *self.kafka_config_args()])
             agent_config = ["--config", str(self.write_agent_config())] if o.agent_tracing else []
             self._spawn("agent", ["agent", *agent_config, "--source", "sim",
                                   "--sim-endpoints", str(self.run_dir / "ready.json"),
                                   "--topology", sim_topology, "--kafka", self.bootstrap, "--no-kafka-idempotence",
-                                  "--interval", f"{round(o.hop_s * 1000)}ms"])
+                                  "--interval", f"{round(o.hop_s * 1000)}ms", *self.kafka_config_args()])
             self.check()
         except BaseException:
             self.stop()
@@ -188,13 +192,17 @@ class LocalPipeline:
             for i in range(workers or o.workers):
                 args = ["process", "--topology", topology, "--kafka", self.bootstrap, "--tansu",
                         "--resolver", resolver, "--partitions", str(o.partitions), "--hop", str(o.hop_s),
-                        "--app-id", app_id or f"flowtracer-{resolver}", *o.processor_args]
+                        "--app-id", app_id or f"flowtracer-{resolver}", *self.kafka_config_args(), *o.processor_args]
                 if o.influx_url:
                     args += ["--influx-url", o.influx_url]
                 if o.line_protocol_file:
                     args += ["--line-protocol-file", str(o.line_protocol_file)]
                 started.append(self._spawn(f"process-{app_id or resolver}-{i}", args))
         return started
+
+    def kafka_config_args(self) -> list[str]:
+        """``--kafka-config FILE`` when the options name one."""
+        return ["--kafka-config", str(self.options.kafka_config)] if self.options.kafka_config else []
 
     def check(self) -> None:
         """Raise PipelineError naming any stage that died."""

@@ -13,7 +13,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,9 +180,12 @@ class Observed:
 class OutputWatcher(threading.Thread):
     """Consumes the output topics into an :class:`Observed` until stopped. ``lock`` guards ``observed``."""
 
-    def __init__(self, bootstrap: str, observed: Observed | None = None, poll_ms: int = 300) -> None:
+    def __init__(self, bootstrap: str, observed: Observed | None = None, poll_ms: int = 300,
+                 client_config: Mapping[str, Any] | None = None) -> None:
         super().__init__(name="demo-output-watcher", daemon=True)
         self.bootstrap = bootstrap
+        #: Extra KafkaConsumer settings (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
+        self.client_config = dict(client_config or {})
         self.observed = observed or Observed()
         self.lock = threading.Lock()
         self.poll_ms = poll_ms
@@ -195,7 +198,8 @@ class OutputWatcher(threading.Thread):
             from kafka import KafkaConsumer, TopicPartition
 
             consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None,
-                                     client_id="flowtracer-demo-status", auto_offset_reset="earliest")
+                                     client_id="flowtracer-demo-status", auto_offset_reset="earliest",
+                                     **self.client_config)
         except Exception as e:  # the demo goes on without a live status
             self.error = f"cannot consume the output topics: {e}"
             return

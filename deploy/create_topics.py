@@ -18,8 +18,9 @@ changelog topic with the wrong partition count is an error: co-partitioning cann
 place (docs/operations.md, "Topics" and "Changing the partition count").
 
 Exit codes: 0 every topic is there with the right count; 1 Kafka unreachable or a wrong count;
-2 bad arguments. Reads no environment variables (secrets are not involved: flowtracer's Kafka
-clients speak PLAINTEXT only today, see docs/operations.md).
+2 bad arguments or Kafka security settings. TLS/SASL: ``--kafka-config FILE`` (or
+``FLOWTRACER_KAFKA_CONFIG`` and the ``FLOWTRACER_KAFKA_*`` variables), as every stage
+(docs/operations.md, Security).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from flowtracer.schemas.durations import parse_duration
+from flowtracer.schemas.kafka_security import check_broker_certificate, kafka_python_kwargs, load_kafka_security
 from flowtracer.schemas.topic_admin import ClusterPolicy, TopicError, apply, plan
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS
 
@@ -58,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="compression.type of the input and output topics [default: zstd]")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker [default: 120]")
     ap.add_argument("--dry-run", action="store_true", help="print the plan as JSON and touch nothing")
+    ap.add_argument("--kafka-config", type=Path, default=None, metavar="FILE",
+                    help="Kafka TLS/SASL settings (YAML) [env: FLOWTRACER_KAFKA_CONFIG]; default PLAINTEXT")
     a = ap.parse_args(argv)
     try:
         if a.partitions < 1 or a.replication < 1:
@@ -69,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         topics = plan(a.partitions, tuple(a.app_ids or (DEFAULT_APP_ID,)), policy)
         if not a.dry_run and not a.kafka:
             raise ValueError("--kafka is required (or --dry-run)")
+        security = load_kafka_security(a.kafka_config)
+        client_config = {} if a.dry_run else kafka_python_kwargs(security)
     except ValueError as e:
         print(f"flowtracer-create-topics: {e}", file=sys.stderr)
         return 2
@@ -77,8 +84,14 @@ def main(argv: list[str] | None = None) -> int:
                          indent=1))
         return 0
     try:
+        check_broker_certificate(security, a.kafka)
+    except ValueError as e:
+        print(f"flowtracer-create-topics: {e}", file=sys.stderr)
+        return 2
+    try:
         problems = apply(a.kafka, topics, a.replication, a.timeout, client_id="flowtracer-create-topics",
-                         wait_for_broker=True, report=lambda line: print(line, file=sys.stderr))
+                         wait_for_broker=True, report=lambda line: print(line, file=sys.stderr),
+                         client_config=client_config)
     except TopicError as e:
         print(f"flowtracer-create-topics: {e}", file=sys.stderr)
         return 1

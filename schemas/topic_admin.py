@@ -11,8 +11,9 @@ cluster. Nothing else creates topics (the test bed's ``create_topics`` serves te
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -121,13 +122,15 @@ def problems(topics: Sequence[TopicPlan], counts: dict[str, int]) -> list[str]:
     return out
 
 
-def connect(bootstrap: str, client_id: str, timeout_s: float, wait_for_broker: bool) -> KafkaAdminClient:
-    """An admin client; with ``wait_for_broker``, retried until ``timeout_s`` (a broker still starting)."""
+def connect(bootstrap: str, client_id: str, timeout_s: float, wait_for_broker: bool,
+            client_config: Mapping[str, Any] | None = None) -> KafkaAdminClient:
+    """An admin client; with ``wait_for_broker``, retried until ``timeout_s`` (a broker still starting).
+    ``client_config``: extra ``KafkaAdminClient`` settings (TLS/SASL: ``kafka_security.kafka_python_kwargs``)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id,
-                                    request_timeout_ms=int(min(timeout_s, 30.0) * 1000))
+                                    request_timeout_ms=int(min(timeout_s, 30.0) * 1000), **(client_config or {}))
         except KafkaError as e:
             if not wait_for_broker or time.monotonic() > deadline:
                 raise TopicError(f"cannot reach Kafka at {bootstrap}: {e}") from None
@@ -136,12 +139,13 @@ def connect(bootstrap: str, client_id: str, timeout_s: float, wait_for_broker: b
 
 def create(bootstrap: str, topics: Sequence[TopicPlan], replication: int = 1, timeout_s: float = 30.0,
            client_id: str = "flowtracer-admin", wait_for_broker: bool = False,
-           report: Callable[[str], None] | None = None) -> dict[str, int]:
+           report: Callable[[str], None] | None = None,
+           client_config: Mapping[str, Any] | None = None) -> dict[str, int]:
     """Create the missing ``topics`` (existing ones are left as they are, configs included); return the
     partition count of each that exists once they appeared or ``timeout_s`` passed. ``report`` gets one
     line per topic."""
     deadline = time.monotonic() + timeout_s
-    admin = connect(bootstrap, client_id, timeout_s, wait_for_broker)
+    admin = connect(bootstrap, client_id, timeout_s, wait_for_broker, client_config)
     try:
         existing = set(admin.list_topics())
         for t in topics:
@@ -172,25 +176,26 @@ def create(bootstrap: str, topics: Sequence[TopicPlan], replication: int = 1, ti
 
 def apply(bootstrap: str, topics: Sequence[TopicPlan], replication: int = 1, timeout_s: float = 30.0,
           client_id: str = "flowtracer-admin", wait_for_broker: bool = False,
-          report: Callable[[str], None] | None = None) -> list[str]:
+          report: Callable[[str], None] | None = None,
+          client_config: Mapping[str, Any] | None = None) -> list[str]:
     """Create the missing ``topics``; return the problems (absent topics, wrong binding partition counts).
 
     Raises :class:`TopicError` when the broker cannot be reached or refuses a topic.
     """
-    counts = create(bootstrap, topics, replication, timeout_s, client_id, wait_for_broker, report)
+    counts = create(bootstrap, topics, replication, timeout_s, client_id, wait_for_broker, report, client_config)
     return problems(topics, counts)
 
 
 def ensure_topics(bootstrap: str, partitions: int = DEFAULT_PARTITIONS, replication: int = 1,
                   timeout_s: float = 30.0, client_id: str = "flowtracer-admin",
-                  app_id: str | None = None) -> dict[str, int]:
+                  app_id: str | None = None, client_config: Mapping[str, Any] | None = None) -> dict[str, int]:
     """Create missing contract topics and check existing ones; return name -> partition count.
 
     With ``app_id``, also the internal topics and state changelogs of that processor deployment (its
     start-up). A binding topic with another partition count raises :class:`TopicError`.
     """
     topics = plan(partitions, (app_id,) if app_id is not None else ())
-    counts = create(bootstrap, topics, replication, timeout_s, client_id)
+    counts = create(bootstrap, topics, replication, timeout_s, client_id, client_config=client_config)
     wrong = problems(topics, counts)
     if wrong:
         hint = "" if all(w.endswith("did not appear") for w in wrong) else \

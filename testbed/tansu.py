@@ -101,6 +101,11 @@ class TansuBroker(ManagedProcess):
         stop_timeout_s: seconds to wait after SIGTERM before SIGKILL.
         log_dir: directory for ``tansu.log`` (kept after stop); ``None`` uses a temporary
             directory that :meth:`stop` removes.
+        advertise: ``host:port`` advertised to clients in metadata instead of the listen address,
+            e.g. a TLS proxy in front (:class:`~flowtracer.testbed.stunnel.TlsProxy`): clients
+            connect to what the broker advertises. :attr:`bootstrap` is then this address.
+        client_config: kafka-python settings (TLS/SASL) for the readiness probe and :meth:`admin`
+            when they go through ``advertise``.
     """
 
     _error = TansuError
@@ -109,6 +114,12 @@ class TansuBroker(ManagedProcess):
     _log_name = "tansu.log"
     _tmp_prefix = "flowtracer-tansu-"
     _probe_errors = (OSError, KafkaError)
+
+    def __init__(self, port: int | None = None, *, advertise: str | None = None,
+                 client_config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(port, **kwargs)
+        self.advertise = advertise
+        self.client_config = dict(client_config or {})
 
     @functools.cached_property
     def cluster_id(self) -> str:
@@ -125,7 +136,7 @@ class TansuBroker(ManagedProcess):
         argv = [
             str(binary), "broker",
             "--listener-url", url,
-            "--advertised-listener-url", url,
+            "--advertised-listener-url", f"tcp://{self.advertise}" if self.advertise else url,
             "--storage-engine", "memory://tansu/",
             "--cluster-id", self.cluster_id,
         ]
@@ -150,7 +161,7 @@ class TansuBroker(ManagedProcess):
     def _describe_cluster_id(self) -> str:
         admin = KafkaAdminClient(
             bootstrap_servers=self.bootstrap, client_id="flowtracer-tansu-probe",
-            request_timeout_ms=2000, bootstrap_timeout_ms=2000,
+            request_timeout_ms=2000, bootstrap_timeout_ms=2000, **self.client_config,
         )
         try:
             return str(admin.describe_cluster()["cluster_id"])
@@ -161,12 +172,12 @@ class TansuBroker(ManagedProcess):
 
     @property
     def bootstrap(self) -> str:
-        """``"127.0.0.1:<port>"`` for ``bootstrap_servers``."""
-        return f"{HOST}:{self.port}"
+        """``"127.0.0.1:<port>"`` for ``bootstrap_servers`` (the ``advertise`` address when given)."""
+        return self.advertise if self.advertise else f"{HOST}:{self.port}"
 
     def admin(self, **config: object) -> KafkaAdminClient:
         """A new KafkaAdminClient on this broker (the caller closes it)."""
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, **config)
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, **{**self.client_config, **config})
 
     def create_topics(self, names_to_partitions: Mapping[str, int], timeout_s: float = 10.0) -> None:
         """Create topics with the given partition counts (replication 1) and wait until the

@@ -10,6 +10,8 @@ consumer group is joined and no offset is committed, so reading changes nothing 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -20,20 +22,21 @@ log = logging.getLogger(__name__)
 
 
 def read_kafka(bootstrap: str, from_ns: int | None = None, to_ns: int | None = None, idle_s: float = 3.0,
-               include_outputs: bool = True) -> Recording:
+               include_outputs: bool = True, client_config: Mapping[str, Any] | None = None) -> Recording:
     """Records with window end in (from_ns, to_ns] from the broker at ``bootstrap`` (host:port[,...]).
 
     ``include_outputs`` False reads only the flow topic (the processor's outputs are needed only to
     compare with what it measured). Undecodable records and unknown schema versions are counted in
     ``Recording.skipped`` and logged, not fatal. Raises ``kafka.errors.KafkaError`` (a subclass of
-    Exception) when the broker cannot be reached.
+    Exception) when the broker cannot be reached. ``client_config``: extra ``KafkaConsumer`` settings
+    (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
     """
     from kafka import KafkaConsumer  # kafka-python: imported here so that pure users need not load it
 
     wanted = [t for t in MESSAGES if include_outputs or t == topics.FLOWS.name]
     consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None, enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=round(idle_s * 1000),
-                             client_id="flowtracer-whatif")
+                             client_id="flowtracer-whatif", **(client_config or {}))
     rec = Recording(source=f"kafka://{bootstrap}")
     try:
         existing = consumer.topics()

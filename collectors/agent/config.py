@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowtracer.schemas import durations
+from flowtracer.schemas.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import FLOWS, QP_ENDS
 
 _DURATION_HINT = "e.g. 1s, 500ms, 2m"
@@ -99,6 +100,8 @@ class AgentConfig(BaseModel):
     topic: str = FLOWS.name
     #: Idempotent producer: None = kafka-python decides from the broker; false for Tansu.
     kafka_idempotence: bool | None = None
+    #: TLS / SASL towards the brokers (docs/operations.md, Security); ``--kafka-config`` replaces it.
+    kafka_security: KafkaSecurity = KafkaSecurity()
     #: Window length; windows are aligned to multiples of it since the Unix epoch.
     interval: timedelta = timedelta(seconds=1)
     #: Identifies this agent process in every FlowBatch.

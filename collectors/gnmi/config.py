@@ -24,6 +24,7 @@ from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.schemas.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
 from flowtracer.schemas.durations import Duration
 from flowtracer.schemas.durations import parse_duration as parse_duration  # re-exported: part of this module's API
+from flowtracer.schemas.kafka_security import KafkaSecurity
 from flowtracer.schemas.security import Credentials as SharedCredentials
 from flowtracer.schemas.security import SecretError, TlsConfig
 from flowtracer.schemas.topics import COUNTERS
@@ -255,6 +256,8 @@ class Kafka(_Model):
     batch_size: int = Field(512 * 1024, ge=0, le=1_000_000)
     #: Seconds ``close`` waits for the buffer to drain on shutdown.
     close_timeout: Duration = 10.0
+    #: TLS / SASL towards the brokers (docs/operations.md, Security); ``--kafka-config`` replaces it.
+    security: KafkaSecurity = KafkaSecurity()
 
 
 class Shard(_Model):

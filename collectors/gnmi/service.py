@@ -37,6 +37,7 @@ from flowtracer.collectors.gnmi.sharding import select
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.schemas import topics
+from flowtracer.schemas.kafka_security import kafka_python_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class CollectorService:
             k.bootstrap, client_id=f"flowtracer-collect-{cfg.collector_id}", max_buffer=k.max_buffer,
             max_buffer_bytes=k.max_buffer_bytes, acks=k.acks, linger_ms=int(k.linger * 1000),
             enable_idempotence=k.idempotence, metrics=self.metrics.sink_metrics(),
-            producer_config={"batch_size": k.batch_size})
+            producer_config={"batch_size": k.batch_size, **kafka_python_kwargs(k.security)})
         self._own_sink = sink is None
         self.topic = k.topic
         decoder = Decoder()  # shared: the switches of a fabric repeat the same paths

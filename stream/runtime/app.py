@@ -29,6 +29,7 @@ import faust
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.kafka_security import faust_settings
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
@@ -67,7 +68,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     faust_seek.install()
     fabric = fabric or Fabric(load_topology(cfg.topology))
     settings: dict[str, Any] = {
-        "broker": [f"kafka://{b.strip()}" for b in cfg.kafka.split(",")],
+        **faust_settings(cfg.kafka_security, cfg.kafka),  # broker URLs and TLS/SASL credentials
         "processing_guarantee": "at_least_once",
         "broker_session_timeout": cfg.session_timeout_s,
         "broker_heartbeat_interval": min(1.0, cfg.session_timeout_s / 4),

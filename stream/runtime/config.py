@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flowtracer.schemas.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS
 
 
@@ -19,6 +20,8 @@ class ProcessorConfig(BaseModel):
     topology: Path
     kafka: str = Field(description="bootstrap servers, host:port[,host:port]")
     app_id: str = "flowtracer-processor"
+    #: TLS / SASL towards the brokers (``--kafka-config``; docs/operations.md, Security).
+    kafka_security: KafkaSecurity = KafkaSecurity()
     #: Partitions of the input topics (counters, flows, attributions); all must have this many.
     partitions: int = Field(DEFAULT_PARTITIONS, ge=1, le=1024)
     resolver: str = "hash"

@@ -19,6 +19,7 @@ import yaml
 from deploy_helpers import DEPLOY, ROOT, env_reads
 
 from flowtracer.collectors.gnmi.config import load_config
+from flowtracer.schemas.kafka_security import load_kafka_security
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 
@@ -250,3 +251,19 @@ def test_flowtracer_services_set_only_variables_the_code_reads(compose: dict[str
             continue
         for var in svc.get("environment") or {}:
             assert var in read, f"{name}: sets {var}, which no flowtracer code reads"
+
+
+def test_every_kafka_client_gets_the_kafka_settings(compose: dict[str, Any]) -> None:
+    """Each flowtracer service that talks to Kafka is given --kafka-config, mounted from the kafka config,
+    which loads with the stages' own loader (PLAINTEXT on the compose network)."""
+    assert load_kafka_security(COMPOSE_DIR / compose["configs"]["kafka"]["file"], env={}).security_protocol == "PLAINTEXT"
+    clients = []
+    for name, svc in compose["services"].items():
+        argv = [*(svc.get("entrypoint") or []), *(svc.get("command") or [])]
+        if "--kafka" not in argv and "FLOWTRACER_KAFKA" not in (svc.get("environment") or {}):
+            continue
+        clients.append(name)
+        assert "--kafka-config" in argv, name
+        targets = {c["target"]: c["source"] for c in svc.get("configs", [])}
+        assert targets.get(argv[argv.index("--kafka-config") + 1]) == "kafka", name
+    assert sorted(clients) == ["agent", "collector", "kafka-init", "processor"]

@@ -14,6 +14,7 @@ import yaml
 from deploy_helpers import DEPLOY, DOCS, ROOT, env_reads
 
 from flowtracer.collectors.gnmi.config import load_config
+from flowtracer.schemas.kafka_security import load_kafka_security
 
 K8S = DEPLOY / "k8s"
 # Oldest supported (the pod-index label the collectors' sharding uses is on by default from 1.28)
@@ -203,3 +204,30 @@ def test_metrics_are_scrapable_where_the_annotations_say() -> None:
     policy = _by_kind("NetworkPolicy")["flowtracer-metrics-only"]
     allowed = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
     assert allowed == {9464, 9475}
+
+
+def test_every_kafka_client_gets_the_kafka_settings_and_they_load(tmp_path: Path) -> None:
+    """kafka.yaml (PLAINTEXT, and the commented TLS + SCRAM settings) loads with the stages' own loader,
+    every container that talks to Kafka is given it, and the files it names are on a mounted volume."""
+    text = _config()["kafka.yaml"]
+    assert load_kafka_security(_write(tmp_path / "plain.yaml", text), env={}).security_protocol == "PLAINTEXT"
+    commented = "\n".join(line.replace("# ", "", 1) for line in text.splitlines() if line.startswith("# "))
+    sec = load_kafka_security(_write(tmp_path / "sasl.yaml", commented), env={})
+    assert (sec.security_protocol, sec.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    for _, doc in DOCS_K8S:
+        if doc["kind"] not in POD_KINDS:
+            continue
+        for c in _containers(doc):
+            argv = [*c.get("command", []), *c.get("args", [])]
+            if "--kafka" not in argv:
+                continue
+            where = f"{doc['metadata']['name']}/{c['name']}"
+            assert "--kafka-config" in argv, where
+            mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+            assert str(Path(argv[argv.index("--kafka-config") + 1]).parent) in mounts, where
+            assert all(str(p.parent) in mounts for p in (sec.ca_file, sec.password_file) if p), where
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection
-from typing import Protocol
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
@@ -50,8 +50,11 @@ class PeerExchange:
     """
 
     def __init__(self, bootstrap: str, sink: Sink, local_hosts: Collection[str], known_hosts: Collection[str],
-                 agent_id: str, refresh_ns: int, max_age_ns: int, topic: str = QP_ENDS.name) -> None:
+                 agent_id: str, refresh_ns: int, max_age_ns: int, topic: str = QP_ENDS.name,
+                 client_config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
+        #: Extra KafkaConsumer settings (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
+        self.client_config = dict(client_config or {})
         self.sink = sink
         self.topic = topic
         self.agent_id = agent_id
@@ -87,7 +90,8 @@ class PeerExchange:
             try:
                 consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
                                          auto_offset_reset="earliest", client_id=f"flowtracer-agent-{self.agent_id}",
-                                         request_timeout_ms=30_000, fetch_max_wait_ms=_FETCH_WAIT_MS)
+                                         request_timeout_ms=30_000, fetch_max_wait_ms=_FETCH_WAIT_MS,
+                                         **self.client_config)
                 parts = self._partitions(consumer)
                 if parts is None:
                     return

@@ -1,18 +1,13 @@
-"""Test helpers: hand-driven simulated switches (SwitchState + the sim's real gNMI server) and
-throw-away TLS certificates."""
+"""Test helpers: hand-driven simulated switches (SwitchState + the sim's real gNMI server); the
+throw-away TLS certificates come from tests/tls_certs.py (re-exported)."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import threading
 import time
-from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from tls_certs import make_ca as make_ca
+from tls_certs import make_server_cert as make_server_cert
 
 from flowtracer.sim.switches.state import Event, EventKind, InterfaceState, NextHop, NextHopGroup, SwitchState
 
@@ -75,35 +70,3 @@ class Ticker:
                     st.timestamp_ns = ts = time.time_ns()
                     self._record(st)
                 st.emit(Event(EventKind.SAMPLE, ts))
-
-
-def make_ca(tmp: Path, name: str) -> tuple[Path, ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    path = tmp / f"{name}.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return path, key, cert
-
-
-def make_server_cert(tmp: Path, ca_key: ec.EllipticCurvePrivateKey, ca: x509.Certificate,
-                     name: str = "switch.test") -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    cert_path, key_path = tmp / f"{name}.pem", tmp / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
