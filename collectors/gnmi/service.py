@@ -10,7 +10,8 @@ cancel their calls, open batches are emitted, and the sink is flushed.
 Metrics (own registry; /metrics and /healthz when ``metrics.port`` is set), per target label
 ``target``: ``flowtracer_gnmi_target_up``, ``..._seconds_since_last_update``,
 ``..._updates_total`` (counter values received), ``..._updates_per_second`` (process, last
-10 s), ``..._reconnects_total``, ``..._decode_errors_total``, ``..._batches_total``,
+10 s), ``..._reconnects_total``, ``..._decode_errors_total``,
+``..._malformed_messages_total{reason}`` (messages skipped, the stream kept), ``..._batches_total``,
 ``..._samples_dropped_total{reason}``, ``..._target_info{state,error_class}``; Kafka:
 ``flowtracer_kafka_sent_ok_total``, ``..._send_failed_total``, ``..._dropped_total{reason}``,
 ``..._buffered``.
@@ -174,6 +175,9 @@ class _GnmiMetrics(Collector):
         upd = CounterMetricFamily(f"{p}_updates", "Counter values received.", labels=["target"])
         rec = CounterMetricFamily(f"{p}_reconnects", "Sessions that ended and were retried.", labels=["target"])
         dec = CounterMetricFamily(f"{p}_decode_errors", "Updates that could not be decoded.", labels=["target"])
+        bad = CounterMetricFamily(f"{p}_malformed_messages", "Messages skipped because they could not be read, "
+                                  "by reason (unparseable, undecodable); the stream goes on.",
+                                  labels=["target", "reason"])
         bat = CounterMetricFamily(f"{p}_batches", "CounterBatches emitted.", labels=["target"])
         drop = CounterMetricFamily(f"{p}_samples_dropped", "Counter samples not emitted, by reason.",
                                    labels=["target", "reason"])
@@ -187,6 +191,8 @@ class _GnmiMetrics(Collector):
             upd.add_metric([t], st.counter_updates)
             rec.add_metric([t], st.reconnects)
             dec.add_metric([t], st.decode_errors)
+            for reason, n in sorted(st.malformed.items()):
+                bad.add_metric([t, reason], n)
             bat.add_metric([t], st.batches)
             a = s.assembler
             for reason, n in (("duplicate", a.if_deltas.duplicates + a.nh_deltas.duplicates),
@@ -196,4 +202,4 @@ class _GnmiMetrics(Collector):
             late.add_metric([t], a.stats.late)
         rate = GaugeMetricFamily(f"{p}_updates_per_second", "Counter values received per second (last 10 s).")
         rate.add_metric([], self.svc.updates_per_second())
-        yield from (up, since, info, upd, rec, dec, bat, drop, late, rate)
+        yield from (up, since, info, upd, rec, dec, bad, bat, drop, late, rate)

@@ -8,7 +8,9 @@
 2. read SubscribeResponses as bytes; a message laid out like one seen before is read by the
    ``FastDecoder``, any other is parsed and decoded the general way (``Decoder``); the samples
    are merged into the switch's ``BatchAssembler``; completed CounterBatches go to ``emit``.
-   sync_response and a grace timer close open batches.
+   sync_response and a grace timer close open batches. A message that fails to parse, decode or
+   assemble is skipped and counted (``stats.malformed``, logged once per cause): one bad message
+   never ends the stream.
 3. a watchdog cancels the call when nothing arrived for the liveness timeout (a stalled stream:
    TCP alive, switch silent), including before the first sync_response.
 4. on failure: classify the gRPC status, log one clear line, wait (exponential backoff with
@@ -26,10 +28,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import grpc
+from google.protobuf.message import DecodeError as ProtobufDecodeError
 from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeRequest, SubscribeResponse
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
@@ -76,6 +79,9 @@ class SessionStats:
     messages: int = 0
     counter_updates: int = 0
     decode_errors: int = 0
+    #: Messages skipped because they could not be read, by reason: ``unparseable`` (not a
+    #: SubscribeResponse) or ``undecodable`` (parsed, but decoding or assembling it failed).
+    malformed: dict[str, int] = field(default_factory=dict)
     reconnects: int = 0
     batches: int = 0
     last_rx: float = 0.0  # time.monotonic() of the last message, 0 = never
@@ -108,6 +114,7 @@ class TargetSession:
         self._stalled = False
         self._grace: asyncio.TimerHandle | None = None
         self._stop = asyncio.Event()
+        self._malformed_logged: set[tuple[str, str]] = set()  # (reason, exception type): logged once
 
     @property
     def name(self) -> str:
@@ -238,37 +245,57 @@ class TargetSession:
             now = time.monotonic()
             st.last_rx = now
             st.messages += 1
-            m = match(raw)
-            opened = asm.open_since
-            if m is not None:  # a layout seen before: its columns go to the assembler as they are
-                st.counter_updates += m[0].counter_updates
-                out = asm.add_part(m[0], m[1], time.time_ns())
-            else:  # parse and decode the general way
-                resp = SubscribeResponse.FromString(raw)
-                kind = resp.WhichOneof("response")
-                if kind == "sync_response":
-                    self._emit_all(asm.sync())
-                    if st.state is not State.UP:
-                        st.state, st.up_since = State.UP, now
-                        log.info("gNMI %s: synced (session %d)", self.where, st.session)
-                    continue
-                if kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
-                    st.decode_errors += 1
-                    log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
-                    continue
-                if kind != "update":
-                    continue
-                s = decode(resp.update)
-                learn(raw, resp.update, s)
-                if s.errors:
-                    st.decode_errors += len(s.errors)
-                    log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
-                st.counter_updates += len(s.if_counters) + len(s.nh_counters)
-                out = asm.add(s, time.time_ns())
+            opened, kind = asm.open_since, None
+            # The per-message boundary: whatever one message does to the parse, decode or assembly
+            # is that message's fault; it is skipped and counted, and the stream goes on.
+            try:
+                m = match(raw)
+                if m is not None:  # a layout seen before: its columns go to the assembler as they are
+                    st.counter_updates += m[0].counter_updates
+                    out = asm.add_part(m[0], m[1], time.time_ns())
+                else:  # parse and decode the general way
+                    resp = SubscribeResponse.FromString(raw)
+                    kind = resp.WhichOneof("response")
+                    if kind == "sync_response":
+                        out = asm.sync()
+                    elif kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
+                        st.decode_errors += 1
+                        log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
+                        continue
+                    elif kind != "update":
+                        continue
+                    else:
+                        s = decode(resp.update)
+                        learn(raw, resp.update, s)
+                        if s.errors:
+                            st.decode_errors += len(s.errors)
+                            log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+                        st.counter_updates += len(s.if_counters) + len(s.nh_counters)
+                        out = asm.add(s, time.time_ns())
+            except Exception as e:  # see above: one message never ends the stream
+                self._skip_malformed(raw, e)
+                continue
             if out:
                 self._emit_all(out)
+            if kind == "sync_response":
+                if st.state is not State.UP:
+                    st.state, st.up_since = State.UP, now
+                    log.info("gNMI %s: synced (session %d)", self.where, st.session)
+                continue
             if asm.open_since is not None and asm.open_since != opened:
                 self._arm_grace()
+
+    def _skip_malformed(self, raw: bytes, e: Exception) -> None:
+        """Count a message that could not be read; log the first of each cause on this target."""
+        reason = "unparseable" if isinstance(e, ProtobufDecodeError) else "undecodable"
+        self.stats.malformed[reason] = self.stats.malformed.get(reason, 0) + 1
+        cause = (reason, type(e).__name__)
+        if cause in self._malformed_logged:
+            return
+        self._malformed_logged.add(cause)
+        log.warning("gNMI %s: skipped a malformed message (%s, %d bytes): %s; the stream goes on, further ones "
+                    "of this cause are only counted (flowtracer_gnmi_malformed_messages_total)",
+                    self.where, reason, len(raw), e, exc_info=reason != "unparseable")
 
     # -- timers --------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """A real in-process gNMI server that replays recorded SubscribeResponses (golden cases, faults).
 
 Connection k (0-based) gets ``sessions[k]``: a list of steps, each a SubscribeResponse (dict in
-protobuf JSON form or message), ``{"sleep": seconds}``, ``{"status": "UNAVAILABLE"}`` (end the
+protobuf JSON form or message), ``{"raw": bytes}`` (sent as they are: a malformed message),
+``{"sleep": seconds}``, ``{"status": "UNAVAILABLE"}`` (end the
 call with that code) or ``{"hold": true}`` (stay open and silent until cancelled). When a
 session's steps run out the call is held open. Connections past the last session get the last
 one's final status, or UNAVAILABLE. Every call's end is recorded in ``ended`` as
@@ -20,10 +21,16 @@ from google.protobuf import json_format
 from pygnmi.spec.v080 import gnmi_pb2
 
 
-def response(step: Any) -> gnmi_pb2.SubscribeResponse:
+def response(step: Any) -> gnmi_pb2.SubscribeResponse | bytes:
+    if isinstance(step, dict) and "raw" in step:
+        return bytes(step["raw"])
     if isinstance(step, gnmi_pb2.SubscribeResponse):
         return step
     return json_format.ParseDict(step, gnmi_pb2.SubscribeResponse())
+
+
+def _serialize(m: gnmi_pb2.SubscribeResponse | bytes) -> bytes:
+    return m if isinstance(m, bytes) else m.SerializeToString()
 
 
 class ReplayServer:
@@ -51,7 +58,7 @@ class ReplayServer:
                 response_serializer=gnmi_pb2.CapabilityResponse.SerializeToString),
             "Subscribe": grpc.stream_stream_rpc_method_handler(
                 self._subscribe, request_deserializer=gnmi_pb2.SubscribeRequest.FromString,
-                response_serializer=gnmi_pb2.SubscribeResponse.SerializeToString),
+                response_serializer=_serialize),
         }),))
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
