@@ -6,7 +6,10 @@ every host the source reads *as of that boundary*, and sends each host's batches
 (``flowtracer.flows.v1``, key = leaf name; docs/schemas.md). The first sample is a baseline. A
 host whose sample failed gets no batch; its next batch spans from its last good boundary. When
 the agent falls more than one interval behind, it skips to the latest boundary and the next
-window covers the gap (still aligned, longer than one interval).
+window covers the gap (still aligned, longer than one interval). A read that raises inside the
+source costs that part of one window (``sources/guard.py``), and a ``sample()`` that raises as a
+whole costs one window: counted in ``flowtracer_agent_source_failures_total{part}``, logged once
+per cause, and the agent goes on.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from flowtracer.collectors.agent.host_pipeline import HostPipeline
 from flowtracer.collectors.agent.host_window import PipelineConfig, WindowStats
 from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
+from flowtracer.collectors.agent.sources.guard import PartGuard
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.registry import FlowSource
 from flowtracer.collectors.agent.tracing.plan import TraceFlow
@@ -89,6 +93,7 @@ class AgentMetrics:
     malformed: Counter
     unresolved: Counter
     sample_errors: Counter
+    source_failures: Counter
     window_seconds: Histogram
     lag_seconds: Gauge
     hosts: Gauge
@@ -110,6 +115,9 @@ class AgentMetrics:
                                registry=r),
             sample_errors=Counter("flowtracer_agent_sample_errors", "Host samples that could not be read.",
                                   registry=r),
+            source_failures=Counter("flowtracer_agent_source_failures", "Reads of one part of a source (rdma_qp, "
+                                    "rdma_stat, sysfs, nccl_log, snapshot, sample) that raised; the part is "
+                                    "missing for that window.", ["part"], registry=r),
             window_seconds=Histogram("flowtracer_agent_window_seconds", "CPU-side time to sample and build "
                                      "one window (s).", registry=r,
                                      buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)),
@@ -135,6 +143,8 @@ class RunStats:
     batches: int = 0
     flows: int = 0
     malformed: int = 0
+    #: Failed reads by source part (``PartGuard``): the part was missing for that window.
+    source_failures: dict[str, int] = field(default_factory=dict)
     last_window_end_ns: int = 0
     per_host: dict[str, int] = field(default_factory=dict)
 
@@ -158,6 +168,9 @@ class Agent:
         self._peer_malformed = 0
         self._unknown_before: set[tuple[str, str, int, int, int]] = set()  # QPs whose peer was unknown
         self.source = source
+        # The source boundary: a source whose sample() raises costs this window, not the agent.
+        self._guard = PartGuard("agent")
+        self._guards = [self._guard, *([g] if isinstance(g := getattr(source, "guard", None), PartGuard) else [])]
         self.sink = sink
         self.inventory = Inventory(topology)
         self.on_batch = on_batch
@@ -199,7 +212,7 @@ class Agent:
     def window(self, boundary: int) -> None:
         """Sample every host as of ``boundary`` and send the batches of the windows ending there."""
         t0 = time.perf_counter()
-        samples = self.source.sample(boundary)
+        samples = self._guard.read("sample", lambda: self.source.sample(boundary), [])
         ex = self.exchange
         version = ex.remote.version if ex is not None else 0  # what the directory below holds, at least
         peers = PeerDirectory(remote=ex.directory(boundary) if ex is not None else None)
@@ -233,6 +246,7 @@ class Agent:
             self._count(ws, len(batches))
         if self.tracer is not None and traced:
             self.tracer.observe(traced)
+        self._count_failures()
         if self.metrics is not None:
             missing = len(set(self.pipelines) - seen)
             if missing:
@@ -281,6 +295,18 @@ class Agent:
                     out.update((end.host, end.device, end.port, a, b) for a, b in zip(lq[miss].tolist(),
                                                                                       rq[miss].tolist(), strict=True))
         return out
+
+    def _count_failures(self) -> None:
+        """Carry the guards' failure counts into ``stats`` and the metric."""
+        total: dict[str, int] = {}
+        for g in self._guards:
+            for part, n in g.failures.items():
+                total[part] = total.get(part, 0) + n
+        before, self.stats.source_failures = self.stats.source_failures, total
+        if self.metrics is not None:
+            for part, n in total.items():
+                if n > before.get(part, 0):
+                    self.metrics.source_failures.labels(part).inc(n - before.get(part, 0))
 
     def _count(self, ws: WindowStats, batches: int) -> None:
         st = self.stats

@@ -43,6 +43,7 @@ from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
+from flowtracer.collectors.once import OncePerCause
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class TargetSession:
         self._stalled = False
         self._grace: asyncio.TimerHandle | None = None
         self._stop = asyncio.Event()
-        self._malformed_logged: set[tuple[str, str]] = set()  # (reason, exception type): logged once
+        self._malformed_once = OncePerCause()  # (reason, exception type): logged once
 
     @property
     def name(self) -> str:
@@ -289,10 +290,8 @@ class TargetSession:
         """Count a message that could not be read; log the first of each cause on this target."""
         reason = "unparseable" if isinstance(e, ProtobufDecodeError) else "undecodable"
         self.stats.malformed[reason] = self.stats.malformed.get(reason, 0) + 1
-        cause = (reason, type(e).__name__)
-        if cause in self._malformed_logged:
+        if not self._malformed_once.first((reason, type(e).__name__)):
             return
-        self._malformed_logged.add(cause)
         log.warning("gNMI %s: skipped a malformed message (%s, %d bytes): %s; the stream goes on, further ones "
                     "of this cause are only counted (flowtracer_gnmi_malformed_messages_total)",
                     self.where, reason, len(raw), e, exc_info=reason != "unparseable")

@@ -21,8 +21,9 @@ from typing import Protocol
 
 from flowtracer.collectors.agent.config import AgentConfig, ConfigError
 from flowtracer.collectors.agent.host_window import HostSample
+from flowtracer.collectors.agent.sources.guard import PartGuard
 from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogTail
-from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp
+from flowtracer.collectors.agent.sources.rdma_json import Parsed, parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
 from flowtracer.collectors.agent.sources.sysfs import read_sysfs
 
@@ -101,6 +102,7 @@ class LinuxSource:
         self._stat_retry_ns = 0
         self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
         self._nccl = GlobTail(cfg.nccl_log) if cfg.nccl_log else None
+        self.guard = PartGuard(f"agent {self.host}")
         probe = read_sysfs(cfg.sysfs_root, gids=False)
         if not probe.root_exists or not probe.ports:
             raise SourceUnavailable(
@@ -134,31 +136,49 @@ class LinuxSource:
             return None
 
     def sample(self, at_ns: int) -> list[HostSample]:
+        """This host as of now. Every part is read through ``self.guard``: a part whose read raises
+        is missing for this window (counted). The QP view and sysfs are what a window is made of:
+        without either the host has no window (its next one spans the gap); per-QP counters, the
+        port counters before the QP snapshot and the NCCL log lines are dropped and the rest goes on."""
+        g, root = self.guard, self.cfg.sysfs_root
         malformed = 0
         qps = counters = None
         # Port counters just before and just after the QP snapshot bracket it (PSN error bounds).
-        before = None if self.cfg.sysfs_only else read_sysfs(self.cfg.sysfs_root, gids=False)
+        before = None if self.cfg.sysfs_only else g.read("sysfs", lambda: read_sysfs(root, gids=False), None)
         if not self.cfg.sysfs_only:
-            text = self._rdma("resource", "show", "qp")
-            if text is None:
+            parsed = g.read("rdma_qp", lambda: self._qps(), None)
+            if parsed is None:
                 return []  # no QP view this window: skip it rather than lose every QP's baseline
-            parsed = parse_res_qp(text)
             qps, malformed = parsed.records, parsed.malformed
             if self._stat_ok or at_ns >= self._stat_retry_ns > 0:
-                stat = self._rdma("statistic", "qp", "show")
-                if stat is None:
-                    # Old kernel or iproute2: no per-QP counters. Look again in a minute.
-                    self._stat_ok, self._stat_retry_ns = False, at_ns + 60_000_000_000
-                else:
-                    self._stat_ok = True
-                    p = parse_stat_qp(stat)
+                p = g.read("rdma_stat", lambda: self._counters(at_ns), None)
+                if p is not None:
                     counters, malformed = p.records, malformed + p.malformed
-        sysfs = read_sysfs(self.cfg.sysfs_root, gids=self._gids.due(at_ns))
-        lines = self._nccl.read_lines() if self._nccl is not None else []
+        gids = self._gids.due(at_ns)
+        sysfs = g.read("sysfs", lambda: read_sysfs(root, gids=gids), None)
+        if sysfs is None:
+            return []  # no port view this window (ports, addresses, MTU): skip it like a missing QP view
+        lines: list[str] = []
         if self._nccl is not None:
+            lines = g.read("nccl_log", self._nccl.read_lines, [])
             malformed += self._nccl.take_dropped()  # over-long log lines
         return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, lines, malformed + sysfs.malformed,
                            sysfs_before=before)]
+
+    def _qps(self) -> Parsed | None:
+        """``rdma resource show qp``, parsed; None when the tool failed (logged)."""
+        text = self._rdma("resource", "show", "qp")
+        return None if text is None else parse_res_qp(text)
+
+    def _counters(self, at_ns: int) -> Parsed | None:
+        """``rdma statistic qp show``, parsed; None (and a retry in a minute) when the tool failed."""
+        stat = self._rdma("statistic", "qp", "show")
+        if stat is None:
+            # Old kernel or iproute2: no per-QP counters. Look again in a minute.
+            self._stat_ok, self._stat_retry_ns = False, at_ns + 60_000_000_000
+            return None
+        self._stat_ok = True
+        return parse_stat_qp(stat)
 
     def close(self) -> None:
         pass
@@ -243,6 +263,7 @@ class SimSource:
             raise SourceUnavailable(f"{cfg.sim_endpoints}: lists no simulated hosts")
         self._tails = {h: LogTail(d / "nccl.log") for h, d in self.dirs.items()}
         self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
+        self.guard = PartGuard("sim source")
 
     def hosts(self) -> list[str]:
         return sorted(self.dirs)
@@ -268,7 +289,8 @@ class SimSource:
         gids = self._gids.due(self.now_ns())
         out = []
         for host in self.hosts():
-            s = self._read_host(host, at_ns, gids)
+            # one host's snapshot that fails to read costs that host's window, not the others'
+            s = self.guard.read("snapshot", lambda h=host: self._read_host(h, at_ns, gids), None)
             if s is not None:
                 out.append(s)
         return out
