@@ -42,6 +42,8 @@ def _fail(code: int, msg: str) -> None:
               help="Rolling FIM window in seconds (a multiple of --hop).")
 @click.option("--grace", "grace_s", type=float, default=3.0, show_default=True,
               help="Finalize a window at the latest this many seconds after its first record.")
+@click.option("--max-ahead", "max_ahead_s", type=float, default=10.0, show_default=True,
+              help="Dead-letter a record stamped more than this many seconds ahead of this worker's clock.")
 @click.option("--influx-url", default=None,
               help="InfluxDB 2 URL; the token comes from $INFLUX_TOKEN or --influx-token-file.")
 @click.option("--influx-org", default="flowtracer", show_default=True, help="InfluxDB organization.")
@@ -61,7 +63,7 @@ def _fail(code: int, msg: str) -> None:
 @kafka_config_option
 def process(topology: Path, kafka: str, resolver: str, collision_confidence: float, trace_max_age_s: float,
             partitions: int, hop_s: float, rolling_window_s: float,
-            grace_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
+            grace_s: float, max_ahead_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
             influx_token_file: Path | None, line_protocol_file: Path | None, line_protocol_max_bytes: int,
             line_protocol_keep: int, tansu: bool, web_port: int, metrics_port: int, app_id: str,
             kafka_config: Path | None = None) -> None:
@@ -82,7 +84,8 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
         cfg = ProcessorConfig(topology=topology, kafka=kafka, kafka_security=security, resolver=resolver,
                               partitions=partitions, hop_s=hop_s,
                               collision_confidence=collision_confidence, trace_max_age_s=trace_max_age_s,
-                              rolling_window_s=rolling_window_s, grace_s=grace_s, tansu=tansu, web_port=web_port,
+                              rolling_window_s=rolling_window_s, grace_s=grace_s, max_ahead_s=max_ahead_s, tansu=tansu,
+                              web_port=web_port,
                               app_id=app_id)
     except ValidationError as e:
         err = e.errors()[0]

@@ -130,12 +130,15 @@ def build_workload(workload: str, overrides: dict[str, Any]) -> Workload:
               help="Kernel data plane: modelled bytes per real byte on a veth [default: 100000].")
 @click.option("--icmp-limits", type=click.Choice(["generous", "linux"]), default="generous", show_default=True,
               help="Kernel data plane: switch ICMP rate limits (linux = the kernel's 1000 ms / 1000 per s / 50).")
+@click.option("--clock-skew", "clock_skew", multiple=True, metavar="SWITCH=[+|-]DURATION",
+              help="That switch's clock is off by this much (e.g. leaf01=+90s, spine02=-90s): every timestamp its "
+                   "gNMI server sends is skewed; repeatable.")
 def sim(topology_file: Path, workload: str, duration: float | None, tick: float, out_dir: Path | None,
         size: int | None, channels: int | None, qps_per_connection: int | None, compute_gap: float | None,
         nodes: int | None, nics_per_node: int | None, background_flows: int | None, background_rate: int | None,
         seed: int | None, gnmi_address: str, gnmi_ports: str, shared_port: int | None, counter32: bool,
         qpn_reuse: bool, no_ground_truth: bool, no_host_views: bool, no_coll_log: bool, dataplane: str,
-        scale: float | None, icmp_limits: str) -> None:
+        scale: float | None, icmp_limits: str, clock_skew: tuple[str, ...] = ()) -> None:
     """Run the simulated fabric; print one JSON line when ready; stop on SIGINT/SIGTERM or --duration."""
     try:
         topo = load_topology(topology_file)
@@ -145,6 +148,11 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
     overrides = {"size": size, "channels": channels, "qps_per_connection": qps_per_connection,
                  "compute_gap": compute_gap, "hosts": nodes, "nics_per_node": nics_per_node,
                  "background_flows": background_flows, "background_rate": background_rate, "seed": seed}
+    try:
+        skews = tuple(parse_clock_skew(text, {sw.name for sw in topo.switches}) for text in clock_skew)
+    except ValueError as e:
+        click.echo(f"flowtracer sim: --clock-skew {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     if tick <= 0:
         click.echo("flowtracer sim: --tick must be positive", err=True)
         sys.exit(EXIT_BAD_INPUT)
@@ -167,7 +175,8 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
                             shared_port=shared_port, ground_truth=not no_ground_truth,
                             host_views=not no_host_views, counter32=counter32, qpn_reuse=qpn_reuse,
                             coll_log=not no_coll_log, dataplane=dataplane,  # type: ignore[arg-type]
-                            scale=scale, icmp_limits=icmp_limits)  # type: ignore[arg-type]
+                            scale=scale, icmp_limits=icmp_limits,  # type: ignore[arg-type]
+                            clock_skew=skews)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
@@ -192,3 +201,12 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
     if runner.error is not None:
         click.echo(f"flowtracer sim: engine failed: {runner.error}", err=True)
         sys.exit(EXIT_FAILURE)
+
+
+def parse_clock_skew(text: str, switches: set[str]) -> tuple[str, float]:
+    """``SWITCH=+90s`` -> (switch, seconds; negative = behind). ValueError names what is wrong."""
+    name, sep, value = text.partition("=")
+    if not sep or name not in switches:
+        raise ValueError(f"{text!r}: expected SWITCH=[+|-]DURATION with SWITCH one of the topology's switches")
+    sign = -1.0 if value.startswith("-") else 1.0
+    return name, sign * parse_duration(value.lstrip("+-"))

@@ -38,6 +38,8 @@ class Stage:
     proc: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    #: The ``flowtracer`` arguments it was started with (``LocalPipeline.restart`` starts it again).
+    args: Sequence[str] = ()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -112,16 +114,46 @@ class LocalPipeline:
         assert self.broker is not None
         return self.broker.bootstrap
 
-    def _spawn(self, name: str, args: Sequence[str]) -> Stage:
+    def _spawn(self, name: str, args: Sequence[str], append: bool = False) -> Stage:
         log_path = self.run_dir / f"{name}.log"
-        log_file = open(log_path, "wb")  # noqa: SIM115 - closed by Stage.stop
+        log_file = open(log_path, "ab" if append else "wb")  # noqa: SIM115 - closed by Stage.stop
         cmd = [sys.executable, "-m", "flowtracer", "--log-level", self.options.log_level, *args]
         log.info("starting %s: %s", name, " ".join(cmd))
         proc = subprocess.Popen(cmd, stdout=log_file if name != "sim" else subprocess.PIPE, stderr=log_file,
                                 stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
-        stage = Stage(name, proc, log_path, log_file)
+        stage = Stage(name, proc, log_path, log_file, tuple(args))
         self.stages.append(stage)
         return stage
+
+    def stage(self, name: str) -> Stage:
+        """The newest stage called ``name`` (KeyError if none)."""
+        for s in reversed(self.stages):
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def kill_stage(self, name: str, sig: signal.Signals = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+        """Send ``sig`` to stage ``name`` (a fault: an operator or the kernel ending it) and wait for it to
+        exit; SIGKILL after ``timeout``. Returns its exit code."""
+        stage = self.stage(name)
+        if stage.alive():
+            stage.proc.send_signal(sig)
+            try:
+                stage.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                stage.proc.kill()
+                stage.proc.wait(5.0)
+        stage.log_file.close()
+        return stage.proc.returncode
+
+    def restart(self, name: str) -> Stage:
+        """Start stage ``name`` again with the arguments it was first given (after ``kill_stage``); its log
+        continues in the same file."""
+        old = self.stage(name)
+        if old.alive():
+            raise PipelineError(f"{name} is still running; stop it first")
+        self.stages.remove(old)
+        return self._spawn(name, old.args, append=True)
 
     def start(self) -> None:
         o = self.options

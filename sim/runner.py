@@ -67,6 +67,9 @@ class RunnerOptions:
     scale: float | None = None
     #: Kernel data plane: "generous" (path tracing never limited) or "linux" (the kernel's defaults).
     icmp_limits: Literal["generous", "linux"] = "generous"
+    #: (switch, seconds) pairs: that switch's clock is off by this much (> 0: ahead); every timestamp its
+    #: gNMI server sends is skewed, the ground truth is not (docs/operations.md, fault table).
+    clock_skew: tuple[tuple[str, float], ...] = ()
 
 
 class SimRunner:
@@ -235,9 +238,13 @@ class SimRunner:
         o = self.options
         states = self.engine.switch_states
         creds = _credentials(self.topology.defaults.credentials)
+        offsets = {name: round(seconds * 1e9) for name, seconds in o.clock_skew}
+        unknown = sorted(set(offsets) - set(states))
+        if unknown:
+            raise ValueError(f"clock skew for unknown switch(es) {', '.join(unknown)}")
         if o.shared_port is not None:
             server = GnmiServer(states, o.gnmi_address, o.shared_port, credentials=creds,
-                                cancel_on_half_close=o.cancel_on_half_close)
+                                cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets)
             port = server.start()
             self.servers.append(server)
             self.endpoints = {name: f"{o.gnmi_address}:{port}" for name in states}
@@ -246,7 +253,8 @@ class SimRunner:
             port = sw.gnmi.port if (o.gnmi_ports == "topology" and sw.gnmi is not None) else 0
             sw_creds = _credentials(sw.gnmi.credentials) if sw.gnmi is not None else None
             server = GnmiServer({sw.name: states[sw.name]}, o.gnmi_address, port, default_target=sw.name,
-                                credentials=sw_creds or creds, cancel_on_half_close=o.cancel_on_half_close)
+                                credentials=sw_creds or creds, cancel_on_half_close=o.cancel_on_half_close,
+                                clock_offsets=offsets)
             bound = server.start()
             self.servers.append(server)
             self.endpoints[sw.name] = f"{o.gnmi_address}:{bound}"

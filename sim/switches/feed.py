@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Awaitable
 from typing import Any
@@ -63,11 +64,11 @@ class LoopThread:
     def run(self, coro: Awaitable[Any], timeout: float | None = 30) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
 
-    def feed(self, state: SwitchState) -> Feed:
+    def feed(self, state: SwitchState, clock_offset_ns: int = 0) -> Feed:
         with self._lock:
             feed, n = self.feeds.get(id(state), (None, 0))
             if feed is None:
-                feed = Feed(state, self.loop)
+                feed = Feed(state, self.loop, clock_offset_ns)
             self.feeds[id(state)] = (feed, n + 1)
             return feed
 
@@ -104,14 +105,20 @@ class Stream:
 
 
 class Feed:
-    """One switch as the loop sees it: its streams, its latest tick and its encoder."""
+    """One switch as the loop sees it: its streams, its latest tick and its encoder.
 
-    def __init__(self, state: SwitchState, loop: asyncio.AbstractEventLoop) -> None:
+    ``clock_offset_ns`` is how far this switch's clock is off (ns, > 0: ahead): every timestamp it
+    sends (samples, oper changes, Get) is the engine's plus this, as a switch with a wrong clock would.
+    """
+
+    def __init__(self, state: SwitchState, loop: asyncio.AbstractEventLoop, clock_offset_ns: int = 0) -> None:
         self.state = state
         self.loop = loop
+        self.clock_offset_ns = clock_offset_ns
         self.streams: set[Stream] = set()
         self.encoder = UpdateEncoder()
         self._tick: Tick | None = None
+        self._raw_ns = 0  # the engine's timestamp of ``_tick`` (before the clock offset)
         self._last_sample_ns = 0
         #: Half the engine's tick (ns), learnt from SAMPLE events: the sampling tolerance.
         self.tolerance_ns = 0
@@ -123,8 +130,11 @@ class Feed:
     def tick(self) -> Tick:
         """The switch's latest tick, read once per engine tick (loop thread only)."""
         st, t = self.state, self._tick
-        if t is None or t.timestamp_ns != st.timestamp_ns or t.boot_epoch != st.boot_epoch:
+        if t is None or self._raw_ns != st.timestamp_ns or t.boot_epoch != st.boot_epoch:
             new = read_tick(st)
+            self._raw_ns = new.timestamp_ns
+            if self.clock_offset_ns and new.timestamp_ns:
+                new = dataclasses.replace(new, timestamp_ns=new.timestamp_ns + self.clock_offset_ns)
             if t is not None and new.boot_epoch != t.boot_epoch:
                 self.encoder.reset()
             self._tick = t = new
@@ -156,7 +166,7 @@ class Feed:
                 return
             for s in self.streams:
                 if s.wants_oper:
-                    s.opers.append((event.timestamp_ns, event.interface, *captured))
+                    s.opers.append((event.timestamp_ns + self.clock_offset_ns, event.interface, *captured))
                     s.wake.set()
         elif event.kind is EventKind.REBOOT:
             self._last_sample_ns = 0

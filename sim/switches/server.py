@@ -84,13 +84,14 @@ class GnmiServer:
     ``password`` metadata gNMI clients send. ``cancel_on_half_close`` ends a STREAM subscription
     (status OK) when the client closes its sending side, as pygnmi's ``close()`` does; otherwise
     the stream keeps going until cancelled, per gRPC semantics. ``max_workers`` caps concurrent
-    RPCs (further ones get RESOURCE_EXHAUSTED); None = no cap.
+    RPCs (further ones get RESOURCE_EXHAUSTED); None = no cap. ``clock_offsets`` (switch name -> ns,
+    > 0: ahead) skews the timestamps a switch sends, as a switch with a wrong clock would.
     """
 
     def __init__(self, states: Mapping[str, SwitchState], host: str = "127.0.0.1", port: int = 0, *,
                  default_target: str | None = None, tls: TlsFiles | None = None,
                  credentials: tuple[str, str] | None = None, cancel_on_half_close: bool = False,
-                 max_workers: int | None = None) -> None:
+                 max_workers: int | None = None, clock_offsets: Mapping[str, int] | None = None) -> None:
         if not states:
             raise ValueError("GnmiServer needs at least one switch state")
         if default_target is not None and default_target not in states:
@@ -102,6 +103,7 @@ class GnmiServer:
         self.tls = tls
         self.cancel_on_half_close = cancel_on_half_close
         self.max_workers = max_workers
+        self.clock_offsets = dict(clock_offsets or {})
         self._credentials = (credentials[0].encode(), credentials[1].encode()) if credentials else None
         self._loop: LoopThread | None = None
         self._server: grpc.aio.Server | None = None
@@ -120,7 +122,7 @@ class GnmiServer:
                 raise RuntimeError("GnmiServer.start() may be called once")
             tls = self._tls_credentials()
             self._loop = loop = LoopThread.acquire()
-            self._feeds = {name: loop.feed(st) for name, st in self.states.items()}
+            self._feeds = {name: loop.feed(st, self.clock_offsets.get(name, 0)) for name, st in self.states.items()}
             try:
                 self._server, self.port = loop.run(self._start(tls))
             except BaseException:
@@ -253,7 +255,7 @@ class GnmiServer:
     async def _get_rpc(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         request = _parse(gnmi_pb2.GetRequest, raw, "GetRequest")
         feed = self._feed_for(request.prefix.target)
-        return gnmi_get.get(request, feed.tick(), feed.encoder, time.time_ns())
+        return gnmi_get.get(request, feed.tick(), feed.encoder, time.time_ns() + feed.clock_offset_ns)
 
     async def _set_rpc(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         _parse(gnmi_pb2.SetRequest, raw, "SetRequest")
