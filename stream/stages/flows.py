@@ -57,10 +57,13 @@ class FlowsStage:
         # resolver that also reads counters (which arrive first) would learn to close windows without flows.
         mine = frozenset(f"flows:{n.host}@{n.leaf}" for n in fabric.nics.values()
                          if partition_for(n.leaf, partitions) == partition)
+        #: This partition's leaves: the only switches whose counters the resolvers read (a leaf's uplinks carry
+        #: only its own hosts' flows; a spine's counters here would only add a source to wait for).
+        self.leaves = frozenset(lf for lf in fabric.leaves if partition_for(lf, partitions) == partition)
         if uses_counters:  # and the leaves' counters, for resolvers that learn from them
-            mine |= frozenset(f"counters:{lf}" for lf in fabric.leaves if partition_for(lf, partitions) == partition)
+            mine |= frozenset(f"counters:{lf}" for lf in self.leaves)
         self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS,
-                                     name=f"flows stage of partition {partition}")
+                                     name=f"flows stage of partition {partition}", clocked=mine)
         self.unattributed = Unattributed()
         self._observe = FlowObserver(fabric)
         # (path id, src NIC, dst NIC) -> PathLoad with the fields that do not change per window: copying it
@@ -102,8 +105,9 @@ class FlowsStage:
         return True
 
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
-        """Counters of this partition's leaves, for resolvers that learn from them."""
-        if not self.uses_counters:
+        """Counters of this partition's leaves, for resolvers that learn from them; other switches' are not
+        buffered (False)."""
+        if not self.uses_counters or batch.switch not in self.leaves:
             return False
         return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
                                 identity=counter_identity(batch))

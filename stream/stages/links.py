@@ -44,6 +44,7 @@ class LinksStage:
         required = frozenset(f"attr:{q}" for q in senders) | frozenset(f"counters:{sw}" for sw in mine_switches)
         self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=required,
                                      required_grace_ns=2 * REQUIRED_GRACE_NS,
+                                     clocked=frozenset(f"counters:{sw}" for sw in mine_switches),
                                      name=f"links stage of partition {partition}")
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]

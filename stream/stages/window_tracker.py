@@ -40,7 +40,11 @@ class WindowTracker:
 
     def __init__(self, hop_ns: int, grace_ns: int, lateness_hops: int = 2, memory_hops: int = 10,
                  required: frozenset[str] = frozenset(), required_grace_ns: int = 30_000_000_000,
-                 name: str = "", max_windows: int = MAX_WINDOWS) -> None:
+                 name: str = "", max_windows: int = MAX_WINDOWS, clocked: frozenset[str] | None = None) -> None:
+        #: Required sources stamped by a clock of their own (switches, hosts), which may run behind: they are not
+        #: waited for once they have stayed far behind the others (``lagging``). The rest of
+        #: ``required`` (the processor's own upstream partitions) is always waited for. None: none is.
+        self.clocked = clocked if clocked is not None else frozenset()
         if max_windows < 1:
             raise ValueError(f"max_windows must be at least 1, not {max_windows}")
         self.hop_ns = hop_ns
@@ -69,6 +73,7 @@ class WindowTracker:
         self.incomplete = 0
         self._missing: dict[int, frozenset[str]] = {}
         self._newest: dict[str, int] = {}  # source -> newest window end it reported
+        self._behind_since: dict[str, int] = {}  # source -> worker time (ns) since when it has been behind
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
@@ -104,15 +109,45 @@ class WindowTracker:
             out |= sources
         return frozenset(out)
 
+    def behind(self) -> frozenset[str]:
+        """Sources whose newest window is more than ``grace + lateness`` behind the median source's newest. The
+        median, not the newest, so that one source running ahead does not make every other one look behind."""
+        if len(self._newest) < 3:
+            return frozenset()
+        ends = sorted(self._newest.values())
+        median = ends[len(ends) // 2]
+        bound = self.grace_ns + self.lateness_hops * self.hop_ns
+        return frozenset(s for s, n in self._newest.items() if median - n > bound)
+
+    def lagging(self, now_ns: int) -> frozenset[str]:
+        """Sources that have stayed ``behind`` for at least twice the grace: a clock running behind. A source
+        replaying a backlog (a stage created at a rebalance, a collector catching up) is behind only briefly,
+        since it advances faster than real time. Lagging sources are not waited for; windows only they report
+        are released at once, and their records for windows the others have closed are late (counted)."""
+        behind = self.behind()
+        for s in [s for s in self._behind_since if s not in behind]:
+            del self._behind_since[s]
+        for s in behind:
+            self._behind_since.setdefault(s, now_ns)
+        return frozenset(s for s in behind if now_ns - self._behind_since[s] >= 2 * self.grace_ns)
+
     def due(self, now_ns: int) -> list[int]:
         """Window ends that may be finalized now, oldest first; release them with ``pop``."""
         out = []
         starting = self._started_ns is not None and now_ns - self._started_ns < self.required_grace_ns
         required = self.required if starting else self.required & self._ever
-        expected = self._expected() | required
+        lagging = self.lagging(now_ns) - (required - self.clocked)
+        required = required - lagging
+        expected = (self._expected() | required) - lagging
         excess = len(self._windows) - self.max_windows
         for i, end in enumerate(sorted(self._windows)):
             w = self._windows[end]
+            if w.sources and w.sources <= lagging:
+                # Only sources far behind the others (a slow clock): nobody else will report this window, and
+                # waiting it out would hold every newer window behind it. Released as it is.
+                self._missing[end] = frozenset(expected - w.sources)
+                out.append(end)
+                continue
             known = bool(self._recent or required)
             complete = known and expected <= w.sources
             horizon = end + self.lateness_hops * self.hop_ns

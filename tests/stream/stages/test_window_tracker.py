@@ -122,3 +122,43 @@ def test_windows_behind_a_stuck_one_are_bounded(max_windows: int, buffered: int,
 def test_max_windows_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_windows must be at least 1, not 0"):
         WindowTracker(hop_ns=S, grace_ns=S, max_windows=0)
+
+
+def test_a_source_far_behind_the_others_does_not_hold_their_windows() -> None:
+    """A switch whose clock runs 90 s behind: its windows hold nobody else, and its records for windows the
+    others have closed are late (counted), instead of every current window queueing behind its old ones."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S)
+    released: list[int] = []
+    for now in range(1000, 1030):
+        for src in ("a", "b", "c"):
+            t.add(now * S, src, 1, 0, now_ns=now * S)
+        t.add((now - 90) * S, "slow", 1, 0, now_ns=now * S)
+        for end in t.due(now * S):
+            t.pop(end)
+            released.append(end)
+    current = [e for e in released if e >= 1000 * S]
+    assert current[-1] >= 1028 * S, "current windows were held behind the slow source's"
+    assert t.incomplete <= 30 + 8, "beyond the slow source's own windows, only the first seconds were waited out"
+    assert t.lagging(1030 * S) == frozenset({"slow"})
+    assert t.late > 0  # the slow source's records for closed windows: counted, not reopened
+    # Every current window carried all three punctual sources (none released without them).
+    assert len(current) >= 25
+
+
+def test_one_source_ahead_does_not_make_the_others_lag() -> None:
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S)
+    for src in ("a", "b", "c"):
+        t.add(100 * S, src, 1, 0, now_ns=100 * S)
+    t.add(108 * S, "fast", 1, 0, now_ns=100 * S)  # 8 s ahead, within the processor's bound
+    assert t.behind() == frozenset()
+
+
+def test_a_source_catching_up_on_a_backlog_is_waited_for() -> None:
+    """Behind only briefly (it replays faster than real time): not lagging, its windows are waited for."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S)
+    for src in ("a", "b", "c"):
+        t.add(100 * S, src, 1, 0, now_ns=100 * S)
+    t.add(80 * S, "replaying", 1, 0, now_ns=100 * S)
+    assert t.behind() == frozenset({"replaying"}) and t.lagging(100 * S) == frozenset()
+    t.add(99 * S, "replaying", 1, 0, now_ns=101 * S)  # caught up a second later
+    assert t.lagging(101 * S) == frozenset() and t.behind() == frozenset()
