@@ -96,9 +96,6 @@ class Processor:
         self.fabric = fabric
         self.links = LinkIndex(fabric)
         self.resolver_cls = resolver_cls
-        # Every resolver reads the leaves' counters: infer learns from them, trace checks traces against them, hash
-        # checks its model against them (and lowers its confidence where they disagree).
-        self.uses_counters = True
         self.uses_traces = issubclass(resolver_cls, TraceConsumer)
         self.flows: dict[int, FlowsStage] = {}
         self.link_stages: dict[int, LinksStage] = {}
@@ -119,7 +116,9 @@ class Processor:
     def flows_stage(self, p: int) -> FlowsStage:
         if p not in self.flows:
             stage = FlowsStage(p, self.cfg.partitions, self.fabric, self.links, self.new_resolver(),
-                               self.cfg.hop_ns, self.cfg.grace_ns, self.uses_counters, self.cfg.max_flows_per_link,
+                               # Every resolver reads the leaves' counters: infer learns from them, trace checks
+                               # traces and hash its model against them.
+                               self.cfg.hop_ns, self.cfg.grace_ns, True, self.cfg.max_flows_per_link,
                                self.cfg.heavy_share)
             self.flows[p] = self._restore(stage, f"flows:{p}", f"flows stage of partition {p}")
         return self.flows[p]
@@ -193,8 +192,7 @@ class Processor:
         if isinstance(msg, flows_pb2.FlowBatch):
             holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
         elif isinstance(msg, counters_pb2.CounterBatch):
-            if self.uses_counters:
-                holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
+            holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
             holds += self.links_stage(partition).add_counters(msg, token, now_ns)
         elif isinstance(msg, internal_pb2.AttributionBatch):
             holds += self.links_stage(partition).add_attributions(msg, token, now_ns)

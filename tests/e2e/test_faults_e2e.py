@@ -77,15 +77,29 @@ def _consume(bootstrap: str) -> dict[str, list[bytes]]:
     return got
 
 
-@pytest.fixture(scope="module")
-def faults(tmp_path_factory: pytest.TempPathFactory) -> Faults:
-    tmp = tmp_path_factory.mktemp("faults")
+def _options(tmp: Path, clock_skew: str) -> tuple[PipelineOptions, int]:
+    """An 8-host fabric (2 leaves, 2 spines), hash resolver, one switch's clock skewed; the metrics port."""
     topo = tmp / "fabric8.yaml"
     topo.write_text(generate(FabricSpec(hosts=8, leaves=2, spines=2, name="ft8")).to_yaml())
     port = _free_port()
-    options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash",),
-                              sim_args=("--clock-skew", f"{AHEAD}=+90s"),
-                              processor_args=("--metrics-port", str(port)))
+    return PipelineOptions(topology=topo, partitions=4, resolvers=("hash",), sim_args=("--clock-skew", clock_skew),
+                           processor_args=("--metrics-port", str(port))), port
+
+
+def _faults(pipeline: LocalPipeline, got: dict[str, list[bytes]], metrics: dict[str, float], forged_at: int,
+            back_at: int, agent_gap: tuple[int, int], run_dir: Path) -> Faults:
+    gt = GroundTruth.load(pipeline.ready["ground_truth"])
+    link_loads = [analytics_pb2.LinkLoad.FromString(v) for v in got[topics.LINK_LOADS.name]]
+    path_loads = [analytics_pb2.PathLoad.FromString(v) for v in got[topics.PATH_LOADS.name]]
+    dead = [analytics_pb2.DeadLetter.FromString(v) for v in got[topics.DEAD_LETTER.name]]
+    last_end = min(gt.tick_ends[-1], max(pl.window_end_ns for pl in path_loads))
+    return Faults(gt, link_loads, path_loads, dead, metrics, forged_at, back_at, agent_gap, last_end, run_dir)
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory) -> Faults:
+    tmp = tmp_path_factory.mktemp("faults")
+    options, port = _options(tmp, f"{AHEAD}=+90s")
     with LocalPipeline(options, tmp / "run") as pipeline:
         pipeline.wait(15)
         forged_at = time.time_ns()
@@ -104,13 +118,7 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Faults:
         metrics = _metrics(port)
         pipeline.stop_stages()
         got = _consume(pipeline.bootstrap)
-    gt = GroundTruth.load(pipeline.ready["ground_truth"])
-    link_loads = [analytics_pb2.LinkLoad.FromString(v) for v in got[topics.LINK_LOADS.name]]
-    path_loads = [analytics_pb2.PathLoad.FromString(v) for v in got[topics.PATH_LOADS.name]]
-    dead = [analytics_pb2.DeadLetter.FromString(v) for v in got[topics.DEAD_LETTER.name]]
-    last_end = min(gt.tick_ends[-1], max(pl.window_end_ns for pl in path_loads))
-    return Faults(gt, link_loads, path_loads, dead, metrics, forged_at, back_at, (stopped_at, back_at), last_end,
-                  tmp / "run")
+    return _faults(pipeline, got, metrics, forged_at, back_at, (stopped_at, back_at), tmp / "run")
 
 
 def _untouched(link: str) -> bool:
@@ -184,22 +192,13 @@ BEHIND = "spine01"
 def slow_clock(tmp_path_factory: pytest.TempPathFactory) -> Faults:
     """A second, shorter run: spine01's clock 90 s behind (nothing else wrong)."""
     tmp = tmp_path_factory.mktemp("slow-clock")
-    topo = tmp / "fabric8.yaml"
-    topo.write_text(generate(FabricSpec(hosts=8, leaves=2, spines=2, name="ft8")).to_yaml())
-    port = _free_port()
-    options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash",),
-                              sim_args=("--clock-skew", f"{BEHIND}=-90s"),
-                              processor_args=("--metrics-port", str(port)))
+    options, port = _options(tmp, f"{BEHIND}=-90s")
     with LocalPipeline(options, tmp / "run") as pipeline:
         pipeline.wait(30)
         metrics = _metrics(port)
         pipeline.stop_stages()
         got = _consume(pipeline.bootstrap)
-    gt = GroundTruth.load(pipeline.ready["ground_truth"])
-    link_loads = [analytics_pb2.LinkLoad.FromString(v) for v in got[topics.LINK_LOADS.name]]
-    path_loads = [analytics_pb2.PathLoad.FromString(v) for v in got[topics.PATH_LOADS.name]]
-    last_end = min(gt.tick_ends[-1], max(pl.window_end_ns for pl in path_loads))
-    return Faults(gt, link_loads, path_loads, [], metrics, 0, 0, (0, 0), last_end, tmp / "run")
+    return _faults(pipeline, got, metrics, 0, 0, (0, 0), tmp / "run")
 
 
 def test_switch_clock_behind_is_late_and_holds_nobody(slow_clock: Faults) -> None:
