@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from unprivileged import as_nobody
 
 from flowtracer.cmd_demo import MARKER, demo
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
@@ -30,11 +30,11 @@ def test_kernel_data_plane_without_root_is_one_line_exit_2(tmp_path: Path) -> No
     cmd = [sys.executable, "-m", "flowtracer", "demo", "--dataplane", "kernel", "--duration", "5",
            "--run-dir", str(tmp_path / "run")]
     if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("setpriv (util-linux) is needed to run the demo unprivileged as root")
+        unprivileged = as_nobody(cmd)
+        if isinstance(unprivileged, str):
+            pytest.skip(unprivileged)
         tmp_path.chmod(0o777)
-        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        cmd = unprivileged
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from netns_skip import needs_netns
+from unprivileged import as_nobody
 
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.kernel import records
@@ -96,17 +97,15 @@ def test_without_root_exits_2_with_one_line(topo_file: Path) -> None:
         res = subprocess.run([str(FLOWTRACER), "sim", "--topology", str(topo_file), "--dataplane", "kernel"],
                              capture_output=True, text=True, timeout=60)
     else:  # drop to nobody for the run (setpriv, util-linux)
-        setpriv = "/usr/bin/setpriv"
-        if not Path(setpriv).exists():
-            pytest.skip("setpriv is needed to run the CLI without root")
         with tempfile.TemporaryDirectory() as d:  # pytest's tmp_path is not readable by nobody
             readable = Path(d) / "fabric.yaml"
             readable.write_text(topo_file.read_text())
             Path(d).chmod(0o755)
             readable.chmod(0o644)
-            res = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(FLOWTRACER),
-                                  "sim", "--topology", str(readable), "--dataplane", "kernel"],
-                                 capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": "/tmp"})
+            cmd = as_nobody([str(FLOWTRACER), "sim", "--topology", str(readable), "--dataplane", "kernel"])
+            if isinstance(cmd, str):
+                pytest.skip(cmd)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": "/tmp"})
     _one_line_exit_2(res, "--dataplane kernel: the kernel data plane needs root")
 
 
