@@ -20,7 +20,7 @@ from flowtracer.exit_codes import EXIT_BAD_INPUT
 from flowtracer.schemas.kafka_security import (
     KafkaSecurity,
     KafkaSecurityError,
-    check_broker_certificate,
+    check_broker,
     kafka_python_kwargs,
     load_kafka_security,
 )
@@ -41,12 +41,12 @@ def kafka_config_option(f: F) -> F:
 def kafka_security_or_exit(path: Path | None, prog: str, base: KafkaSecurity | None = None,
                            bootstrap: str | None = None) -> KafkaSecurity:
     """Load and check the settings (files readable, secrets present; with ``bootstrap`` and TLS, that the
-    broker's certificate is trusted); on error one line and exit 2."""
+    broker's certificate is trusted and the SASL login is accepted); on error one line and exit 2."""
     try:
         sec = load_kafka_security(path, base=base)
         kafka_python_kwargs(sec)  # fail fast: a missing CA file or password is named before any connection
         if bootstrap:
-            check_broker_certificate(sec, bootstrap)
+            check_broker(sec, bootstrap)
     except (KafkaSecurityError, SecretError) as e:
         click.echo(f"{prog}: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)

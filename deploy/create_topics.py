@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from flowtracer.schemas.durations import parse_duration
-from flowtracer.schemas.kafka_security import check_broker_certificate, kafka_python_kwargs, load_kafka_security
+from flowtracer.schemas.kafka_security import check_broker, kafka_python_kwargs, load_kafka_security
 from flowtracer.schemas.topic_admin import ClusterPolicy, TopicError, apply, plan
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                          indent=1))
         return 0
     try:
-        check_broker_certificate(security, a.kafka)
+        check_broker(security, a.kafka)
     except ValueError as e:
         print(f"flowtracer-create-topics: {e}", file=sys.stderr)
         return 2

@@ -179,6 +179,54 @@ def check_broker_certificate(sec: KafkaSecurity | None, bootstrap: str, timeout_
             continue
 
 
+def check_broker_login(sec: KafkaSecurity | None, bootstrap: str, timeout_s: float = 10.0) -> None:
+    """One SASL login at the first reachable bootstrap server; :class:`KafkaSecurityError` in one line when
+    the broker refuses it (wrong user or password, mechanism not enabled): the clients would retry that
+    forever and only log it. Unreachable servers are left to the clients' retries; non-SASL checks nothing.
+
+    The login uses aiokafka's connection (the processor's client library, installed everywhere with
+    Faust); kafka-python gets the same mechanism, user and password from :func:`kafka_python_kwargs`.
+    The message names the mechanism and user, never the password."""
+    sec = sec or PLAINTEXT
+    if not sec.sasl:
+        return
+    import asyncio
+
+    from aiokafka.conn import create_conn  # deferred: a login check is one connection at start
+    from aiokafka.errors import KafkaError
+
+    user, password = sec.credentials()
+
+    async def login(host: str, port: int) -> None:
+        conn = await asyncio.wait_for(create_conn(
+            host, port, client_id="flowtracer-login-check", request_timeout_ms=int(timeout_s * 1000),
+            ssl_context=ssl_context(sec) if sec.tls else None, security_protocol=sec.security_protocol,
+            sasl_mechanism=sec.sasl_mechanism, sasl_plain_username=user,
+            sasl_plain_password=password.get_secret_value()), timeout_s)
+        conn.close()
+
+    for server in (b.strip() for b in bootstrap.split(",")):
+        host, _, port = server.rpartition(":")
+        if not port.isdigit():
+            continue  # not a host:port: left to the clients, which name it
+        try:
+            asyncio.run(login(host.strip("[]"), int(port)))
+            return
+        except (OSError, TimeoutError):
+            continue
+        except (KafkaError, AssertionError, ValueError) as e:
+            # aiokafka raises the broker's SASL error (SaslAuthenticationFailed, UnsupportedSaslMechanismError);
+            # its SCRAM client raises ValueError on a server signature that does not verify.
+            raise KafkaSecurityError(
+                f"Kafka broker {server}: SASL login refused for {sec.describe()}: {e or type(e).__name__}") from None
+
+
+def check_broker(sec: KafkaSecurity | None, bootstrap: str) -> None:
+    """The start-up checks that retrying never heals: the broker's TLS certificate, then the SASL login."""
+    check_broker_certificate(sec, bootstrap)
+    check_broker_login(sec, bootstrap)
+
+
 def faust_settings(sec: KafkaSecurity | None, bootstrap: str) -> dict[str, Any]:
     """Faust app settings: ``broker`` (``kafka://`` URLs: the scheme picks Faust's aiokafka transport,
     security is not in the URL) and ``broker_credentials`` (``faust.SSLCredentials`` or

@@ -1,7 +1,6 @@
-"""The Kafka security model and the exact client settings it produces for kafka-python and Faust/aiokafka.
-
-SASL cannot be exercised end to end here (the embedded Tansu build cannot hold SCRAM users, see
-docs/operations.md, Security), so these tests pin down what each library is handed.
+"""The Kafka security model, the exact client settings it produces for kafka-python and Faust/aiokafka,
+and the start-up SASL login check against a real broker behind the test bed's SASL proxy (the pipeline
+over TLS + SCRAM is tests/e2e/test_kafka_tls_e2e.py).
 """
 
 from __future__ import annotations
@@ -17,12 +16,15 @@ from tls_certs import make_ca
 from flowtracer.schemas.kafka_security import (
     KafkaSecurity,
     KafkaSecurityError,
+    check_broker_login,
     faust_settings,
     kafka_python_kwargs,
     load_kafka_security,
     parse_kafka_security,
 )
 from flowtracer.schemas.security import SecretError
+from flowtracer.testbed.sasl_proxy import SaslProxy
+from flowtracer.testbed.tansu import TansuBroker, free_port
 
 
 @pytest.fixture
@@ -109,3 +111,41 @@ def test_file_then_environment(tmp_path: Path, ca: Path) -> None:
     f.write_text("security_protocol: [\n")
     with pytest.raises(KafkaSecurityError, match="YAML syntax error"):
         load_kafka_security(f, env={})
+
+
+@pytest.mark.parametrize(("mechanism", "password", "refused"), [
+    ("SCRAM-SHA-512", "right-pw", None),
+    ("PLAIN", "right-pw", None),
+    ("SCRAM-SHA-256", "wrong-pw", r"SASL login refused for SASL_PLAINTEXT \(SCRAM-SHA-256 as u\): \[Error 58\] "
+                                  r"SaslAuthenticationFailed: .*invalid credentials"),
+])
+def test_the_login_check_names_a_refused_login_in_one_line(kafka: TansuBroker, mechanism: str, password: str,
+                                                             refused: str | None) -> None:
+    sec = KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism, username="u",
+                        password_env="FT_TEST_KAFKA_PW")
+    with SaslProxy(kafka.port, {"u": "right-pw"}) as proxy, pytest.MonkeyPatch.context() as env:
+        env.setenv("FT_TEST_KAFKA_PW", password)
+        if refused is None:
+            check_broker_login(sec, proxy.address)
+            assert [(s.user, s.mechanism, s.client_id) for s in proxy.sessions] == \
+                [("u", mechanism, "flowtracer-login-check")]
+        else:
+            with pytest.raises(KafkaSecurityError, match=refused) as e:
+                check_broker_login(sec, proxy.address)
+            assert "\n" not in str(e.value) and password not in str(e.value)
+
+
+def test_the_login_check_names_a_mechanism_the_broker_lacks(kafka: TansuBroker,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLOWTRACER_KAFKA_PASSWORD", "pw")
+    sec = KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", username="u")
+    with SaslProxy(kafka.port, {"u": "pw"}, mechanisms=["SCRAM-SHA-512"]) as proxy, \
+            pytest.raises(KafkaSecurityError, match="UnsupportedSaslMechanism"):
+        check_broker_login(sec, proxy.address)
+
+
+def test_the_login_check_leaves_unreachable_brokers_and_plaintext_to_the_clients() -> None:
+    check_broker_login(KafkaSecurity(), "127.0.0.1:1")
+    sec = KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", username="u",
+                        password_env="PATH")  # any set variable: nothing listens, nothing is sent
+    check_broker_login(sec, f"127.0.0.1:{free_port()}")
