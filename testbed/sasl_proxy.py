@@ -566,6 +566,12 @@ class SaslProxy:
                     await writer.drain()
                     break
             else:
+                # Out of order (a second handshake, authenticate first) is ILLEGAL_SASL_STATE, then closed.
+                if header.api_key == SASL_HANDSHAKE and header.api_version <= 1:
+                    writer.write(handshake_response(header.correlation_id, ERR_ILLEGAL_SASL_STATE, self.mechanisms))
+                elif header.api_key == SASL_AUTHENTICATE and header.api_version <= 2:
+                    writer.write(authenticate_response(header, ERR_ILLEGAL_SASL_STATE, "no SASL handshake yet", b""))
+                await writer.drain()
                 raise self._refuse(f"client {header.client_id!r}: request key {header.api_key} "
                                    f"v{header.api_version} before authentication; connection closed")
             await writer.drain()

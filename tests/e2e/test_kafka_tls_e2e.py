@@ -99,6 +99,7 @@ def test_pipeline_runs_over_tls_and_sasl_scram(tls_broker: TlsBroker, tmp_path: 
     for stage in pipeline.stages:
         log = stage.log_path.read_text(errors="replace")
         assert "Traceback" not in log, f"{stage.name}:\n{log[-3000:]}"
+        assert PASSWORD not in log, f"{stage.name} logged the Kafka password"
     # The what-if reader (`flowtracer export`) reads the recorded flows over TLS.
     out = tmp_path / "recording.jsonl"
     proc = subprocess.run([sys.executable, "-m", "flowtracer", "export", "--kafka", tls_broker.broker.bootstrap,

@@ -246,6 +246,16 @@ def test_a_request_before_authentication_closes_the_connection(proxied: tuple[Sa
     assert any("'sneaky': request key 3 v1 before authentication" in r for r in proxy.refusals)
 
 
+def test_authenticate_before_handshake_is_an_illegal_state(proxied: tuple[SaslProxy, TansuBroker]) -> None:
+    proxy, _ = proxied
+    token = b"n,,n=flowtracer,r=abc"
+    body = struct.pack(">hhih", 36, 1, 5, 5) + b"early" + struct.pack(">i", len(token)) + token
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        answer = _request(sock, struct.pack(">i", len(body)) + body)
+        assert struct.unpack_from(">ih", answer, 4) == (5, 34)  # ILLEGAL_SASL_STATE
+        assert sock.recv(1) == b""  # then closed
+
+
 def test_a_v0_handshake_exchanges_unframed_scram_tokens(proxied: tuple[SaslProxy, TansuBroker]) -> None:
     proxy, _ = proxied
     handshake = SaslHandshakeRequest(version=0, mechanism="SCRAM-SHA-256")
