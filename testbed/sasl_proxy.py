@@ -12,11 +12,11 @@ What it does, per client connection, as a Kafka broker does (KIP-43, KIP-152):
 * frames the Kafka protocol (4-byte size, request header); before authentication it accepts only
   ApiVersions (forwarded to the broker), SaslHandshake (key 17, v0/v1) and SaslAuthenticate (key 36,
   v0-v2), which it answers itself; any other request closes the connection, as Kafka does;
-* implements the server side of SASL PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677) with
-  salted credentials made at start from the users given (:func:`scram_credential`; no password is kept);
-  a failed authentication answers SASL_AUTHENTICATION_FAILED (58) and closes the connection;
+* runs the server side of SASL PLAIN and SCRAM-SHA-256/512 (:mod:`.sasl_server`) with salted credentials
+  made at start from the users given (no password is kept); a failed authentication answers
+  SASL_AUTHENTICATION_FAILED (58) and closes the connection;
 * rewrites every ApiVersions response of the broker (v0-v2, and flexible v3+ with compact arrays and
-  tagged fields) so that it advertises keys 17 and 36 in the versions implemented here;
+  tagged fields) so that it advertises keys 17 and 36 in the versions implemented here (:mod:`.kafka_frames`);
 * after authentication forwards every byte unchanged in both directions (it keeps framing only to spot
   ApiVersions responses).
 
@@ -29,11 +29,7 @@ authenticated (:attr:`SaslProxy.sessions`) and what was refused (:attr:`SaslProx
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import logging
-import os
 import struct
 import threading
 from collections.abc import Iterable, Mapping
@@ -41,326 +37,36 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
+from flowtracer.testbed.kafka_frames import (
+    API_VERSIONS,
+    ERR_ILLEGAL_SASL_STATE,
+    ERR_NONE,
+    ERR_SASL_AUTHENTICATION_FAILED,
+    ERR_UNSUPPORTED_SASL_MECHANISM,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    authenticate_response,
+    authenticate_token,
+    frame,
+    handshake_response,
+    parse_request_header,
+    rewrite_api_versions,
+)
 from flowtracer.testbed.managed_process import HOST, free_port
+from flowtracer.testbed.sasl_server import (
+    MECHANISMS,
+    PlainServer,
+    SaslFailure,
+    ScramServer,
+    make_credentials,
+    sasl_server,
+)
 
 log = logging.getLogger("flowtracer.testbed.sasl_proxy")
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-#: Versions answered here: SaslHandshake v0-v1, SaslAuthenticate v0-v2 (v2 is flexible).
-SASL_VERSIONS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
-ERR_NONE, ERR_UNSUPPORTED_SASL_MECHANISM, ERR_ILLEGAL_SASL_STATE, ERR_SASL_AUTHENTICATION_FAILED = 0, 33, 34, 58
-SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES)
-#: Kafka's minimum for SCRAM credentials.
-SCRAM_ITERATIONS = 4096
 #: Largest request accepted before authentication (bytes): Kafka's sasl.server.max.receive.size.
 MAX_UNAUTHENTICATED_FRAME = 512 * 1024
 
-
-class SaslFailure(Exception):
-    """The client's SASL exchange is refused; ``str()`` is the message sent to the client (no secret)."""
-
-
-# -- credentials and the SASL exchanges (pure) -------------------------------------------------------
-
-@dataclass(frozen=True)
-class ScramCredential:
-    """What a broker stores for a SCRAM user (RFC 5802 section 3): no password."""
-
-    mechanism: str
-    salt: bytes
-    iterations: int
-    stored_key: bytes
-    server_key: bytes
-
-
-def scram_credential(password: str, mechanism: str, salt: bytes | None = None,
-                     iterations: int = SCRAM_ITERATIONS) -> ScramCredential:
-    """Salt and hash *password* for *mechanism* (``SCRAM-SHA-256``/``-512``); a random 24-byte salt
-    when none is given."""
-    name = SCRAM_HASHES[mechanism]
-    salt = os.urandom(24) if salt is None else salt
-    salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", name).digest()
-    return ScramCredential(mechanism, salt, iterations, hashlib.new(name, client_key).digest(),
-                           hmac.new(salted, b"Server Key", name).digest())
-
-
-def password_matches(credential: ScramCredential, password: str) -> bool:
-    """Whether *password* yields *credential*'s stored key (how PLAIN is checked without keeping passwords)."""
-    other = scram_credential(password, credential.mechanism, credential.salt, credential.iterations)
-    return hmac.compare_digest(other.stored_key, credential.stored_key)
-
-
-Credentials = Mapping[str, Mapping[str, ScramCredential]]
-"""user -> mechanism -> credential."""
-
-_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
-
-
-def make_credentials(users: Mapping[str, str]) -> dict[str, dict[str, ScramCredential]]:
-    """SCRAM-SHA-256 and -512 credentials for each ``user: password``."""
-    return {user: {m: scram_credential(pw, m) for m in SCRAM_HASHES} for user, pw in users.items()}
-
-
-class PlainServer:
-    """Server side of SASL PLAIN (RFC 4616): one token ``authzid NUL authcid NUL password``."""
-
-    mechanism = "PLAIN"
-
-    def __init__(self, credentials: Credentials) -> None:
-        self.credentials = credentials
-        self.user: str | None = None
-        self.done = False
-
-    def step(self, token: bytes) -> bytes:
-        """The reply to *token* (empty on success); :class:`SaslFailure` otherwise."""
-        if self.done:
-            raise SaslFailure("PLAIN: unexpected token after the exchange")
-        self.done = True
-        parts = token.split(b"\0")
-        if len(parts) != 3:
-            raise SaslFailure("Invalid SASL/PLAIN response: expected 3 tokens")
-        try:
-            authzid, user, password = (p.decode("utf-8") for p in parts)
-        except UnicodeDecodeError:
-            raise SaslFailure("Invalid SASL/PLAIN response: not UTF-8") from None
-        if authzid and authzid != user:
-            raise SaslFailure("Authentication failed: Client requested an authorization id that is "
-                              "different from username")
-        cred = self.credentials.get(user, {}).get("SCRAM-SHA-256")
-        if cred is None or not password_matches(cred, password):
-            raise SaslFailure(_FAILED.format("PLAIN"))
-        self.user = user
-        return b""
-
-
-def _attributes(message: str) -> dict[str, str]:
-    out = {}
-    for part in message.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or len(key) != 1:
-            raise SaslFailure(f"Invalid SCRAM message: attribute {part[:20]!r}")
-        out.setdefault(key, value)
-    return out
-
-
-class ScramServer:
-    """Server side of SCRAM-SHA-256/512 (RFC 5802, RFC 7677), without channel binding (as Kafka)."""
-
-    def __init__(self, mechanism: str, credentials: Credentials, nonce: str | None = None) -> None:
-        self.mechanism = mechanism
-        self.hash = SCRAM_HASHES[mechanism]
-        self.credentials = credentials
-        #: The server's part of the nonce (printable, no comma); random unless given (test vectors).
-        self.nonce = nonce if nonce is not None else base64.b64encode(os.urandom(18)).decode("ascii")
-        self.user: str | None = None
-        self.done = False
-        self._state = 0
-        self._cred: ScramCredential | None = None
-        self._gs2 = ""
-        self._first_bare = self._server_first = self._combined_nonce = ""
-
-    def step(self, token: bytes) -> bytes:
-        """The reply to *token*: server-first, then server-final; :class:`SaslFailure` otherwise."""
-        try:
-            message = token.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SaslFailure("Invalid SCRAM message: not UTF-8") from None
-        if self._state == 0:
-            self._state = 1
-            return self._client_first(message).encode("utf-8")
-        if self._state == 1:
-            self._state = 2
-            reply = self._client_final(message).encode("utf-8")
-            self.done = True
-            return reply
-        raise SaslFailure("SCRAM: unexpected token after the exchange")
-
-    def _client_first(self, message: str) -> str:
-        cbind, _, rest = message.partition(",")
-        authzid, _, bare = rest.partition(",")
-        if cbind not in ("n", "y"):
-            raise SaslFailure("SCRAM: channel binding is not supported")
-        self._gs2 = f"{cbind},{authzid},"
-        attrs = _attributes(bare)
-        if "m" in attrs:
-            raise SaslFailure("SCRAM: mandatory extensions are not supported")
-        user = attrs.get("n", "").replace("=2C", ",").replace("=3D", "=")
-        if "r" not in attrs or not user:
-            raise SaslFailure("Invalid SCRAM client-first message: needs n= and r=")
-        if authzid and authzid[2:].replace("=2C", ",").replace("=3D", "=") != user:
-            raise SaslFailure("Authentication failed: Client requested an authorization id that is "
-                              "different from username")
-        self._cred = self.credentials.get(user, {}).get(self.mechanism)
-        if self._cred is None:
-            raise SaslFailure(_FAILED.format(self.mechanism))
-        self.user = user
-        self._first_bare = bare
-        self._combined_nonce = attrs["r"] + self.nonce
-        self._server_first = (f"r={self._combined_nonce},s={base64.b64encode(self._cred.salt).decode()},"
-                              f"i={self._cred.iterations}")
-        return self._server_first
-
-    def _client_final(self, message: str) -> str:
-        assert self._cred is not None
-        without_proof, sep, proof_b64 = message.rpartition(",p=")
-        attrs = _attributes(without_proof) if sep else {}
-        if not sep or "c" not in attrs or "r" not in attrs:
-            raise SaslFailure("Invalid SCRAM client-final message: needs c=, r= and p=")
-        if attrs["r"] != self._combined_nonce:
-            raise SaslFailure("Invalid SCRAM client-final message: nonce mismatch")
-        if base64.b64decode(attrs["c"]) != self._gs2.encode("utf-8"):
-            raise SaslFailure("Invalid SCRAM client-final message: channel binding mismatch")
-        auth_message = f"{self._first_bare},{self._server_first},{without_proof}".encode()
-        signature = hmac.new(self._cred.stored_key, auth_message, self.hash).digest()
-        try:
-            proof = base64.b64decode(proof_b64, validate=True)
-        except ValueError:
-            raise SaslFailure("Invalid SCRAM client-final message: proof is not base64") from None
-        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=False))
-        if len(proof) != len(signature) or not hmac.compare_digest(
-                hashlib.new(self.hash, client_key).digest(), self._cred.stored_key):
-            raise SaslFailure(_FAILED.format(self.mechanism))
-        verifier = hmac.new(self._cred.server_key, auth_message, self.hash).digest()
-        return "v=" + base64.b64encode(verifier).decode("ascii")
-
-
-def sasl_server(mechanism: str, credentials: Credentials) -> PlainServer | ScramServer:
-    """A new server-side exchange for *mechanism* (one of :data:`MECHANISMS`)."""
-    return PlainServer(credentials) if mechanism == "PLAIN" else ScramServer(mechanism, credentials)
-
-
-# -- Kafka protocol framing (pure) ------------------------------------------------------------------
-
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint at *pos*: (value, position after it)."""
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def uvarint(value: int) -> bytes:
-    """Kafka's unsigned varint (LEB128, as protobuf's; the test bed may not import schemas.wire)."""
-    groups = [(value >> shift) & 0x7F for shift in range(0, max(value.bit_length(), 1), 7)]
-    return bytes([g | 0x80 for g in groups[:-1]] + groups[-1:])
-
-
-def skip_tagged_fields(buf: bytes, pos: int) -> int:
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-    return pos
-
-
-@dataclass(frozen=True)
-class RequestHeader:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    #: Offset of the body in the frame (after the header's tagged fields when flexible).
-    body_offset: int
-
-
-def _flexible(api_key: int, version: int) -> bool:
-    """Whether a request of one of the keys read here uses header v2 (tagged fields)."""
-    return (api_key == API_VERSIONS and version >= 3) or (api_key == SASL_AUTHENTICATE and version >= 2)
-
-
-def parse_request_header(frame: bytes) -> RequestHeader:
-    """The header of a request *frame* (without the size prefix). Tagged fields are skipped only for the
-    keys answered or rewritten here; other bodies are never read."""
-    api_key, version, corr, n = struct.unpack_from(">hhih", frame, 0)
-    pos = 10
-    client_id = None
-    if n >= 0:
-        client_id = frame[pos:pos + n].decode("utf-8", "replace")
-        pos += n
-    if _flexible(api_key, version):
-        pos = skip_tagged_fields(frame, pos)
-    return RequestHeader(api_key, version, corr, client_id, pos)
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
-def handshake_response(corr: int, error: int, mechanisms: Iterable[str]) -> bytes:
-    """SaslHandshake response v0/v1 (same layout): error code and the enabled mechanisms."""
-    names = [m.encode("utf-8") for m in mechanisms]
-    body = struct.pack(">ihi", corr, error, len(names)) + b"".join(struct.pack(">h", len(n)) + n for n in names)
-    return frame(body)
-
-
-def authenticate_token(frame_: bytes, header: RequestHeader) -> bytes:
-    """The auth_bytes of a SaslAuthenticate request (bytes v0/v1, compact bytes v2)."""
-    pos = header.body_offset
-    if header.api_version >= 2:
-        size, pos = read_uvarint(frame_, pos)
-        return frame_[pos:pos + size - 1]
-    (size,) = struct.unpack_from(">i", frame_, pos)
-    return frame_[pos + 4:pos + 4 + size]
-
-
-def authenticate_response(header: RequestHeader, error: int, message: str | None, token: bytes) -> bytes:
-    """SaslAuthenticate response v0-v2 (v1 adds session_lifetime_ms = 0: no re-authentication; v2 is
-    flexible: header and body tagged fields, compact strings and bytes)."""
-    msg = None if message is None else message.encode("utf-8")
-    if header.api_version >= 2:
-        body = (struct.pack(">i", header.correlation_id) + b"\0" + struct.pack(">h", error)
-                + (b"\0" if msg is None else uvarint(len(msg) + 1) + msg)
-                + uvarint(len(token) + 1) + token + struct.pack(">q", 0) + b"\0")
-        return frame(body)
-    body = (struct.pack(">ih", header.correlation_id, error)
-            + (struct.pack(">h", -1) if msg is None else struct.pack(">h", len(msg)) + msg)
-            + struct.pack(">i", len(token)) + token)
-    if header.api_version >= 1:
-        body += struct.pack(">q", 0)
-    return frame(body)
-
-
-def rewrite_api_versions(response: bytes, version: int, extra: Mapping[int, tuple[int, int]] = SASL_VERSIONS) -> bytes:
-    """An ApiVersions response frame payload (correlation id first; the header has no tagged fields even
-    for v3+) with *extra* keys set to the given (min, max) versions. An error response is left alone
-    (it is in the v0 layout whatever was asked)."""
-    corr, error = struct.unpack_from(">ih", response, 0)
-    if error != ERR_NONE:
-        return response
-    flexible = version >= 3
-    pos = 6
-    if flexible:
-        n, pos = read_uvarint(response, pos)
-        n -= 1
-    else:
-        (n,) = struct.unpack_from(">i", response, pos)
-        pos += 4
-    entries: dict[int, tuple[int, int, bytes]] = {}
-    for _ in range(max(n, 0)):
-        key, lo, hi = struct.unpack_from(">hhh", response, pos)
-        pos += 6
-        tags = b""
-        if flexible:
-            end = skip_tagged_fields(response, pos)
-            tags, pos = response[pos:end], end
-        entries[key] = (lo, hi, tags)
-    for key, (lo, hi) in extra.items():
-        entries[key] = (lo, hi, b"\0" if flexible else b"")
-    rest = response[pos:]  # throttle time and (v3+) the tagged fields, unchanged
-    out = struct.pack(">ih", corr, error)
-    out += uvarint(len(entries) + 1) if flexible else struct.pack(">i", len(entries))
-    out += b"".join(struct.pack(">hhh", k, lo, hi) + tags for k, (lo, hi, tags) in entries.items())
-    return out + rest
-
-
-# -- the proxy (I/O) --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Session:

@@ -1,152 +1,30 @@
-"""The test bed's SASL proxy: its server side of PLAIN and SCRAM against the client code of the two Kafka
-libraries the stages use (kafka-python, aiokafka) and the RFC 7677 test vector, then live in front of a
-real Tansu broker: every mechanism with both libraries, every ApiVersions version rewritten, a request
-before authentication closing the connection, and the KIP-43 v0 handshake with unframed tokens."""
+"""The test bed's SASL proxy live in front of a real Tansu broker: every mechanism with both client
+libraries (kafka-python, aiokafka), every ApiVersions version answered with the SASL keys, a request
+before authentication closing the connection, out-of-order SASL requests, and the KIP-43 v0 handshake
+with unframed tokens."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import socket
 import struct
 from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.conn import SaslPlainAuthenticator, ScramAuthenticator, create_conn
+from aiokafka.conn import create_conn
 from aiokafka.errors import SaslAuthenticationFailed
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.net.sasl.plain import SaslMechanismPlain
 from kafka.net.sasl.scram import ScramClient
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.sasl import SaslHandshakeRequest
 
-from flowtracer.testbed.sasl_proxy import (
-    MECHANISMS,
-    PlainServer,
-    SaslFailure,
-    SaslProxy,
-    ScramServer,
-    make_credentials,
-    rewrite_api_versions,
-    scram_credential,
-)
+from flowtracer.testbed.sasl_proxy import SaslProxy
+from flowtracer.testbed.sasl_server import MECHANISMS
 from flowtracer.testbed.tansu import TansuBroker, free_port
 
 USER, PASSWORD = "flowtracer", "correct horse battery staple"
-SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
-
-@pytest.fixture(scope="module")
-def credentials() -> dict:
-    return make_credentials({USER: PASSWORD})
-
-
-# -- the SASL exchanges, against the libraries' own client code --------------------------------------
-
-@pytest.mark.parametrize("mechanism", SCRAM)
-@pytest.mark.parametrize("password", [PASSWORD, "wrong"])
-def test_scram_with_kafka_python_client(credentials: dict, mechanism: str, password: str) -> None:
-    client, server = ScramClient(USER, password, mechanism), ScramServer(mechanism, credentials)
-    client.process_server_first_message(server.step(client.first_message()))
-    if password != PASSWORD:
-        with pytest.raises(SaslFailure, match=rf"invalid credentials with SASL mechanism {mechanism}$"):
-            server.step(client.final_message())
-        return
-    # The client checks the server signature: it raises unless the server proved it holds the key.
-    client.process_server_final_message(server.step(client.final_message()))
-    assert server.done and server.user == USER
-
-
-@pytest.mark.parametrize("mechanism", SCRAM)
-@pytest.mark.parametrize("password", [PASSWORD, "wrong"])
-def test_scram_with_aiokafka_client(credentials: dict, mechanism: str, password: str) -> None:
-    client = ScramAuthenticator(loop=None, sasl_plain_password=password, sasl_plain_username=USER,
-                                sasl_mechanism=mechanism)
-    server = ScramServer(mechanism, credentials)
-    token, _ = client._authenticator.send(None)  # the library's own generator drives the exchange
-    token, _ = client._authenticator.send(server.step(token))
-    if password != PASSWORD:
-        with pytest.raises(SaslFailure, match="invalid credentials"):
-            server.step(token)
-        return
-    with pytest.raises(StopIteration):  # the client accepted the server signature and is done
-        client._authenticator.send(server.step(token))
-    assert server.done and server.user == USER
-
-
-def test_scram_sha_256_matches_the_rfc_7677_test_vector() -> None:
-    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
-    creds = {"user": {"SCRAM-SHA-256": scram_credential("pencil", "SCRAM-SHA-256", salt, 4096)}}
-    server = ScramServer("SCRAM-SHA-256", creds, nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
-    assert server.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO") == (
-        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
-    final = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-             b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
-    assert server.step(final) == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
-
-
-@pytest.mark.parametrize("bad", [
-    pytest.param(b"p=tls-unique,,n=flowtracer,r=abc", id="channel-binding"),
-    pytest.param(b"n,a=other,n=flowtracer,r=abc", id="other-authzid"),
-    pytest.param(b"n,,n=nobody,r=abc", id="unknown-user"),
-    pytest.param(b"n,,r=abc", id="no-user"),
-])
-def test_scram_refuses_a_bad_client_first_message(credentials: dict, bad: bytes) -> None:
-    with pytest.raises(SaslFailure):
-        ScramServer("SCRAM-SHA-512", credentials).step(bad)
-
-
-def test_scram_refuses_a_replayed_proof_with_another_nonce(credentials: dict) -> None:
-    client = ScramClient(USER, PASSWORD, "SCRAM-SHA-512")
-    client.process_server_first_message(ScramServer("SCRAM-SHA-512", credentials).step(client.first_message()))
-    replay = ScramServer("SCRAM-SHA-512", credentials)
-    replay.step(b"n,,n=" + USER.encode() + b",r=" + client.nonce[:32])
-    with pytest.raises(SaslFailure, match="nonce mismatch"):
-        replay.step(client.final_message())
-
-
-@pytest.mark.parametrize("password", [PASSWORD, "wrong"])
-def test_plain_with_both_clients(credentials: dict, password: str) -> None:
-    tokens = [SaslMechanismPlain(sasl_plain_username=USER, sasl_plain_password=password).auth_bytes(),
-              next(SaslPlainAuthenticator(loop=None, sasl_plain_password=password,
-                                          sasl_plain_username=USER)._authenticator)[0]]
-    for token in tokens:
-        server = PlainServer(credentials)
-        if password == PASSWORD:
-            assert server.step(token) == b"" and server.user == USER
-        else:
-            with pytest.raises(SaslFailure, match=r"invalid credentials with SASL mechanism PLAIN$"):
-                server.step(token)
-
-
-@pytest.mark.parametrize("version", range(ApiVersionsResponse.min_version, ApiVersionsResponse.max_version + 1))
-def test_api_versions_rewrite_adds_sasl_and_keeps_the_rest(version: int) -> None:
-    """A broker answer without keys 17 and 36 gets them; other keys, throttle time and (v3+) the tagged
-    feature fields come through unchanged, in every layout (compact arrays and tagged fields from v3)."""
-    v = ApiVersionsResponse
-    features = {} if version < 3 else {
-        "supported_features": [v.SupportedFeatureKey(name="metadata.version", min_version=1, max_version=20,
-                                                     version=version)],
-        "finalized_features_epoch": 3, "finalized_features": [], "zk_migration_ready": False}
-    original = v(version=version, error_code=0, throttle_time_ms=5,
-                 api_keys=[v.ApiVersion(api_key=0, min_version=0, max_version=9, version=version),
-                           v.ApiVersion(api_key=17, min_version=0, max_version=0, version=version)],
-                 **features)
-    original.with_header(correlation_id=11)
-    rewritten = v.decode(rewrite_api_versions(bytes(original.encode(header=True)), version), version=version,
-                         header=True)
-    assert rewritten.header.correlation_id == 11 and rewritten.error_code == 0
-    assert {k.api_key: (k.min_version, k.max_version) for k in rewritten.api_keys} == \
-        {0: (0, 9), 17: (0, 1), 36: (0, 2)}
-    if version >= 1:
-        assert rewritten.throttle_time_ms == 5
-    if version >= 3:
-        assert [f.name for f in rewritten.supported_features] == ["metadata.version"]
-        assert rewritten.finalized_features_epoch == 3
-
-
-# -- live, in front of Tansu --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SaslProxy, TansuBroker]]:
