@@ -192,18 +192,17 @@ class SaslProxy:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        opened: list[asyncio.StreamWriter] = [writer]  # closed at the end, whatever happened
         try:
-            backend = await self._authenticate(reader, writer)
+            backend = await self._authenticate(reader, writer, opened)
             await self._forward(reader, writer, *backend)
-        except _Closed:
+        except (_Closed, asyncio.CancelledError):
             pass
-        except asyncio.CancelledError:
-            pass
+        except (struct.error, IndexError, ValueError) as e:  # a body shorter or other than its header says
+            self._refuse(f"malformed request: {e}; connection closed")
         finally:
-            for w in (writer, backend[1] if backend else None):
-                if w is not None:
-                    w.close()
+            for w in opened:
+                w.close()
             self._tasks.discard(task)
 
     def _refuse(self, reason: str) -> _Closed:
@@ -212,16 +211,18 @@ class SaslProxy:
             self.refusals.append(reason)
         return _Closed(reason)
 
-    async def _backend(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _backend(self, opened: list[asyncio.StreamWriter]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
-            return await asyncio.open_connection(HOST, self.backend_port)
+            connection = await asyncio.open_connection(HOST, self.backend_port)
         except OSError as e:
             raise self._refuse(f"broker {HOST}:{self.backend_port} unreachable: {e}") from None
+        opened.append(connection[1])
+        return connection
 
-    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                            ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            opened: list[asyncio.StreamWriter]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Answer requests until the client is authenticated; the backend connection (opened for
-        ApiVersions or at the end)."""
+        ApiVersions or at the end, added to *opened*)."""
         backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         server: PlainServer | ScramServer | None = None
         handshake_version = -1
@@ -239,12 +240,9 @@ class SaslProxy:
                     break
                 continue
             data = await _read_frame(reader, MAX_UNAUTHENTICATED_FRAME)
-            try:
-                header = parse_request_header(data)
-            except (struct.error, IndexError):
-                raise self._refuse("malformed request header before authentication") from None
+            header = parse_request_header(data)
             if header.api_key == API_VERSIONS:
-                backend = backend or await self._backend()
+                backend = backend or await self._backend(opened)
                 backend[1].write(frame(data))
                 await backend[1].drain()
                 response = await _read_frame(backend[0], None)
@@ -285,7 +283,7 @@ class SaslProxy:
         with self._lock:
             self.sessions.append(Session(server.user, server.mechanism, header.client_id, handshake_version))
         log.info("SASL proxy: %s authenticated as %s via %s", header.client_id, server.user, server.mechanism)
-        return backend or await self._backend()
+        return backend or await self._backend(opened)
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        b_reader: asyncio.StreamReader, b_writer: asyncio.StreamWriter) -> None:

@@ -124,6 +124,17 @@ def test_a_request_before_authentication_closes_the_connection(proxied: tuple[Sa
     assert any("'sneaky': request key 3 v1 before authentication" in r for r in proxy.refusals)
 
 
+def test_a_truncated_handshake_is_refused_and_the_proxy_goes_on(proxied: tuple[SaslProxy, TansuBroker]) -> None:
+    proxy, broker = proxied
+    body = struct.pack(">hhih", 17, 1, 3, 5) + b"short"  # a SaslHandshake without its mechanism
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        assert sock.recv(1) == b""
+    assert any(r.startswith("malformed request") for r in proxy.refusals)
+    with broker.admin(client_id="after-malformed") as admin:
+        assert admin.describe_cluster()["cluster_id"] == broker.cluster_id
+
+
 def test_authenticate_before_handshake_is_an_illegal_state(proxied: tuple[SaslProxy, TansuBroker]) -> None:
     proxy, _ = proxied
     token = b"n,,n=flowtracer,r=abc"
