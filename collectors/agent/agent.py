@@ -213,6 +213,9 @@ class Agent:
         """Sample every host as of ``boundary`` and send the batches of the windows ending there."""
         t0 = time.perf_counter()
         samples = self._guard.read("sample", lambda: self.source.sample(boundary), [])
+        # The agent's wall clock at the read (not the source's, which is the simulator's for ``sim``): the
+        # processor compares the batches' window ends with it to show each host's clock skew.
+        read_ns = time.time_ns()
         ex = self.exchange
         version = ex.remote.version if ex is not None else 0  # what the directory below holds, at least
         peers = PeerDirectory(remote=ex.directory(boundary) if ex is not None else None)
@@ -232,7 +235,7 @@ class Agent:
         for s in samples:
             seen.add(s.host)
             start = self._last_ok.get(s.host, boundary)
-            batches, ws = self.pipelines[s.host].window_encoded(s, start, boundary, peers)
+            batches, ws = self.pipelines[s.host].window_encoded(s, start, boundary, peers, read_ns)
             self._last_ok[s.host] = boundary
             for b in batches:
                 self.sink.send(self.cfg.topic, topic_key(b.leaf or b.host), b.value)

@@ -127,19 +127,21 @@ class HostPipeline:
 
     # -- step 2 -----------------------------------------------------------------------------
 
-    def window(self, sample: HostSample, start_ns: int, end_ns: int,
-               peers: PeerDirectory) -> tuple[list[pb.FlowBatch], WindowStats]:
+    def window(self, sample: HostSample, start_ns: int, end_ns: int, peers: PeerDirectory,
+               received_ns: int = 0) -> tuple[list[pb.FlowBatch], WindowStats]:
         """Deltas since the previous sample as FlowBatches, one per leaf of this host.
 
         The first call returns no batches (baselines only). A host without topology entry gets
-        one batch with an empty leaf. (``window_encoded`` gives the same batches serialized,
-        without building messages: what the agent sends.)
+        one batch with an empty leaf. ``received_ns`` is the agent's wall clock when it read
+        ``sample`` (ns since the epoch; 0: not stamped), the batches' ``received_ns``.
+        (``window_encoded`` gives the same batches serialized, without building messages: what
+        the agent sends.)
         """
-        encoded, stats = self.window_encoded(sample, start_ns, end_ns, peers)
+        encoded, stats = self.window_encoded(sample, start_ns, end_ns, peers, received_ns)
         return [pb.FlowBatch.FromString(e.value) for e in encoded], stats
 
-    def window_encoded(self, sample: HostSample, start_ns: int, end_ns: int,
-                       peers: PeerDirectory) -> tuple[list[EncodedBatch], WindowStats]:
+    def window_encoded(self, sample: HostSample, start_ns: int, end_ns: int, peers: PeerDirectory,
+                       received_ns: int = 0) -> tuple[list[EncodedBatch], WindowStats]:
         """``window``, each batch as its serialized ``FlowBatch`` bytes."""
         stats = WindowStats()
         primed, self._primed = self._primed, True
@@ -180,8 +182,8 @@ class HostPipeline:
             self._seq[leaf] = seq
             head = pb.FlowBatch(schema_version=SCHEMA_VERSION, host=self.host, leaf=leaf, window_start_ns=start_ns,
                                 window_end_ns=end_ns, agent_id=self.cfg.agent_id, sequence=seq)
-            # once per host and window, on the first leaf's batch
-            tail = pb.FlowBatch(ports=b.ports, malformed_records=0 if out else malformed)
+            # malformed_records once per host and window, on the first leaf's batch
+            tail = pb.FlowBatch(ports=b.ports, malformed_records=0 if out else malformed, received_ns=received_ns)
             out.append(EncodedBatch(leaf, self.host, seq, head.SerializeToString() + b.flows
                                     + tail.SerializeToString()))
         return out, stats

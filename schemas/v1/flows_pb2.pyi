@@ -55,7 +55,7 @@ BYTE_SOURCE_NCCL_PROFILER: ByteSource
 BYTE_SOURCE_SIMULATOR: ByteSource
 
 class FlowBatch(_message.Message):
-    __slots__ = ("schema_version", "host", "leaf", "window_start_ns", "window_end_ns", "agent_id", "sequence", "flows", "ports", "malformed_records")
+    __slots__ = ("schema_version", "host", "leaf", "window_start_ns", "window_end_ns", "agent_id", "sequence", "flows", "ports", "malformed_records", "received_ns")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     LEAF_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,7 @@ class FlowBatch(_message.Message):
     FLOWS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     MALFORMED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_NS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     host: str
     leaf: str
@@ -76,7 +77,8 @@ class FlowBatch(_message.Message):
     flows: _containers.RepeatedCompositeFieldContainer[Flow]
     ports: _containers.RepeatedCompositeFieldContainer[PortTotals]
     malformed_records: int
-    def __init__(self, schema_version: _Optional[int] = ..., host: _Optional[str] = ..., leaf: _Optional[str] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., flows: _Optional[_Iterable[_Union[Flow, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[PortTotals, _Mapping]]] = ..., malformed_records: _Optional[int] = ...) -> None: ...
+    received_ns: int
+    def __init__(self, schema_version: _Optional[int] = ..., host: _Optional[str] = ..., leaf: _Optional[str] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., flows: _Optional[_Iterable[_Union[Flow, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[PortTotals, _Mapping]]] = ..., malformed_records: _Optional[int] = ..., received_ns: _Optional[int] = ...) -> None: ...
 
 class Flow(_message.Message):
     __slots__ = ("rdma_device", "port", "netdev", "lqpn", "rqpn", "qp_type", "qp_state", "qp_generation", "src_ip", "dst_ip", "udp_src_port", "udp_dst_port", "dscp", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "byte_source", "byte_error_bound", "pid", "comm", "job_id", "nccl")

@@ -7,7 +7,8 @@
 * the fabric-wide FIM (measured and attributed basis) and the per-group FIM as time series;
 * the collisions of the last few hops with their flows, NCCL collective, communicator and job;
 * pipeline health: lag (now - newest finalized window end), records consumed, dead letters, late
-  records, records held until durable, switches whose counters arrived, hosts whose flows arrived.
+  records, records held until durable, switches whose counters arrived, hosts whose flows arrived,
+  and the switches and hosts whose clock is off (skew and transit per source, ``runtime/source_clocks``).
 
 What it shows is what *this worker* computed: a worker owns some partitions, so with several
 workers each dashboard shows the links, groups and collisions of its own partitions (plus the
@@ -34,6 +35,7 @@ from typing import Any
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import Role
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.stream.runtime.source_clocks import SourceClocks
 from flowtracer.stream.stages.emitted import Emitted
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,7 @@ class DashboardState:
         history: FIM samples kept per series (one per hop: 600 = 10 min at 1 s).
         collision_hops: a collision is *current* while seen within this many hops of the newest window.
         metrics: the processor's Prometheus registry (records, dead letters, ...), read for health.
+        clocks: the processor's per-source clock readings (``SourceClocks``), shown in health; None: none.
         clock_ns: wall clock, ns since the epoch (tests pass their own).
     """
 
@@ -87,6 +90,7 @@ class DashboardState:
     clock_ns: Callable[[], int] = time.time_ns
     rolling_window_s: float = 10.0
     worker: str = ""
+    clocks: SourceClocks | None = None
 
     def __post_init__(self) -> None:
         #: link id -> newest LinkLoad seen for it
@@ -246,6 +250,8 @@ class DashboardState:
             "switches_silent": [s for s in all_switches if s not in switches] if switches else [],
             "hosts_sending": len(hosts), "hosts_total": len(self.fabric.topology.hosts),
             "worker": self.worker,
+            # A clock off by half a hop or more puts its samples in a neighbouring window.
+            "clocks": self.clocks.view(now_ns, self.hop_ns // 2) if self.clocks is not None else None,
         }
         out.update(metric_values(self.metrics))
         return out
@@ -310,7 +316,7 @@ def register_dashboard(app: Any, proc: Any, prefix: str = PREFIX) -> DashboardSt
     cfg = proc.cfg
     state = DashboardState(proc.fabric, hop_ns=cfg.hop_ns, metrics=proc.metrics.registry,
                            owner=dict(proc.links.owner), rolling_window_s=cfg.rolling_window_s,
-                           worker=getattr(proc, "worker", ""))
+                           worker=getattr(proc, "worker", ""), clocks=getattr(proc, "clocks", None))
     observers = getattr(proc, "observers", None)
     if observers is None:
         raise RuntimeError("this Processor has no 'observers' hook: the dashboard cannot be fed "

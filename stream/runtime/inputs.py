@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from google.protobuf.message import DecodeError, Message
 
 from flowtracer.schemas import topics
@@ -50,15 +52,35 @@ def decode(topic: str, value: bytes | None) -> Message:
     return msg
 
 
-def event_time(msg: Message) -> tuple[str, int] | None:
-    """(source, event time in ns) of an input record: a switch's sample instant, an agent's window end, a
-    trace's finish; None for the processor's own internal records."""
+@dataclass(frozen=True, slots=True)
+class Stamps:
+    """When an input record's source says it happened, and when its producer received it."""
+
+    role: str
+    """``switch`` or ``host``."""
+    name: str
+    """The switch's or host's name."""
+    event_ns: int
+    """Event time, ns since the epoch, on the source's clock: a switch's sample instant, an agent's window end,
+    a trace's finish."""
+    received_ns: int
+    """The producer's wall clock when it received the sample (collector) or read it (agent), ns since the epoch;
+    0 when the producer did not stamp it (path traces, agents before FlowBatch.received_ns)."""
+
+    @property
+    def source(self) -> str:
+        """``switch <name>`` or ``host <name>``, for people."""
+        return f"{self.role} {self.name}"
+
+
+def event_time(msg: Message) -> Stamps | None:
+    """The stamps of an input record; None for the processor's own internal records."""
     if isinstance(msg, counters_pb2.CounterBatch):
-        return f"switch {msg.switch}", msg.timestamp_ns
+        return Stamps("switch", msg.switch, msg.timestamp_ns, msg.received_ns)
     if isinstance(msg, flows_pb2.FlowBatch):
-        return f"host {msg.host}", msg.window_end_ns
+        return Stamps("host", msg.host, msg.window_end_ns, msg.received_ns)
     if isinstance(msg, traces_pb2.PathTrace):
-        return f"host {msg.host or msg.src_nic}", msg.finished_ns
+        return Stamps("host", msg.host or msg.src_nic, msg.finished_ns, 0)
     return None
 
 
@@ -70,11 +92,10 @@ def check_event_time(msg: Message, now_ns: int, max_ahead_ns: int) -> int:
     stamp = event_time(msg)
     if stamp is None:
         return 0
-    source, t_ns = stamp
-    ahead = t_ns - now_ns
+    ahead = stamp.event_ns - now_ns
     if ahead > max_ahead_ns:
-        raise BadRecord(f"{type(msg).__name__} from {source} is stamped {ahead / 1e9:.1f} s ahead of this worker's "
-                        f"clock (limit {max_ahead_ns / 1e9:g} s): a wrong clock or a forged record")
+        raise BadRecord(f"{type(msg).__name__} from {stamp.source} is stamped {ahead / 1e9:.1f} s ahead of this "
+                        f"worker's clock (limit {max_ahead_ns / 1e9:g} s): a wrong clock or a forged record")
     return ahead
 
 

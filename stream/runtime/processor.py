@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
@@ -27,7 +27,8 @@ from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace
+from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace, event_time
+from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks, reading
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.fabric import FabricStage
 from flowtracer.stream.stages.flows import FlowsStage
@@ -44,6 +45,13 @@ SavedState = Callable[[str], "dict[str, Any] | None"]
 def no_saved_state(key: str) -> dict[str, Any] | None:
     """No previous owner: every stage starts afresh."""
     return None
+
+
+SKEW_BUCKETS_S = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+"""Upper bounds (s) of the |skew| histogram: NTP keeps clocks within ms, half a hop (0.5 s) moves a sample to the
+neighbouring window, ``--max-ahead`` (10 s) dead-letters."""
+TRANSIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+"""Upper bounds (s) of the transit histogram: milliseconds through an idle Kafka, up to minutes of backlog."""
 
 
 @dataclass
@@ -72,6 +80,19 @@ class Metrics:
         self.ahead = Gauge("flowtracer_processor_source_ahead_seconds",
                            "Newest record's event time minus the worker's clock, by source kind (s; > 0: ahead)",
                            ["kind"], registry=r)
+        # Per source: bounded by the switches and hosts of this worker's partitions (SourceClocks.max_sources).
+        self.skew = Gauge("flowtracer_processor_source_skew_seconds",
+                          "Newest record's event time minus its producer's received stamp, by kind and source (s)",
+                          ["kind", "source"], registry=r)
+        self.transit = Gauge("flowtracer_processor_source_transit_seconds",
+                             "Worker's clock at reading minus the newest record's received stamp, by kind and "
+                             "source (s)", ["kind", "source"], registry=r)
+        self.skew_hist = Histogram("flowtracer_processor_skew_abs_seconds",
+                                   "|event time - producer's received stamp| of every record, by kind (s)", ["kind"],
+                                   buckets=SKEW_BUCKETS_S, registry=r)
+        self.transit_hist = Histogram("flowtracer_processor_transit_seconds",
+                                      "Worker's clock at reading - producer's received stamp of every record, by "
+                                      "kind (s)", ["kind"], buckets=TRANSIT_BUCKETS_S, registry=r)
         self.ledger_overflows = Gauge("flowtracer_processor_ack_ledger_overflows",
                                       "Records read into a partition already holding the ack ledger's bound "
                                       "(cumulative)", registry=r)
@@ -81,6 +102,19 @@ class Metrics:
                              registry=r)
         self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
                                  "End of the newest finalized window (Unix seconds)", registry=r)
+
+    def clock(self, r: ClockReading) -> None:
+        """Export one source's clock reading."""
+        self.skew.labels(r.kind, r.source).set(r.skew_ns / 1e9)
+        self.transit.labels(r.kind, r.source).set(r.transit_ns / 1e9)
+        self.skew_hist.labels(r.kind).observe(abs(r.skew_ns) / 1e9)
+        self.transit_hist.labels(r.kind).observe(r.transit_ns / 1e9)
+
+    def forget_clocks(self, gone: list[ClockReading]) -> None:
+        """Remove the per-source series of sources no longer held."""
+        for r in gone:
+            self.skew.remove(r.kind, r.source)
+            self.transit.remove(r.kind, r.source)
 
 
 class Processor:
@@ -104,6 +138,8 @@ class Processor:
         self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link,
                                   min_confidence=cfg.collision_confidence)
         self.metrics = Metrics()
+        #: The newest clock reading of every switch and host this worker hears from (the health view shows it).
+        self.clocks = SourceClocks()
         #: Set by the app when the worker stops on an error (the worker then exits 1).
         self.failure: BaseException | None = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -184,6 +220,8 @@ class Processor:
             return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
         msg = decode(topic, value)
         if topic in self.input_topics:
+            # Read before the check: a clock far ahead is dead-lettered, and this is where its skew shows.
+            self._read_clock(msg, partition, now_ns)
             # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
             ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
             self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
@@ -202,6 +240,13 @@ class Processor:
             log.warning("late record from %s[%d] (%s) for a window already finalized; counted, not reopened",
                         topic, partition, _describe(msg))
         return holds
+
+    def _read_clock(self, msg: Any, partition: int, now_ns: int) -> None:
+        stamps = event_time(msg)
+        r = reading(type(msg).__name__, partition, stamps, now_ns) if stamps is not None else None
+        if r is not None:
+            self.metrics.clock(r)
+            self.metrics.forget_clocks(self.clocks.observe(r))
 
     def _late(self) -> int:
         return sum(s.tracker.late for s in self._stages())
@@ -233,6 +278,7 @@ class Processor:
         self.metrics.late.set(self._late())
         self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
         self.metrics.overflowed.set(sum(s.tracker.overflowed for s in self._stages()))
+        self.metrics.forget_clocks(self.clocks.forget_stale(now_ns))
         return out
 
     def drop_partitions(self, partitions: set[int]) -> None:
@@ -240,6 +286,7 @@ class Processor:
         for p in partitions:
             self.flows.pop(p, None)
             self.link_stages.pop(p, None)
+        self.metrics.forget_clocks(self.clocks.forget_partitions(partitions))
 
     def partitions(self) -> set[int]:
         """Partitions with a flows or links stage."""

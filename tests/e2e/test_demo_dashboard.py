@@ -203,6 +203,8 @@ def test_dashboard_renders_the_fabric_charts_and_health(demo: DemoRun) -> None:
     assert s.links_coloured >= 40, s.links_coloured
     assert s.health["switches reporting"] == "6 / 6"
     assert s.health["dead letters"] == "0"
+    # every clock is the machine's: no source is listed as off, and the slowest transit is named
+    assert "clocks off" not in s.health and s.health["slowest transit"].endswith(" s"), s.health
     assert s.status.startswith("live"), s.status
     assert s.screenshot is not None and s.screenshot.stat().st_size > 20_000
 

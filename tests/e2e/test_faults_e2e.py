@@ -4,7 +4,8 @@ One run (module fixture, about 60 s) of an 8-host fabric with every stage a real
 - spine02's clock is 90 s ahead (``flowtracer sim --clock-skew``);
 - 15 s in, a forged CounterBatch stamped a day ahead is produced into the counters topic with leaf01's key;
 - 25 s in, the host agent is stopped with SIGTERM and started again 5 s later.
-The processor's Prometheus endpoint is read before it is stopped; its outputs are read back from Kafka.
+The processor's Prometheus endpoint (its per-source clock skew included) is read before it is stopped; its outputs
+are read back from Kafka.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.schemas import topics
+from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
@@ -121,6 +123,20 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Faults:
     return _faults(pipeline, got, metrics, forged_at, back_at, (stopped_at, back_at), tmp / "run")
 
 
+def _clock_gauges(f: Faults, metric: str, kind: str) -> dict[str, float]:
+    """source -> value of one of the processor's per-source clock gauges, for one kind."""
+    out = {}
+    for series, value in f.metrics.items():
+        m = re.fullmatch(rf'{metric}\{{kind="{kind}",source="([^"]+)"\}}', series)
+        if m:
+            out[m.group(1)] = value
+    return out
+
+
+def _skews(f: Faults, kind: str) -> dict[str, float]:
+    return _clock_gauges(f, "flowtracer_processor_source_skew_seconds", kind)
+
+
 def _untouched(link: str) -> bool:
     """A link neither end of which is a skewed switch."""
     return AHEAD not in link
@@ -150,6 +166,27 @@ def test_switch_clock_ahead_is_dead_lettered_with_the_reason(faults: Faults) -> 
     assert all("ahead of this worker's clock" in r and re.search(r"stamped (8\d|9\d)\.\d s ahead", r)
                for r in reasons), reasons[:3]
     assert faults.metrics['flowtracer_processor_source_ahead_seconds{kind="CounterBatch"}'] < 10
+
+
+def test_skew_is_measured_per_source_end_to_end(faults: Faults) -> None:
+    """The switch's sample stamp against its collector's receive stamp, the agent's window end against its read
+    stamp: spine02 reads +90 s (though every batch of it is dead-lettered), every other source about 0. A margin of
+    5 s for the delivery delay on a loaded machine; the forged batch carries no receive stamp and changes nothing."""
+    topo = load_topology(faults.run_dir.parent / "fabric8.yaml")
+    switches = _skews(faults, "CounterBatch")
+    assert set(switches) == {sw.name for sw in topo.switches}
+    assert switches[AHEAD] == pytest.approx(90, abs=5)
+    assert all(abs(v) < 5 for name, v in switches.items() if name != AHEAD), switches
+    hosts = _skews(faults, "FlowBatch")
+    assert set(hosts) == {h.name for h in topo.hosts}
+    assert all(abs(v) < 5 for v in hosts.values()), hosts
+    # one machine, one clock: a record reaches the processor after its producer stamped it
+    for kind in ("CounterBatch", "FlowBatch"):
+        transit = _clock_gauges(faults, "flowtracer_processor_source_transit_seconds", kind)
+        assert set(transit) == set(switches if kind == "CounterBatch" else hosts)
+        assert all(v >= 0 for v in transit.values()), transit
+    assert faults.metrics['flowtracer_processor_skew_abs_seconds_bucket{kind="CounterBatch",le="60.0"}'] < \
+        faults.metrics['flowtracer_processor_skew_abs_seconds_bucket{kind="CounterBatch",le="300.0"}']
 
 
 def test_other_switches_stay_exact_and_nothing_is_late(faults: Faults) -> None:
@@ -207,6 +244,9 @@ def test_switch_clock_behind_is_late_and_holds_nobody(slow_clock: Faults) -> Non
     (counted); every other switch's links stay exact and current."""
     f = slow_clock
     assert f.metrics["flowtracer_processor_late_records"] > 0
+    skews = _skews(f, "CounterBatch")
+    assert skews[BEHIND] == pytest.approx(-90, abs=5), skews
+    assert all(abs(v) < 5 for name, v in skews.items() if name != BEHIND), skews
     windows = {pl.window_end_ns for pl in f.path_loads if f.gt.start_ns + WARMUP_HOPS * S < pl.window_end_ns}
     assert len(windows) >= 15, "path loads keep coming"
     assert f.last_end >= f.gt.tick_ends[-1] - 5 * S, "and they are current"

@@ -136,7 +136,7 @@ def flow_batch(host: str, leaf: str, sequence: int) -> FlowBatch:
     return FlowBatch(
         schema_version=topics.SCHEMA_VERSION, host=host, leaf=leaf, window_start_ns=start,
         window_end_ns=start + INTERVAL_NS, agent_id=f"agent-{host}", sequence=sequence, flows=flows,
-        ports=ports, malformed_records=2,
+        ports=ports, malformed_records=2, received_ns=start + INTERVAL_NS + 4_000_000,
     )
 
 

@@ -265,6 +265,18 @@ function showHealth(state) {
     dl.appendChild(h("dt", {}, "silent switches"));
     dl.appendChild(h("dd", {class: "bad"}, hl.switches_silent.join(", ")));
   }
+  const ck = hl.clocks;
+  if (ck && ck.max_transit) {
+    dl.appendChild(h("dt", {}, "slowest transit"));
+    dl.appendChild(h("dd", {"data-key": "slowest transit"}, `${ck.max_transit.source} ${ck.max_transit.transit_s.toFixed(2)} s`));
+  }
+  if (ck && ck.skewed_count > 0) {
+    const signed = (s) => `${s >= 0 ? "+" : ""}${s.toFixed(1)} s`;
+    dl.appendChild(h("dt", {}, "clocks off"));
+    dl.appendChild(h("dd", {class: "bad", "data-key": "clocks off"},
+      ck.skewed.map((r) => `${r.source} ${signed(r.skew_s)}`).join(", ") +
+      (ck.skewed_count > ck.skewed.length ? ` +${ck.skewed_count - ck.skewed.length} more` : "")));
+  }
   document.getElementById("worker").textContent = hl.worker ? `worker ${hl.worker}` : "";
   const st = document.getElementById("status");
   if (hl.lag_s === null) {

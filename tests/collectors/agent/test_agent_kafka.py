@@ -83,9 +83,11 @@ def test_cli_agent_streams_flow_batches_into_kafka(sim: tuple[Engine, Path, Path
     t = threading.Thread(target=engine.run, args=(stop,), daemon=True)  # real time, 0.1 s ticks
     t.start()
     try:
+        before = time.time_ns()
         r = CliRunner().invoke(agent, ["--source", "sim", "--sim-endpoints", str(ready), "--topology", str(topo_file),
                                        "--kafka", kafka.bootstrap, "--no-kafka-idempotence", "--topic", unique_id,
                                        "--interval", "100ms", "--max-windows", "3", "--agent-id", "sim-agents"])
+        after = time.time_ns()
     finally:
         stop.set()
         t.join()
@@ -94,6 +96,8 @@ def test_cli_agent_streams_flow_batches_into_kafka(sim: tuple[Engine, Path, Path
     assert len(records) == 12  # 3 windows x 4 hosts (one NIC, one leaf each)
     batches = [(k.decode(), pb.FlowBatch.FromString(v)) for k, v in records]
     assert all(k == b.leaf and b.leaf.startswith("leaf") and b.agent_id == "sim-agents" for k, b in batches)
+    # stamped with the agent's wall clock when it read the window (what the processor measures skew against)
+    assert all(before <= b.received_ns <= after for _k, b in batches), [b.received_ns for _k, b in batches]
     # aligned 100 ms windows; one may span several intervals if the agent fell behind (real time, loaded machine)
     assert all(b.window_end_ns > b.window_start_ns and b.window_start_ns % 100_000_000 == 0
                and b.window_end_ns % 100_000_000 == 0 for _k, b in batches)

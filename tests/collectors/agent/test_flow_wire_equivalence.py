@@ -223,8 +223,8 @@ class ReferencePipeline:
         netdev = PortView(pv.device, pv.port, gids=gids).netdev or (nic.netdev if nic is not None else "")
         return ip, netdev, nic.leaf if nic is not None else ""
 
-    def window(self, sample: HostSample, start_ns: int, end_ns: int,
-               peers: ReferencePeers) -> tuple[list[pb.FlowBatch], WindowStats]:
+    def window(self, sample: HostSample, start_ns: int, end_ns: int, peers: ReferencePeers,
+               received_ns: int = 0) -> tuple[list[pb.FlowBatch], WindowStats]:
         stats = WindowStats()
         primed, self._primed = self._primed, True
         counters = None if sample.counters is None else per_qp_counters(sample.counters)
@@ -267,6 +267,7 @@ class ReferencePipeline:
         out[0].malformed_records = malformed
         for b in out:
             self._seq[b.leaf] = b.sequence = self._seq.get(b.leaf, 0) + 1
+            b.received_ns = received_ns
         return out, stats
 
     def _bound(self, deltas: list[_Delta], port_deltas: list[PortDelta], mtu: dict[tuple[str, int], int]) -> None:
@@ -506,8 +507,9 @@ def _run(seed: int, windows: int, counters: bool, initial_psn: int | None, nccl:
         new_peer.prepare(peer_sample, pn)
         ref.prepare(sample, pr)
         ref_peer.prepare(peer_sample, pr)
-        got, got_stats = new.window_encoded(sample, t - G, t, pn)
-        want, want_stats = ref.window(sample, t - G, t, pr)
+        received = rng.choice([0, t + rng.randrange(1, 10**8)])  # the agent's read stamp; 0: an older agent
+        got, got_stats = new.window_encoded(sample, t - G, t, pn, received)
+        want, want_stats = ref.window(sample, t - G, t, pr, received)
         assert [b.value for b in got] == [b.SerializeToString() for b in want], (seed, step)
         assert got_stats == want_stats, (seed, step)
         assert pn.ambiguous == pr.ambiguous

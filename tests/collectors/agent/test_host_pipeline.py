@@ -34,6 +34,7 @@ hosts:
       - {rdma_device: mlx5_0, netdev: ens1f0np0, ip: 10.0.1.22, leaf: "leaf1:Ethernet11", rail: 0}
 """
 T1, T2 = 1_700_000_001_000_000_000, 1_700_000_002_000_000_000
+READ_NS = 3_000_000  # the agent read the sample 3 ms after the boundary
 
 
 def _second_sample_files(fixtures: Path, tmp: Path) -> tuple[bytes, bytes, Path]:
@@ -69,7 +70,7 @@ def test_two_samples_of_fixture_files_give_these_batches(fixtures: Path, tmp_pat
         pipe.prepare(s, peers)
         peer.prepare(sp, peers)
         peer.window(sp, T1, t, peers)
-        batches, _ = pipe.window(s, T1, t, peers)
+        batches, _ = pipe.window(s, T1, t, peers, received_ns=t + READ_NS)
         return batches
 
     first = run(T1, (fixtures / "rdma" / "res_qp.json").read_bytes(),
@@ -81,6 +82,7 @@ def test_two_samples_of_fixture_files_give_these_batches(fixtures: Path, tmp_pat
 
     assert (leaf1.leaf, leaf1.host, leaf1.window_start_ns, leaf1.window_end_ns, leaf1.sequence) == (
         "leaf1", "node01", T1, T2, 1)
+    assert leaf1.received_ns == leaf2.received_ns == T2 + READ_NS  # every leaf's batch carries the read stamp
     # 1 garbage sysfs file in each sample + 2 NCCL lines (the baseline's carried over); once per host.
     assert leaf1.malformed_records == 4
     assert leaf2.malformed_records == 0

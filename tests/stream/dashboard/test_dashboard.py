@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.dashboard.server import ASSETS, DashboardState, load_assets, register_dashboard
 from flowtracer.stream.stages.emitted import Emitted
@@ -156,6 +158,11 @@ def test_views_serve_the_page_assets_and_state(tmp_path: Path, fabric: Fabric) -
     assert state.observe in proc.observers
     for observe in proc.observers:  # what the app does with every published finalization
         observe(Emitted(fims=[_fim("fabric", T0 + S, 0.5)], collisions=[_collision(T0 + S)]))
+    now = time.time_ns()  # the state view reads the wall clock
+    for switch, ahead_s in (("spine02", 3), ("leaf01", 0)):  # spine02's clock 3 s ahead of its collector's
+        batch = counters_pb2.CounterBatch(schema_version=1, switch=switch, timestamp_ns=now + ahead_s * S,
+                                          received_ns=now)
+        proc.accept(topics.COUNTERS.name, 0, batch.SerializeToString(), object(), now)
 
     async def requests() -> dict[str, Any]:
         async with TestClient(TestServer(app.web.web_app)) as client:
@@ -176,3 +183,6 @@ def test_views_serve_the_page_assets_and_state(tmp_path: Path, fabric: Fabric) -
     assert got["topology"]["name"] == "dash16" and len(got["topology"]["cables"]) == 24
     assert got["state"]["fabric"]["measured"]["fim"] == 0.5
     assert got["state"]["collisions"][0]["link"] == UP1
+    clocks = got["state"]["health"]["clocks"]
+    assert (clocks["sources"], clocks["skewed_count"]) == (2, 1)
+    assert clocks["skewed"][0]["source"] == "switch spine02" and clocks["skewed"][0]["skew_s"] == 3.0
