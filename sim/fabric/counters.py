@@ -39,6 +39,9 @@ class NextHopDef:
 class CounterBook:
     """Per-boot interface and next-hop totals of every switch (bytes, packets)."""
 
+    #: Columns of ``if_tot`` (INTERFACE_COUNTERS order) the congestion counters reuse.
+    OUT_OCT, OUT_PKT = _OUT_OCT, _OUT_PKT
+
     def __init__(self, fabric: Fabric, link_ids: list[str], p2p: dict[tuple[str, str], str], seed: int) -> None:
         self.fabric = fabric
         self.seed = seed
@@ -86,6 +89,10 @@ class CounterBook:
         self.group_ids: dict[str, list[int]] = {}
         for s in switches:
             self.renumber(s, 0)
+
+    def if_of_switch(self, switch: str) -> list[int]:
+        """Indexes (into ``ifaces`` / ``if_tot``) of a switch's interfaces."""
+        return self._if_of_switch[switch]
 
     def renumber(self, switch: str, boot_epoch: int) -> None:
         """Draw the next-hop indexes and group ids a switch uses in this boot."""

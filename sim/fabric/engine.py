@@ -46,6 +46,8 @@ from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.maxmin import max_min_rates
 from flowtracer.schemas.topology import Topology
+from flowtracer.sim.fabric.congestion import ActiveFlows, CongestionModel, CongestionParams
+from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, ROCE_PRIORITY, SWITCH_COUNTERS
 from flowtracer.sim.fabric.counters import CounterBook
 from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
 from flowtracer.sim.fabric.flows import (
@@ -56,6 +58,7 @@ from flowtracer.sim.fabric.flows import (
     TickStats,
     Transfer,
     account_tick,
+    apply_extras,
     apply_to_hosts,
     nh_deltas,
 )
@@ -134,6 +137,22 @@ class Engine:
                 hs.ports[(nic.rdma_device, nic.port)] = PortCounters(nic.rdma_device, nic.port, nic.netdev)
                 self._qpn[end.name] = QpnAllocator(self.rng.randrange(0x100, 0x20000), reuse=qpn_reuse)
             self.host_states[h.name] = hs
+        self._nic_index = {name: i for i, name in enumerate(self.nics)}
+        #: Per switch interface (CounterBook order): the link it transmits on and the link it receives on.
+        self._if_links: list[tuple[int, int]] = [(-1, -1)] * len(self.counters.ifaces)
+        for li in range(len(self.link_ids)):
+            for side, i in ((0, self.counters.link_out_if[li]), (1, self.counters.link_in_if[li])):
+                if i >= 0:
+                    pair = list(self._if_links[i])
+                    pair[side] = li
+                    self._if_links[i] = (pair[0], pair[1])
+        #: The RoCE congestion model (docs/congestion.md), None when the workload has it off.
+        self.cc: CongestionModel | None = None
+        if workload.congestion is not None:
+            self.cc = CongestionModel(self.fabric, self.link_ids, list(self.nics),
+                                      CongestionParams(**workload.congestion.model_dump()), self.mtu + header_bytes)
+        self._cc_flows: ActiveFlows | None = None
+        self._cc_capacity = np.zeros(0)
 
         self.flows: dict[int, Flow] = {}
         self.pairs: dict[int, QpPair] = {}
@@ -161,10 +180,16 @@ class Engine:
             except FaultError as e:
                 raise WorkloadError(f"faults[{i}].{f.kind}: {e}") from None
         self._check_background()
+        for i, sf in enumerate(workload.flows):
+            for end in (sf.src, sf.dst):
+                if end not in self.nics:
+                    raise WorkloadError(f"flows[{i}]: unknown NIC {end!r} (give host:rdma_device)")
         if ground_truth is not None:  # only once the workload is known to be good
             self.gt = GroundTruthWriter(ground_truth)
             self.gt.write_meta(self._meta())
         self._make_background()
+        for sf in workload.flows:
+            self.add_steady_flow(sf.src, sf.dst, math.inf if sf.rate is None else sf.rate, job="flows")
         self._publish(start_ns, None)
 
     # -- set-up -----------------------------------------------------------------------------------
@@ -177,6 +202,7 @@ class Engine:
             "ecmp_groups": {gid: [m.id for m in g.members] for gid, g in self.fabric.ecmp_groups.items()},
             "counter_bits": {n: s.counter_bits for n, s in self.switch_states.items()},
             "dataplane": self.dataplane.meta() if self.dataplane is not None else {"kind": "model"},
+            "congestion": self.workload.congestion.model_dump() if self.workload.congestion is not None else None,
         }
 
     def _hosts_of(self, spec: object, where: str) -> list[str]:
@@ -312,17 +338,20 @@ class Engine:
     def _check_fault(self, kind: str, target: str) -> None:
         if kind == "reboot":
             self.faults.switch(target)
+        elif kind in ("nic_stall", "nic_resume"):
+            self.faults.nic(target)
         else:
             self.faults.cable(target)
 
     def inject(self, kind: str, target: str, *, capacity: float = 0.5, down_for_s: float = 2.0) -> None:
         """Apply a fault now, at the last tick boundary (``now_ns``): kind is link_down, link_up,
-        degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``).
+        degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``), nic_stall
+        and nic_resume (``host:rdma_device`` stops / resumes draining what it receives).
 
         The next tick's traffic sees it; events and ground truth are stamped ``now_ns``. Called while
         a tick is being computed (real time), it waits for that tick and lands on its end.
         """
-        if kind not in ("link_down", "link_up", "degrade", "restore", "reboot"):
+        if kind not in ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume"):
             raise FaultError(f"unknown fault {kind!r}")
         self._check_fault(kind, target)
         with self._step_lock:
@@ -351,6 +380,8 @@ class Engine:
             if kind == "reboot":
                 st = self.switch_states[target]
                 self.counters.reset(target)
+                if self.cc is not None:
+                    self.cc.reset_switch(target)
                 if self.dataplane is not None:
                     self.dataplane.reset(target)
                 with st.lock:
@@ -456,11 +487,42 @@ class Engine:
                 links.append(arr)
                 groups.append(np.full(len(arr), gi, dtype=np.intp))
         empty = np.zeros(0, dtype=np.intp)
+        capacity = self._capacity
+        fs = None
+        if self.cc is not None:  # PFC's pause tree holds its links at 0
+            fs = self._active_flows()
+            stalled = {i for i, lid in enumerate(self.link_ids)
+                       if lid.partition(">")[2] in self.faults.stalled}
+            capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
         rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
-                              self._capacity, len(self.transfers), demand)
+                              capacity, len(self.transfers), demand)
         for t, r in zip(self.transfers, rates, strict=True):
             t.rate = float(r)
+        if fs is not None:
+            wire = (self.mtu + self.header_bytes) / self.mtu
+            fs.rate = np.array([f.transfer.rate * wire for f in (self.flows[i] for i in fs.ids)  # type: ignore[union-attr]
+                                ], dtype=np.float64)
+            self._cc_flows, self._cc_capacity = fs, capacity * wire
         self._rates_dirty = False
+
+    def _active_flows(self) -> ActiveFlows:
+        """The data flows of the running transfers that have a path, with what each would offer:
+        its NIC's line rate shared by the NIC's active flows, or less if it asks for less (wire bit/s)."""
+        wire = (self.mtu + self.header_bytes) / self.mtu
+        flows = [(f, t.demand) for t in self.transfers if t.demand > 0 for f in t.flows if f.path]
+        nic_index = self._nic_index
+        src = np.array([nic_index[f.src.name] for f, _ in flows], dtype=np.intp)
+        dst = np.array([nic_index[f.dst.name] for f, _ in flows], dtype=np.intp)
+        lens = np.array([len(f.path) for f, _ in flows], dtype=np.intp)  # type: ignore[arg-type]
+        first = np.array([f.path[0] for f, _ in flows], dtype=np.intp)  # type: ignore[index]
+        share = (self._capacity[first] * wire) / np.bincount(src, minlength=len(nic_index))[src] if flows else \
+            np.zeros(0)
+        demand = np.array([d * wire for _, d in flows], dtype=np.float64)
+        entry_link = np.fromiter((li for f, _ in flows for li in f.path), dtype=np.intp)  # type: ignore[union-attr]
+        entry_flow = np.repeat(np.arange(len(flows), dtype=np.intp), lens)
+        starts = np.repeat(np.cumsum(lens) - lens, lens)
+        return ActiveFlows([f.id for f, _ in flows], lens, entry_flow, entry_link,
+                           np.arange(len(entry_link), dtype=np.intp) - starts, src, dst, np.minimum(share, demand))
 
     # -- the tick ---------------------------------------------------------------------------------
 
@@ -495,8 +557,12 @@ class Engine:
             self._simulate(t0, t1)
             stats = account_tick(self.flows.values(), t0, t1, len(self.link_ids), self.mtu, self.header_bytes,
                                  self.cts_every)
-            self.counters.add(stats.link_bytes, stats.link_pkts, *nh_deltas(stats, self.flows, len(self.link_ids)),
-                              set(self.faults.rebooting))
+            nh_b, nh_p = nh_deltas(stats, self.flows, len(self.link_ids))
+            if self.cc is not None:
+                extras, stats.congestion = self.cc.end_tick()
+                stats.congestion["extras"] = [[x.flow, x.first, x.last, x.bytes, x.packets] for x in extras]
+                apply_extras(stats, extras, self.flows, nh_b, nh_p)
+            self.counters.add(stats.link_bytes, stats.link_pkts, nh_b, nh_p, set(self.faults.rebooting))
             if self.dataplane is not None:
                 self.dataplane.tick(self, stats)
             self.now_ns = t1
@@ -528,6 +594,8 @@ class Engine:
                     if dt_job < dt:
                         dt, first = max(dt_job, 0.0), None
             dt = max(dt, 0.0)
+            if self._cc_flows is not None and self.cc is not None:
+                self.cc.interval(dt, self._cc_flows, self._cc_capacity)
             for tr in self.transfers:
                 tr.done += tr.rate * dt / 8
             t += dt
@@ -558,6 +626,8 @@ class Engine:
                 self.counters.publish(st, oper, down_idx)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
+                if self.cc is not None:
+                    self._publish_congestion(st)
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)
@@ -568,13 +638,42 @@ class Engine:
         if self.gt is not None:
             if stats is not None:
                 self.gt.tick(self._tick_record(stats))
+                if stats.congestion is not None:
+                    self.gt.congestion({"start_ns": stats.start_ns, "end_ns": stats.end_ns, **stats.congestion})
             self.gt.counters(t_ns, records)
         self._reap(closed, t_ns)
+
+    def _publish_congestion(self, st: SwitchState) -> None:
+        """Write a switch's congestion counters (priority / queue ROCE_PRIORITY; caller holds the lock)."""
+        assert self.cc is not None
+        cc, book, mod = self.cc, self.counters, 1 << st.counter_bits
+        for i in book.if_of_switch(st.name):
+            out, inn = self._if_links[i]
+            row = book.if_tot[i]
+            vals = dict.fromkeys(SWITCH_COUNTERS, 0)
+            vals["transmit-pkts"], vals["transmit-octets"] = int(row[book.OUT_PKT]), int(row[book.OUT_OCT])
+            if out >= 0:
+                vals["dropped-pkts"], vals["dropped-octets"] = int(cc.drop_pkts[out]), int(cc.drop_bytes[out])
+                vals["ecn-marked-pkts"] = int(cc.ecn[out])
+                vals["max-queue-len"] = int(cc.last_watermark[out])
+                vals["pfc-rx-pause-frames"] = int(cc.rx_pause_frames[out])
+                vals["pfc-rx-pause-duration-us"] = int(cc.rx_pause_us[out])
+            if inn >= 0:
+                vals["pfc-tx-pause-frames"] = int(cc.tx_pause_frames[inn])
+                vals["pfc-tx-pause-duration-us"] = int(cc.tx_pause_us[inn])
+            st.interfaces[book.ifaces[i][1]].congestion = {
+                k: tuple(v % mod if p == ROCE_PRIORITY else 0 for p in range(8)) for k, v in vals.items()}
 
     def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
         closed = self._closed_pairs
         self._closed_pairs = []
+        if self.cc is not None:
+            for i, end in enumerate(self.nics.values()):
+                hs = self.host_states[end.host]
+                with hs.lock:
+                    hs.ports[(end.rdma_device, end.port)].congestion = dict(
+                        zip(GT_NIC_FIELDS, np.floor(self.cc.nic[i]).astype(np.int64).tolist(), strict=True))
         apply_to_hosts(self.host_states, self.flows, stats, closed, self._pending_add, self._logs, t_ns)
         self._pending_add, self._logs = {}, {}
         return closed

@@ -17,12 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.sim.fabric.congestion import Extra
 from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair
-from flowtracer.sim.hosts.state import HostState, QpState
+from flowtracer.sim.hosts.state import HostState, PortCounters, QpState
 
 #: Frame bytes per RoCEv2 packet besides payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
 HEADER_BYTES = 62
@@ -76,6 +78,11 @@ class TickStats:
     flows: dict[int, tuple[int, int, int]]
     link_bytes: np.ndarray
     link_pkts: np.ndarray
+    #: Congestion model only: (bytes, packets) per flow its sender sent / its receiver got beyond the
+    #: fluid bytes (retransmitted drops, queued or drained bytes), and the tick's ground-truth record.
+    tx_extra: dict[int, tuple[int, int]] = field(default_factory=dict)
+    rx_extra: dict[int, tuple[int, int]] = field(default_factory=dict)
+    congestion: dict[str, Any] | None = None
 
 
 def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int, header_bytes: int,
@@ -132,6 +139,28 @@ def nh_deltas(stats: TickStats, flows: Mapping[int, Flow], n_links: int) -> tupl
     return nh_bytes, nh_pkts
 
 
+def apply_extras(stats: TickStats, extras: Iterable[Extra], flows: Mapping[int, Flow], nh_bytes: np.ndarray,
+                 nh_pkts: np.ndarray) -> None:
+    """Add the congestion model's extra bytes to the links they crossed (and the next hops among
+    them), and to the sending / receiving NIC when the extra starts at the first / ends at the last hop."""
+    for x in extras:
+        f = flows.get(x.flow)
+        if f is None or f.path is None:  # destroyed, or rerouted to nowhere: its queued bytes are lost
+            continue
+        last = len(f.path) if x.last < 0 else x.last
+        links = f.path[x.first:last]
+        idx = np.asarray(links, dtype=np.intp)
+        stats.link_bytes[idx] += x.bytes
+        stats.link_pkts[idx] += x.packets
+        for li in set(links) & set(f.nh_hops):
+            nh_bytes[li] += x.bytes
+            nh_pkts[li] += x.packets
+        for hit, acc in ((x.first == 0, stats.tx_extra), (last == len(f.path), stats.rx_extra)):
+            if hit:
+                b, p = acc.get(f.id, (0, 0))
+                acc[f.id] = (b + x.bytes, p + x.packets)
+
+
 def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], stats: TickStats | None,
                    closed: Iterable[QpPair], new_qps: Mapping[str, list[tuple[QpPair, QpState]]],
                    logs: Mapping[str, list[str]], t_ns: int) -> None:
@@ -144,6 +173,15 @@ def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], st
             by_host.setdefault(f.src.host, []).append((f, wire, pk))
             if f.dst.host != f.src.host:
                 by_host.setdefault(f.dst.host, []).append((f, wire, pk))
+    # Extra bytes move the byte and packet counters, not the PSNs (retransmissions reuse theirs).
+    extra: dict[str, list[tuple[QpState, PortCounters, bool, int, int]]] = {}
+    if stats is not None:
+        for sending, acc in ((True, stats.tx_extra), (False, stats.rx_extra)):
+            for fid, (b, pk) in acc.items():
+                f = flows[fid]
+                end, qp = (f.src, f.tx_qp) if sending else (f.dst, f.rx_qp)
+                extra.setdefault(end.host, []).append((qp, hosts[end.host].ports[(end.rdma_device, end.port)],
+                                                       sending, b, pk))
     gone: dict[str, list[QpState]] = {}
     for p in closed:
         fwd = flows[p.meta["fwd"]]  # type: ignore[index]
@@ -166,6 +204,13 @@ def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], st
                     port = hs.ports[(f.dst.rdma_device, f.dst.port)]
                     port.rx_bytes += wire
                     port.rx_packets += pk
+            for qp, port, sending, b, pk in extra.get(name, []):
+                if sending:
+                    qp.tx_bytes, qp.tx_packets, port.tx_bytes, port.tx_packets = (
+                        qp.tx_bytes + b, qp.tx_packets + pk, port.tx_bytes + b, port.tx_packets + pk)
+                else:
+                    qp.rx_bytes, qp.rx_packets, port.rx_bytes, port.rx_packets = (
+                        qp.rx_bytes + b, qp.rx_packets + pk, port.rx_bytes + b, port.rx_packets + pk)
             # Destroyed QPs go first: a new QP may reuse the number within the same tick.
             for qp in gone.get(name, []):
                 if hs.qps.get((qp.rdma_device, qp.lqpn)) is qp:
