@@ -47,7 +47,7 @@ from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.maxmin import max_min_rates
 from flowtracer.schemas.topology import Topology
 from flowtracer.sim.fabric.congestion import ActiveFlows, CongestionModel, CongestionParams
-from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, ROCE_PRIORITY, SWITCH_COUNTERS
+from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, PRIORITIES, ROCE_PRIORITY, SWITCH_COUNTERS
 from flowtracer.sim.fabric.counters import CounterBook
 from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
 from flowtracer.sim.fabric.flows import (
@@ -71,6 +71,8 @@ from flowtracer.sim.switches.state import Event, EventKind, SwitchState
 
 log = logging.getLogger(__name__)
 
+#: A per-priority counter tuple is 0 except at RoCE's priority.
+_ROCE_ZERO_BEFORE, _ROCE_ZERO_AFTER = (0,) * ROCE_PRIORITY, (0,) * (PRIORITIES - ROCE_PRIORITY - 1)
 #: Bound on events inside one tick, so a degenerate workload cannot hang the engine.
 MAX_EVENTS_PER_TICK = 200_000
 
@@ -138,6 +140,8 @@ class Engine:
                 self._qpn[end.name] = QpnAllocator(self.rng.randrange(0x100, 0x20000), reuse=qpn_reuse)
             self.host_states[h.name] = hs
         self._nic_index = {name: i for i, name in enumerate(self.nics)}
+        self._link_to_nic = {lid.partition(">")[2]: i for i, lid in enumerate(self.link_ids)
+                             if lid.partition(">")[2] in self.nics}
         #: Per switch interface (CounterBook order): the link it transmits on and the link it receives on.
         self._if_links: list[tuple[int, int]] = [(-1, -1)] * len(self.counters.ifaces)
         for li in range(len(self.link_ids)):
@@ -491,8 +495,7 @@ class Engine:
         fs = None
         if self.cc is not None:  # PFC's pause tree holds its links at 0
             fs = self._active_flows()
-            stalled = {i for i, lid in enumerate(self.link_ids)
-                       if lid.partition(">")[2] in self.faults.stalled}
+            stalled = {self._link_to_nic[n] for n in self.faults.stalled}
             capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
         rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
                               capacity, len(self.transfers), demand)
@@ -662,7 +665,7 @@ class Engine:
                 vals["pfc-tx-pause-frames"] = int(cc.tx_pause_frames[inn])
                 vals["pfc-tx-pause-duration-us"] = int(cc.tx_pause_us[inn])
             st.interfaces[book.ifaces[i][1]].congestion = {
-                k: tuple(v % mod if p == ROCE_PRIORITY else 0 for p in range(8)) for k, v in vals.items()}
+                k: (*_ROCE_ZERO_BEFORE, v % mod, *_ROCE_ZERO_AFTER) for k, v in vals.items()}
 
     def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
