@@ -259,8 +259,10 @@ class CongestionModel:
         for li in np.flatnonzero(over & (fresh | grows)).tolist():
             arrival = offered[li] if fresh[li] else capacity[li] + offered[li] - self.prev_offered[li]
             self._onset(li, arrival, capacity, offered, deliv, fs, eo)
+        # Within the recovery time the senders keep their reduced rates: only growth beyond the load they
+        # settled on is a new onset (a ring step after a µs gap is not).
+        self.prev_offered = np.where(over, offered, np.where(self.now + dt <= self.over_until, self.prev_offered, 0.0))
         self.over_until = np.where(over, self.now + dt + p.recovery, self.over_until)
-        self.prev_offered = np.where(over, offered, 0.0)
         # The pause tree: pause time each way, held queues, stalled QPs' ACK timeouts.
         if self.paused.any():
             self._paused_interval(dt, fs)

@@ -296,6 +296,9 @@ class GroundTruth:
         nics: dict[str, list[int]] = {}
         causes: dict[str, dict[str, str]] = {}
         for rec in self.congestion[lo:hi]:
+            for name, acc in ports.items():  # held bytes are a level: absent now means none
+                if name not in rec["ports"]:
+                    acc[-1] = 0
             for name, vals in rec["ports"].items():
                 acc = ports.setdefault(name, [0] * len(GT_PORT_FIELDS))
                 for i, v in enumerate(vals):

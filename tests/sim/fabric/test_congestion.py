@@ -201,6 +201,14 @@ def test_published_counters_equal_ground_truth(tmp_path: Path) -> None:
     assert port.congestion["np_cnp_sent"] == w.nics["host16:mlx5_0"]["np_cnp_sent"] > 0
 
 
+def test_scenarios_are_deterministic(tmp_path: Path) -> None:
+    runs = []
+    for i in range(2):
+        run(scenario("pause_storm", stall_at=1.0, resume_at=2.0), tmp_path / str(i), 3)
+        runs.append((tmp_path / str(i) / "gt" / "congestion.jsonl").read_text())
+    assert runs[0] == runs[1] and runs[0].count("\n") == 3
+
+
 def test_model_off_publishes_nothing(tmp_path: Path) -> None:
     sc = scenario("known_collision")
     off = validate_workload(sc.workload.model_dump(mode="json", exclude={"congestion"}), "off")
