@@ -244,7 +244,7 @@ class CongestionModel:
             np.maximum.at(self.watermark, s, q)
             for li in s.tolist():
                 self._cause(li, fs, offered, capacity)
-        if sat.any():
+            # Per flow: marked at any of its ports; a CNP in a tau when any of its packets then was.
             logs = np.bincount(ef, np.log1p(-np.minimum(prob[el], 1 - 1e-12)), minlength=len(fs.ids))
             marked = -np.expm1(logs)
             pkts = fs.rate * dt / (8 * pkt)
