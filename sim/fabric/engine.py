@@ -46,8 +46,9 @@ from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.maxmin import max_min_rates
 from flowtracer.schemas.topology import Topology
-from flowtracer.sim.fabric.congestion import ActiveFlows, CongestionModel, CongestionParams
-from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, PRIORITIES, ROCE_PRIORITY, SWITCH_COUNTERS
+from flowtracer.sim.fabric.congestion import CongestionModel
+from flowtracer.sim.fabric.congestion_math import ActiveFlows, CongestionParams
+from flowtracer.sim.fabric.congestion_publish import CongestionPublisher
 from flowtracer.sim.fabric.counters import CounterBook
 from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
 from flowtracer.sim.fabric.flows import (
@@ -58,6 +59,7 @@ from flowtracer.sim.fabric.flows import (
     TickStats,
     Transfer,
     account_tick,
+    active_flows,
     apply_extras,
     apply_to_hosts,
     nh_deltas,
@@ -71,8 +73,6 @@ from flowtracer.sim.switches.state import Event, EventKind, SwitchState
 
 log = logging.getLogger(__name__)
 
-#: A per-priority counter tuple is 0 except at RoCE's priority.
-_ROCE_ZERO_BEFORE, _ROCE_ZERO_AFTER = (0,) * ROCE_PRIORITY, (0,) * (PRIORITIES - ROCE_PRIORITY - 1)
 #: Bound on events inside one tick, so a degenerate workload cannot hang the engine.
 MAX_EVENTS_PER_TICK = 200_000
 
@@ -142,19 +142,13 @@ class Engine:
         self._nic_index = {name: i for i, name in enumerate(self.nics)}
         self._link_to_nic = {lid.partition(">")[2]: i for i, lid in enumerate(self.link_ids)
                              if lid.partition(">")[2] in self.nics}
-        #: Per switch interface (CounterBook order): the link it transmits on and the link it receives on.
-        self._if_links: list[tuple[int, int]] = [(-1, -1)] * len(self.counters.ifaces)
-        for li in range(len(self.link_ids)):
-            for side, i in ((0, self.counters.link_out_if[li]), (1, self.counters.link_in_if[li])):
-                if i >= 0:
-                    pair = list(self._if_links[i])
-                    pair[side] = li
-                    self._if_links[i] = (pair[0], pair[1])
         #: The RoCE congestion model (docs/congestion.md), None when the workload has it off.
         self.cc: CongestionModel | None = None
+        self._cc_publisher: CongestionPublisher | None = None
         if workload.congestion is not None:
             self.cc = CongestionModel(self.fabric, self.link_ids, list(self.nics),
                                       CongestionParams(**workload.congestion.model_dump()), self.mtu + header_bytes)
+            self._cc_publisher = CongestionPublisher(self.cc, self.counters)
         self._cc_flows: ActiveFlows | None = None
         self._cc_capacity = np.zeros(0)
 
@@ -492,9 +486,10 @@ class Engine:
                 groups.append(np.full(len(arr), gi, dtype=np.intp))
         empty = np.zeros(0, dtype=np.intp)
         capacity = self._capacity
+        wire = (self.mtu + self.header_bytes) / self.mtu
         fs = None
         if self.cc is not None:  # PFC's pause tree holds its links at 0
-            fs = self._active_flows()
+            fs = active_flows(self.transfers, self._nic_index, self._capacity * wire, wire)
             stalled = {self._link_to_nic[n] for n in self.faults.stalled}
             capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
         rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
@@ -502,30 +497,10 @@ class Engine:
         for t, r in zip(self.transfers, rates, strict=True):
             t.rate = float(r)
         if fs is not None:
-            wire = (self.mtu + self.header_bytes) / self.mtu
             fs.rate = np.array([f.transfer.rate * wire for f in (self.flows[i] for i in fs.ids)  # type: ignore[union-attr]
                                 ], dtype=np.float64)
             self._cc_flows, self._cc_capacity = fs, capacity * wire
         self._rates_dirty = False
-
-    def _active_flows(self) -> ActiveFlows:
-        """The data flows of the running transfers that have a path, with what each would offer:
-        its NIC's line rate shared by the NIC's active flows, or less if it asks for less (wire bit/s)."""
-        wire = (self.mtu + self.header_bytes) / self.mtu
-        flows = [(f, t.demand) for t in self.transfers if t.demand > 0 for f in t.flows if f.path]
-        nic_index = self._nic_index
-        src = np.array([nic_index[f.src.name] for f, _ in flows], dtype=np.intp)
-        dst = np.array([nic_index[f.dst.name] for f, _ in flows], dtype=np.intp)
-        lens = np.array([len(f.path) for f, _ in flows], dtype=np.intp)  # type: ignore[arg-type]
-        first = np.array([f.path[0] for f, _ in flows], dtype=np.intp)  # type: ignore[index]
-        share = (self._capacity[first] * wire) / np.bincount(src, minlength=len(nic_index))[src] if flows else \
-            np.zeros(0)
-        demand = np.array([d * wire for _, d in flows], dtype=np.float64)
-        entry_link = np.fromiter((li for f, _ in flows for li in f.path), dtype=np.intp)  # type: ignore[union-attr]
-        entry_flow = np.repeat(np.arange(len(flows), dtype=np.intp), lens)
-        starts = np.repeat(np.cumsum(lens) - lens, lens)
-        return ActiveFlows([f.id for f, _ in flows], lens, entry_flow, entry_link,
-                           np.arange(len(entry_link), dtype=np.intp) - starts, src, dst, np.minimum(share, demand))
 
     # -- the tick ---------------------------------------------------------------------------------
 
@@ -629,8 +604,8 @@ class Engine:
                 self.counters.publish(st, oper, down_idx)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
-                if self.cc is not None:
-                    self._publish_congestion(st)
+                if self._cc_publisher is not None:
+                    self._cc_publisher.switch(st)
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)
@@ -646,37 +621,12 @@ class Engine:
             self.gt.counters(t_ns, records)
         self._reap(closed, t_ns)
 
-    def _publish_congestion(self, st: SwitchState) -> None:
-        """Write a switch's congestion counters (priority / queue ROCE_PRIORITY; caller holds the lock)."""
-        assert self.cc is not None
-        cc, book, mod = self.cc, self.counters, 1 << st.counter_bits
-        for i in book.if_of_switch(st.name):
-            out, inn = self._if_links[i]
-            row = book.if_tot[i]
-            vals = dict.fromkeys(SWITCH_COUNTERS, 0)
-            vals["transmit-pkts"], vals["transmit-octets"] = int(row[book.OUT_PKT]), int(row[book.OUT_OCT])
-            if out >= 0:
-                vals["dropped-pkts"], vals["dropped-octets"] = int(cc.drop_pkts[out]), int(cc.drop_bytes[out])
-                vals["ecn-marked-pkts"] = int(cc.ecn[out])
-                vals["max-queue-len"] = int(cc.last_watermark[out])
-                vals["pfc-rx-pause-frames"] = int(cc.rx_pause_frames[out])
-                vals["pfc-rx-pause-duration-us"] = int(cc.rx_pause_us[out])
-            if inn >= 0:
-                vals["pfc-tx-pause-frames"] = int(cc.tx_pause_frames[inn])
-                vals["pfc-tx-pause-duration-us"] = int(cc.tx_pause_us[inn])
-            st.interfaces[book.ifaces[i][1]].congestion = {
-                k: (*_ROCE_ZERO_BEFORE, v % mod, *_ROCE_ZERO_AFTER) for k, v in vals.items()}
-
     def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
         closed = self._closed_pairs
         self._closed_pairs = []
-        if self.cc is not None:
-            for i, end in enumerate(self.nics.values()):
-                hs = self.host_states[end.host]
-                with hs.lock:
-                    hs.ports[(end.rdma_device, end.port)].congestion = dict(
-                        zip(GT_NIC_FIELDS, np.floor(self.cc.nic[i]).astype(np.int64).tolist(), strict=True))
+        if self._cc_publisher is not None:
+            self._cc_publisher.nics(self.nics.values(), self.host_states)
         apply_to_hosts(self.host_states, self.flows, stats, closed, self._pending_add, self._logs, t_ns)
         self._pending_add, self._logs = {}, {}
         return closed

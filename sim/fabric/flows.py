@@ -23,6 +23,7 @@ import numpy as np
 
 from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.sim.fabric.congestion import Extra
+from flowtracer.sim.fabric.congestion_math import ActiveFlows
 from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair
 from flowtracer.sim.hosts.state import HostState, PortCounters, QpState
 
@@ -126,6 +127,25 @@ def _cts(f: Flow, cts_every: int) -> tuple[Flow, int, int]:
     new = msgs - rev.cts_msgs
     rev.cts_msgs = msgs
     return rev, new * CTS_BYTES, new
+
+
+def active_flows(transfers: Iterable[Transfer], nic_index: Mapping[str, int], capacity: np.ndarray,
+                 wire: float) -> ActiveFlows:
+    """The congestion model's view of the running transfers' data flows that have a path: entries per
+    (flow, hop), and what each flow offers: its NIC's capacity (``capacity`` of its first link, wire
+    bit/s) shared by that NIC's active flows, or its demand (payload bit/s x ``wire``) if less."""
+    flows = [(f, t.demand) for t in transfers if t.demand > 0 for f in t.flows if f.path]
+    src = np.array([nic_index[f.src.name] for f, _ in flows], dtype=np.intp)
+    dst = np.array([nic_index[f.dst.name] for f, _ in flows], dtype=np.intp)
+    lens = np.array([len(f.path) for f, _ in flows], dtype=np.intp)  # type: ignore[arg-type]
+    first = np.array([f.path[0] for f, _ in flows], dtype=np.intp)  # type: ignore[index]
+    share = capacity[first] / np.bincount(src, minlength=len(nic_index))[src] if flows else np.zeros(0)
+    demand = np.array([d * wire for _, d in flows], dtype=np.float64)
+    entry_link = np.fromiter((li for f, _ in flows for li in f.path), dtype=np.intp)  # type: ignore[union-attr]
+    entry_flow = np.repeat(np.arange(len(flows), dtype=np.intp), lens)
+    starts = np.repeat(np.cumsum(lens) - lens, lens)
+    return ActiveFlows([f.id for f, _ in flows], lens, entry_flow, entry_link,
+                       np.arange(len(entry_link), dtype=np.intp) - starts, src, dst, np.minimum(share, demand))
 
 
 def nh_deltas(stats: TickStats, flows: Mapping[int, Flow], n_links: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from flowtracer.schemas.fabric import Fabric
-from flowtracer.sim.fabric.congestion import (
+from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY
+from flowtracer.sim.fabric.congestion_math import (
     ActiveFlows,
     CongestionParams,
     entry_offered,
     onset_transient,
     steady_marking,
 )
-from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY
 from flowtracer.sim.fabric.congestion_scenarios import CongestionScenario, scenario
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
