@@ -413,6 +413,8 @@ class Engine:
                 self.counters.publish(st, oper, down_idx)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
+                if self._cc_publisher is not None:
+                    self._cc_publisher.switch(st)
         for name, evs in events.items():
             for ev in evs:
                 self.switch_states[name].emit(ev)

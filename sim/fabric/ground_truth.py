@@ -16,7 +16,8 @@ The pipeline never reads this. The engine writes JSON lines into one directory:
 - ``counters.jsonl``: per tick end (and at start) ``t_ns`` and, per switch, exactly what its
   SwitchState showed: ``boot_epoch``, ``available``, ``last_clear_ns``, ``interfaces`` = {name: [oper_up,
   then the 10 counters in INTERFACE_COUNTERS order]}, ``next_hops`` = {index: [interface, ip, octets,
-  packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes]}}.
+  packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes]}}, and with the
+  congestion model on ``congestion`` = {interface: [SWITCH_COUNTERS of priority 3, as published]}.
 - ``events.jsonl``: faults and their effects with ``t_ns``, ``kind`` and ``target``.
 - ``congestion.jsonl`` (congestion model on): per tick ``start_ns``, ``end_ns``, ``ports``, ``nics``,
   ``causes`` and ``extras`` (docs/congestion.md).
@@ -31,11 +32,11 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, GT_PORT_FIELDS
+from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, GT_PORT_FIELDS, SWITCH_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 
 _FILES = ("flows", "paths", "ticks", "counters", "events", "congestion")
@@ -165,6 +166,8 @@ class SwitchCounters:
     oper_up: dict[str, bool]
     next_hops: dict[int, NextHopCounters]
     groups: dict[int, tuple[str, tuple[int, ...]]]  # id -> (ECMP group id, member next-hop indexes)
+    #: Congestion model on: per interface, its counters of priority 3 as published, by SWITCH_COUNTERS name.
+    congestion: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -227,8 +230,9 @@ class GroundTruth:
         oper = {n: bool(v[0]) for n, v in s["interfaces"].items()}
         nhs = {int(k): NextHopCounters(int(k), *v) for k, v in s["next_hops"].items()}
         groups = {int(k): (g["name"], tuple(g["members"])) for k, g in s["groups"].items()}
+        cong = {n: dict(zip(SWITCH_COUNTERS, v, strict=True)) for n, v in s.get("congestion", {}).items()}
         return SwitchCounters(switch, rec["t_ns"], s["boot_epoch"], s["available"], s["last_clear_ns"], ifaces, oper,
-                              nhs, groups)
+                              nhs, groups, cong)
 
     # -- windows ----------------------------------------------------------------------------------
 

@@ -201,6 +201,31 @@ def test_published_counters_equal_ground_truth(tmp_path: Path) -> None:
     assert port.congestion["np_cnp_sent"] == w.nics["host16:mlx5_0"]["np_cnp_sent"] > 0
 
 
+def test_published_totals_are_the_ground_truth_deltas_since_boot(tmp_path: Path) -> None:
+    """What a switch publishes at every tick end is the sum of the ground truth's deltas since its last
+    boot: exact, through a reboot that restarts its counters at 0 (and, counter32, modulo 2**32)."""
+    sc = scenario("incast")
+    wl = validate_workload({**sc.workload.model_dump(mode="json"),
+                            "faults": [{"at": 2, "reboot": "leaf04", "down_for": 1}]}, "reboot")
+    e = Engine(sc.topology, wl, start_ns=START, ground_truth=tmp_path / "gt", counter32=True)
+    e.advance(5)
+    e.close()
+    gt = GroundTruth.load(tmp_path / "gt")
+    fields = ("ecn-marked-pkts", "pfc-tx-pause-frames")
+    since_boot = {f: 0 for f in fields}
+    epoch = 0
+    for rec in gt.congestion:
+        published = gt.counters_at("leaf04", rec["end_ns"])
+        if published.boot_epoch != epoch:  # rebooted at the start of this tick: counters started over
+            since_boot, epoch = {f: 0 for f in fields}, published.boot_epoch
+        w = gt.congestion_in(rec["start_ns"], rec["end_ns"])
+        for f in fields:
+            since_boot[f] += w.ports.get("leaf04:Ethernet4" if f.startswith("ecn") else "leaf04:Ethernet1", {}).get(f, 0)
+        assert published.congestion["Ethernet4"]["ecn-marked-pkts"] == since_boot["ecn-marked-pkts"] % 2**32
+        assert published.congestion["Ethernet1"]["pfc-tx-pause-frames"] == since_boot["pfc-tx-pause-frames"]
+    assert epoch == 1 and since_boot["ecn-marked-pkts"] > 0 and since_boot["pfc-tx-pause-frames"] > 0
+
+
 def test_scenarios_are_deterministic(tmp_path: Path) -> None:
     runs = []
     for i in range(2):
