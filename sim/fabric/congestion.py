@@ -123,7 +123,7 @@ class CongestionModel:
             paused[li] = True
         wants = fs.offered[fs.entry_flow] > 0
         has_up = fs.entry_hop > 0
-        frontier = set(stalled_links)
+        frontier = set(stalled_links) if self.p.pfc else set()  # without PFC nothing spreads: it drops
         while frontier:
             at = np.isin(fs.entry_link, list(frontier)) & wants & has_up & self.switch_tx[fs.entry_link]
             e = np.flatnonzero(at)
@@ -262,25 +262,33 @@ class CongestionModel:
         # Nothing moves in the tree, so what a port holds is shared by what its flows want to send.
         wants = fs.offered[fs.entry_flow]
         offered = np.bincount(fs.entry_link, wants, minlength=self.n_links)
+        limit = p.xoff if p.pfc else p.buffer
         for li in np.flatnonzero(self.paused).tolist():
-            self._pause(li, dt)
+            if p.pfc:
+                self._pause(li, dt)
             origin = self.rx_nic[li] >= 0 and not self.switch_rx[li]
             self.causes[li] = (0, "nic_stall", self.paused_from[li]) if origin else (0, "pause", self.paused_from[li])
             if not self.switch_tx[li]:
                 continue
-            self.watermark[li] = max(self.watermark[li], p.xoff if offered[li] > 0 else 0.0)
+            self.watermark[li] = max(self.watermark[li], limit if offered[li] > 0 else 0.0)
             if li in self.held or offered[li] <= 0:
                 continue
-            # The port fills to Xoff with what its feeders sent before their own pause took hold.
+            # The port fills to Xoff with what its feeders sent before their own pause took hold; without
+            # PFC the same bytes fill it to the drop threshold and what follows is dropped: the senders stop
+            # at their window (one window, the buffer's worth: then only their ACK timers fire).
             e = np.flatnonzero((fs.entry_link == li) & (wants > 0))
-            total = math.ceil(p.xoff / pkt)
+            total = math.ceil(limit / pkt)
             counts = largest_remainder(total, wants[e] / offered[li])
             held = []
             for ent, c in zip(e.tolist(), counts.tolist(), strict=True):
                 if c:
                     fid, hop = fs.ids[fs.entry_flow[ent]], int(fs.entry_hop[ent])
-                    held.append((fid, hop, c * pkt, c))
+                    if p.pfc:
+                        held.append((fid, hop, c * pkt, c))
                     self.extras.append(Extra(fid, 0, hop, c * pkt, c))
+            if not p.pfc:
+                self.drop_pkts[li] += int(counts.sum())
+                self.drop_bytes[li] += int(counts.sum()) * pkt
             self.held[li] = held
         stalled = np.bincount(fs.entry_flow, self.paused[fs.entry_link].astype(np.float64),
                               minlength=len(fs.ids)) > 0

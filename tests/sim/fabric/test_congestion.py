@@ -48,9 +48,11 @@ def congested(gt: GroundTruth) -> set[str]:
 def test_conservation_per_switch_every_tick(tmp_path: Path) -> None:
     """bytes in = bytes out + dropped + growth of what the switch holds, for every switch and tick,
     through a pause storm that stalls and drains again, and through an incast with tail drops."""
-    for name, kw in (("pause_storm", {"resume_at": 4.0}), ("incast", {"pfc": False})):
+    cases = (("pause_storm", {"resume_at": 4.0}, "held"), ("incast", {"pfc": False}, "dropped"),
+             ("pause_storm", {"pfc": False}, "dropped"))
+    for i, (name, kw, what) in enumerate(cases):
         sc = scenario(name, **kw)  # type: ignore[arg-type]
-        _, gt = run(sc, tmp_path / name, 6)
+        _, gt = run(sc, tmp_path / str(i), 6)
         fabric = Fabric(sc.topology)
         held_before: dict[str, int] = {}
         moved = dropped = held_max = 0
@@ -76,8 +78,8 @@ def test_conservation_per_switch_every_tick(tmp_path: Path) -> None:
             held_max = max(held_max, sum(held.values()))
             held_before = held
         assert moved > 0
-        if name == "incast":
-            assert dropped > 0  # the identity above was exercised by drops...
+        if what == "dropped":
+            assert dropped > 0 and held_max == 0  # the identity above was exercised by drops...
         else:
             assert held_max > 0 and sum(held_before.values()) == 0  # ...and by a tree that filled and drained
 
@@ -179,6 +181,19 @@ def test_pause_storm_spreads_upstream_hop_by_hop_and_stalls_the_flows(tmp_path: 
         if not dl.host_link or dl.src_node in fabric.switch_names:
             assert sent == got, dl.id
     assert all(v["dropped-pkts"] == 0 for v in w.ports.values())
+
+
+def test_a_stalled_nic_without_pfc_drops_instead_of_pausing(tmp_path: Path) -> None:
+    sc = scenario("pause_storm", stall_at=1.0, pfc=False)
+    _, gt = run(sc, tmp_path, 3)
+    w = gt.congestion_in(START + G, START + 3 * G)
+    port = sc.facts["port"]
+    assert w.causes[port] == {"cause": "nic_stall", "from": sc.facts["nic"]}
+    assert {p for p, c in w.causes.items() if c["cause"] in ("nic_stall", "pause")} == {port}  # nothing spreads
+    assert all(v["pfc-tx-pause-frames"] == v["pfc-rx-pause-frames"] == 0 for v in w.ports.values())
+    assert all(v["tx_prio3_pause"] == v["rx_prio3_pause"] == 0 for v in w.nics.values())
+    assert w.ports[port]["dropped-octets"] == w.ports[port]["dropped-pkts"] * (4096 + 62) >= 3_000_000
+    assert not any(fw.flow.dst_nic == sc.facts["nic"] for fw in gt.flows_in(START + 2 * G, START + 3 * G))
 
 
 def test_published_counters_equal_ground_truth(tmp_path: Path) -> None:
