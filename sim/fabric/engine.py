@@ -146,6 +146,8 @@ class Engine:
         self.cc: CongestionModel | None = None
         self._cc_publisher: CongestionPublisher | None = None
         if workload.congestion is not None:
+            if dataplane is not None:  # its switch counters are the kernel's: no queues to add bytes to
+                raise WorkloadError("congestion: the congestion model runs on the model data plane only")
             self.cc = CongestionModel(self.fabric, self.link_ids, list(self.nics),
                                       CongestionParams(**workload.congestion.model_dump()), self.mtu + header_bytes)
             self._cc_publisher = CongestionPublisher(self.cc, self.counters)
