@@ -17,10 +17,12 @@ import yaml
 
 from flowtracer.schemas.topology import Role, TopologyError, load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.sim.fabric.congestion_scenarios import FABRIC16
 from flowtracer.sim.fabric.workload import PRESETS, WorkloadError, load_workload, preset, validate_workload
 
-DEMO_SPEC = FabricSpec(hosts=16, nics_per_host=1, leaves=4, spines=2, name="flowtracer-demo-16")
-"""The FlowTracer-like fabric: 16 hosts, 4 leaves, 2 spines, 400G everywhere."""
+DEMO_SPEC: FabricSpec = FABRIC16
+"""The FlowTracer-like fabric: 16 hosts, 4 leaves, 2 spines, 400G everywhere (shared with the
+simulator's congestion scenarios)."""
 
 DEGRADE_LINK = "leaf03:Ethernet5"
 """The cable degraded later in the run (leaf03's uplink to spine01), named by one end."""

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from flowtracer.schemas.fabric import Fabric, natural_key
+from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY, SWITCH_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS, InterfaceState, NextHop, NextHopGroup, SwitchState
 
 _IN_OCT, _OUT_OCT, _IN_PKT, _OUT_PKT, _IN_UC, _OUT_UC = range(6)
@@ -38,6 +39,9 @@ class NextHopDef:
 
 class CounterBook:
     """Per-boot interface and next-hop totals of every switch (bytes, packets)."""
+
+    #: Columns of ``if_tot`` (INTERFACE_COUNTERS order) the congestion counters reuse.
+    OUT_OCT, OUT_PKT = _OUT_OCT, _OUT_PKT
 
     def __init__(self, fabric: Fabric, link_ids: list[str], p2p: dict[tuple[str, str], str], seed: int) -> None:
         self.fabric = fabric
@@ -86,6 +90,10 @@ class CounterBook:
         self.group_ids: dict[str, list[int]] = {}
         for s in switches:
             self.renumber(s, 0)
+
+    def if_of_switch(self, switch: str) -> list[int]:
+        """Indexes (into ``ifaces`` / ``if_tot``) of a switch's interfaces."""
+        return self._if_of_switch[switch]
 
     def renumber(self, switch: str, boot_epoch: int) -> None:
         """Draw the next-hop indexes and group ids a switch uses in this boot."""
@@ -152,7 +160,7 @@ class CounterBook:
 
     def record(self, state: SwitchState) -> dict[str, object]:
         """Compact JSON-able copy of what ``publish`` wrote (for ground truth); caller holds the lock."""
-        return {
+        out: dict[str, object] = {
             "boot_epoch": state.boot_epoch,
             "available": state.available,
             "last_clear_ns": state.last_clear_ns,
@@ -163,3 +171,9 @@ class CounterBook:
             "groups": {str(gid): {"name": name, "members": sorted(state.groups[gid].next_hops)}
                        for gid, (name, _m) in zip(self.group_ids[state.name], self.groups[state.name], strict=True)},
         }
+        # The congestion model's counters as published (priority ROCE_PRIORITY, SWITCH_COUNTERS order).
+        cong = {name: [i.congestion[c][ROCE_PRIORITY] for c in SWITCH_COUNTERS]
+                for name, i in state.interfaces.items() if i.congestion is not None}
+        if cong:
+            out["congestion"] = cong
+        return out

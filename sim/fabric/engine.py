@@ -46,6 +46,9 @@ from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.maxmin import max_min_rates
 from flowtracer.schemas.topology import Topology
+from flowtracer.sim.fabric.congestion import CongestionModel
+from flowtracer.sim.fabric.congestion_math import ActiveFlows, CongestionParams
+from flowtracer.sim.fabric.congestion_publish import CongestionPublisher
 from flowtracer.sim.fabric.counters import CounterBook
 from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
 from flowtracer.sim.fabric.flows import (
@@ -56,6 +59,8 @@ from flowtracer.sim.fabric.flows import (
     TickStats,
     Transfer,
     account_tick,
+    active_flows,
+    apply_extras,
     apply_to_hosts,
     nh_deltas,
 )
@@ -134,6 +139,20 @@ class Engine:
                 hs.ports[(nic.rdma_device, nic.port)] = PortCounters(nic.rdma_device, nic.port, nic.netdev)
                 self._qpn[end.name] = QpnAllocator(self.rng.randrange(0x100, 0x20000), reuse=qpn_reuse)
             self.host_states[h.name] = hs
+        self._nic_index = {name: i for i, name in enumerate(self.nics)}
+        self._link_to_nic = {lid.partition(">")[2]: i for i, lid in enumerate(self.link_ids)
+                             if lid.partition(">")[2] in self.nics}
+        #: The RoCE congestion model (docs/congestion.md), None when the workload has it off.
+        self.cc: CongestionModel | None = None
+        self._cc_publisher: CongestionPublisher | None = None
+        if workload.congestion is not None:
+            if dataplane is not None:  # its switch counters are the kernel's: no queues to add bytes to
+                raise WorkloadError("congestion: the congestion model runs on the model data plane only")
+            self.cc = CongestionModel(self.fabric, self.link_ids, list(self.nics),
+                                      CongestionParams(**workload.congestion.model_dump()), self.mtu + header_bytes)
+            self._cc_publisher = CongestionPublisher(self.cc, self.counters)
+        self._cc_flows: ActiveFlows | None = None
+        self._cc_capacity = np.zeros(0)
 
         self.flows: dict[int, Flow] = {}
         self.pairs: dict[int, QpPair] = {}
@@ -161,10 +180,16 @@ class Engine:
             except FaultError as e:
                 raise WorkloadError(f"faults[{i}].{f.kind}: {e}") from None
         self._check_background()
+        for i, sf in enumerate(workload.flows):
+            for end in (sf.src, sf.dst):
+                if end not in self.nics:
+                    raise WorkloadError(f"flows[{i}]: unknown NIC {end!r} (give host:rdma_device)")
         if ground_truth is not None:  # only once the workload is known to be good
             self.gt = GroundTruthWriter(ground_truth)
             self.gt.write_meta(self._meta())
         self._make_background()
+        for sf in workload.flows:
+            self.add_steady_flow(sf.src, sf.dst, math.inf if sf.rate is None else sf.rate, job="flows")
         self._publish(start_ns, None)
 
     # -- set-up -----------------------------------------------------------------------------------
@@ -177,6 +202,7 @@ class Engine:
             "ecmp_groups": {gid: [m.id for m in g.members] for gid, g in self.fabric.ecmp_groups.items()},
             "counter_bits": {n: s.counter_bits for n, s in self.switch_states.items()},
             "dataplane": self.dataplane.meta() if self.dataplane is not None else {"kind": "model"},
+            "congestion": self.workload.congestion.model_dump() if self.workload.congestion is not None else None,
         }
 
     def _hosts_of(self, spec: object, where: str) -> list[str]:
@@ -312,17 +338,20 @@ class Engine:
     def _check_fault(self, kind: str, target: str) -> None:
         if kind == "reboot":
             self.faults.switch(target)
+        elif kind in ("nic_stall", "nic_resume"):
+            self.faults.nic(target)
         else:
             self.faults.cable(target)
 
     def inject(self, kind: str, target: str, *, capacity: float = 0.5, down_for_s: float = 2.0) -> None:
         """Apply a fault now, at the last tick boundary (``now_ns``): kind is link_down, link_up,
-        degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``).
+        degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``), nic_stall
+        and nic_resume (``host:rdma_device`` stops / resumes draining what it receives).
 
         The next tick's traffic sees it; events and ground truth are stamped ``now_ns``. Called while
         a tick is being computed (real time), it waits for that tick and lands on its end.
         """
-        if kind not in ("link_down", "link_up", "degrade", "restore", "reboot"):
+        if kind not in ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume"):
             raise FaultError(f"unknown fault {kind!r}")
         self._check_fault(kind, target)
         with self._step_lock:
@@ -351,6 +380,8 @@ class Engine:
             if kind == "reboot":
                 st = self.switch_states[target]
                 self.counters.reset(target)
+                if self.cc is not None:
+                    self.cc.reset_switch(target)
                 if self.dataplane is not None:
                     self.dataplane.reset(target)
                 with st.lock:
@@ -384,6 +415,8 @@ class Engine:
                 self.counters.publish(st, oper, down_idx)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
+                if self._cc_publisher is not None:
+                    self._cc_publisher.switch(st)
         for name, evs in events.items():
             for ev in evs:
                 self.switch_states[name].emit(ev)
@@ -456,10 +489,21 @@ class Engine:
                 links.append(arr)
                 groups.append(np.full(len(arr), gi, dtype=np.intp))
         empty = np.zeros(0, dtype=np.intp)
+        capacity = self._capacity
+        wire = (self.mtu + self.header_bytes) / self.mtu
+        fs = None
+        if self.cc is not None:  # PFC's pause tree holds its links at 0
+            fs = active_flows(self.transfers, self._nic_index, self._capacity * wire, wire)
+            stalled = {self._link_to_nic[n] for n in self.faults.stalled}
+            capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
         rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
-                              self._capacity, len(self.transfers), demand)
+                              capacity, len(self.transfers), demand)
         for t, r in zip(self.transfers, rates, strict=True):
             t.rate = float(r)
+        if fs is not None:
+            fs.rate = np.array([f.transfer.rate * wire for f in (self.flows[i] for i in fs.ids)  # type: ignore[union-attr]
+                                ], dtype=np.float64)
+            self._cc_flows, self._cc_capacity = fs, capacity * wire
         self._rates_dirty = False
 
     # -- the tick ---------------------------------------------------------------------------------
@@ -495,8 +539,12 @@ class Engine:
             self._simulate(t0, t1)
             stats = account_tick(self.flows.values(), t0, t1, len(self.link_ids), self.mtu, self.header_bytes,
                                  self.cts_every)
-            self.counters.add(stats.link_bytes, stats.link_pkts, *nh_deltas(stats, self.flows, len(self.link_ids)),
-                              set(self.faults.rebooting))
+            nh_b, nh_p = nh_deltas(stats, self.flows, len(self.link_ids))
+            if self.cc is not None:
+                extras, stats.congestion = self.cc.end_tick()
+                stats.congestion["extras"] = [[x.flow, x.first, x.last, x.bytes, x.packets] for x in extras]
+                apply_extras(stats, extras, self.flows, nh_b, nh_p)
+            self.counters.add(stats.link_bytes, stats.link_pkts, nh_b, nh_p, set(self.faults.rebooting))
             if self.dataplane is not None:
                 self.dataplane.tick(self, stats)
             self.now_ns = t1
@@ -528,6 +576,8 @@ class Engine:
                     if dt_job < dt:
                         dt, first = max(dt_job, 0.0), None
             dt = max(dt, 0.0)
+            if self._cc_flows is not None and self.cc is not None:
+                self.cc.interval(dt, self._cc_flows, self._cc_capacity)
             for tr in self.transfers:
                 tr.done += tr.rate * dt / 8
             t += dt
@@ -558,6 +608,8 @@ class Engine:
                 self.counters.publish(st, oper, down_idx)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
+                if self._cc_publisher is not None:
+                    self._cc_publisher.switch(st)
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)
@@ -568,6 +620,8 @@ class Engine:
         if self.gt is not None:
             if stats is not None:
                 self.gt.tick(self._tick_record(stats))
+                if stats.congestion is not None:
+                    self.gt.congestion({"start_ns": stats.start_ns, "end_ns": stats.end_ns, **stats.congestion})
             self.gt.counters(t_ns, records)
         self._reap(closed, t_ns)
 
@@ -575,6 +629,8 @@ class Engine:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
         closed = self._closed_pairs
         self._closed_pairs = []
+        if self._cc_publisher is not None:
+            self._cc_publisher.nics(self.nics.values(), self.host_states)
         apply_to_hosts(self.host_states, self.flows, stats, closed, self._pending_add, self._logs, t_ns)
         self._pending_add, self._logs = {}, {}
         return closed

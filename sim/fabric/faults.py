@@ -4,7 +4,8 @@ Pure bookkeeping, no clocks or threads: the engine applies a fault at a tick bou
 directed links are out of service (``down_links``, fed to ``Fabric.hash_path`` so groups shrink
 and flows rehash), what capacity each link has left, and which interfaces changed oper status.
 A cable is named by either end: ``switch:port`` or, for a host cable, ``host:rdma_device``. A
-rebooting switch takes all its cables down until it is back.
+rebooting switch takes all its cables down until it is back. A stalled NIC (``nic_stall``) stops
+draining what it receives: the link toward it carries nothing (capacity 0) until ``nic_resume``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class FaultState:
         self.down: set[Cable] = set()
         self.degraded: dict[Cable, float] = {}
         self.rebooting: dict[str, int] = {}
+        self.stalled: set[str] = set()
         self._switches = fabric.switch_names
 
     def cable(self, ref: str) -> Cable:
@@ -72,6 +74,11 @@ class FaultState:
             raise FaultError(f"no cable ends at {ref!r} (give switch:port or host:rdma_device, e.g. "
                              f"{', '.join(ends)})")
         return self.cables[(node, port)]
+
+    def nic(self, name: str) -> str:
+        if name not in self.fabric.nics:
+            raise FaultError(f"no NIC named {name!r} (give host:rdma_device)")
+        return name
 
     def switch(self, name: str) -> str:
         if name not in self._switches:
@@ -91,8 +98,10 @@ class FaultState:
         return frozenset(out)
 
     def capacity_factor(self, link_id: str) -> float:
-        """Fraction of a link's capacity left (1.0 unless degraded)."""
+        """Fraction of a link's capacity left (1.0 unless degraded; 0 toward a stalled NIC)."""
         dl = self.fabric.links[link_id]
+        if f"{dl.dst_node}:{dl.dst_port}" in self.stalled:
+            return 0.0
         c = self.cables[(dl.src_node, dl.src_port)]
         return self.degraded.get(c, 1.0)
 
@@ -130,6 +139,10 @@ class FaultState:
             self.rebooting[self.switch(target)] = now_ns + down_for_ns
         elif kind == "boot":
             self.rebooting.pop(self.switch(target), None)
+        elif kind == "nic_stall":
+            self.stalled.add(self.nic(target))
+        elif kind == "nic_resume":
+            self.stalled.discard(self.nic(target))
         else:
             raise FaultError(f"unknown fault {kind!r}")
         after = self.oper_up()

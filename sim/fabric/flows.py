@@ -17,12 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.sim.fabric.congestion import Extra
+from flowtracer.sim.fabric.congestion_math import ActiveFlows
 from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair
-from flowtracer.sim.hosts.state import HostState, QpState
+from flowtracer.sim.hosts.state import HostState, PortCounters, QpState
 
 #: Frame bytes per RoCEv2 packet besides payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
 HEADER_BYTES = 62
@@ -76,6 +79,11 @@ class TickStats:
     flows: dict[int, tuple[int, int, int]]
     link_bytes: np.ndarray
     link_pkts: np.ndarray
+    #: Congestion model only: (bytes, packets) per flow its sender sent / its receiver got beyond the
+    #: fluid bytes (retransmitted drops, queued or drained bytes), and the tick's ground-truth record.
+    tx_extra: dict[int, tuple[int, int]] = field(default_factory=dict)
+    rx_extra: dict[int, tuple[int, int]] = field(default_factory=dict)
+    congestion: dict[str, Any] | None = None
 
 
 def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int, header_bytes: int,
@@ -121,6 +129,25 @@ def _cts(f: Flow, cts_every: int) -> tuple[Flow, int, int]:
     return rev, new * CTS_BYTES, new
 
 
+def active_flows(transfers: Iterable[Transfer], nic_index: Mapping[str, int], capacity: np.ndarray,
+                 wire: float) -> ActiveFlows:
+    """The congestion model's view of the running transfers' data flows that have a path: entries per
+    (flow, hop), and what each flow offers: its NIC's capacity (``capacity`` of its first link, wire
+    bit/s) shared by that NIC's active flows, or its demand (payload bit/s x ``wire``) if less."""
+    flows = [(f, t.demand) for t in transfers if t.demand > 0 for f in t.flows if f.path]
+    src = np.array([nic_index[f.src.name] for f, _ in flows], dtype=np.intp)
+    dst = np.array([nic_index[f.dst.name] for f, _ in flows], dtype=np.intp)
+    lens = np.array([len(f.path) for f, _ in flows], dtype=np.intp)  # type: ignore[arg-type]
+    first = np.array([f.path[0] for f, _ in flows], dtype=np.intp)  # type: ignore[index]
+    share = capacity[first] / np.bincount(src, minlength=len(nic_index))[src] if flows else np.zeros(0)
+    demand = np.array([d * wire for _, d in flows], dtype=np.float64)
+    entry_link = np.fromiter((li for f, _ in flows for li in f.path), dtype=np.intp)  # type: ignore[union-attr]
+    entry_flow = np.repeat(np.arange(len(flows), dtype=np.intp), lens)
+    starts = np.repeat(np.cumsum(lens) - lens, lens)
+    return ActiveFlows([f.id for f, _ in flows], lens, entry_flow, entry_link,
+                       np.arange(len(entry_link), dtype=np.intp) - starts, src, dst, np.minimum(share, demand))
+
+
 def nh_deltas(stats: TickStats, flows: Mapping[int, Flow], n_links: int) -> tuple[np.ndarray, np.ndarray]:
     """Bytes and packets per link that its transmitting switch forwarded by an ECMP decision."""
     nh_bytes = np.zeros(n_links, dtype=np.int64)
@@ -130,6 +157,28 @@ def nh_deltas(stats: TickStats, flows: Mapping[int, Flow], n_links: int) -> tupl
             nh_bytes[li] += wire
             nh_pkts[li] += pk
     return nh_bytes, nh_pkts
+
+
+def apply_extras(stats: TickStats, extras: Iterable[Extra], flows: Mapping[int, Flow], nh_bytes: np.ndarray,
+                 nh_pkts: np.ndarray) -> None:
+    """Add the congestion model's extra bytes to the links they crossed (and the next hops among
+    them), and to the sending / receiving NIC when the extra starts at the first / ends at the last hop."""
+    for x in extras:
+        f = flows.get(x.flow)
+        if f is None or f.path is None:  # destroyed, or rerouted to nowhere: its queued bytes are lost
+            continue
+        last = len(f.path) if x.last < 0 else x.last
+        links = f.path[x.first:last]
+        idx = np.asarray(links, dtype=np.intp)
+        stats.link_bytes[idx] += x.bytes
+        stats.link_pkts[idx] += x.packets
+        for li in set(links) & set(f.nh_hops):
+            nh_bytes[li] += x.bytes
+            nh_pkts[li] += x.packets
+        for hit, acc in ((x.first == 0, stats.tx_extra), (last == len(f.path), stats.rx_extra)):
+            if hit:
+                b, p = acc.get(f.id, (0, 0))
+                acc[f.id] = (b + x.bytes, p + x.packets)
 
 
 def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], stats: TickStats | None,
@@ -144,6 +193,15 @@ def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], st
             by_host.setdefault(f.src.host, []).append((f, wire, pk))
             if f.dst.host != f.src.host:
                 by_host.setdefault(f.dst.host, []).append((f, wire, pk))
+    # Extra bytes move the byte and packet counters, not the PSNs (retransmissions reuse theirs).
+    extra: dict[str, list[tuple[QpState, PortCounters, bool, int, int]]] = {}
+    if stats is not None:
+        for sending, acc in ((True, stats.tx_extra), (False, stats.rx_extra)):
+            for fid, (b, pk) in acc.items():
+                f = flows[fid]
+                end, qp = (f.src, f.tx_qp) if sending else (f.dst, f.rx_qp)
+                extra.setdefault(end.host, []).append((qp, hosts[end.host].ports[(end.rdma_device, end.port)],
+                                                       sending, b, pk))
     gone: dict[str, list[QpState]] = {}
     for p in closed:
         fwd = flows[p.meta["fwd"]]  # type: ignore[index]
@@ -166,6 +224,13 @@ def apply_to_hosts(hosts: Mapping[str, HostState], flows: Mapping[int, Flow], st
                     port = hs.ports[(f.dst.rdma_device, f.dst.port)]
                     port.rx_bytes += wire
                     port.rx_packets += pk
+            for qp, port, sending, b, pk in extra.get(name, []):
+                if sending:
+                    qp.tx_bytes, qp.tx_packets, port.tx_bytes, port.tx_packets = (
+                        qp.tx_bytes + b, qp.tx_packets + pk, port.tx_bytes + b, port.tx_packets + pk)
+                else:
+                    qp.rx_bytes, qp.rx_packets, port.rx_bytes, port.rx_packets = (
+                        qp.rx_bytes + b, qp.rx_packets + pk, port.rx_bytes + b, port.rx_packets + pk)
             # Destroyed QPs go first: a new QP may reuse the number within the same tick.
             for qp in gone.get(name, []):
                 if hs.qps.get((qp.rdma_device, qp.lqpn)) is qp:

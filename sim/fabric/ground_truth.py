@@ -16,8 +16,11 @@ The pipeline never reads this. The engine writes JSON lines into one directory:
 - ``counters.jsonl``: per tick end (and at start) ``t_ns`` and, per switch, exactly what its
   SwitchState showed: ``boot_epoch``, ``available``, ``last_clear_ns``, ``interfaces`` = {name: [oper_up,
   then the 10 counters in INTERFACE_COUNTERS order]}, ``next_hops`` = {index: [interface, ip, octets,
-  packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes]}}.
+  packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes]}}, and with the
+  congestion model on ``congestion`` = {interface: [SWITCH_COUNTERS of priority 3, as published]}.
 - ``events.jsonl``: faults and their effects with ``t_ns``, ``kind`` and ``target``.
+- ``congestion.jsonl`` (congestion model on): per tick ``start_ns``, ``end_ns``, ``ports``, ``nics``,
+  ``causes`` and ``extras`` (docs/congestion.md).
 
 ``GroundTruth.load(dir)`` reads it all back. A window ``(start_ns, end_ns)`` covers the ticks that lie
 inside it, i.e. with ``start_ns <= tick start`` and ``tick end <= end_ns``; give sample timestamps
@@ -29,13 +32,14 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, GT_PORT_FIELDS, SWITCH_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 
-_FILES = ("flows", "paths", "ticks", "counters", "events")
+_FILES = ("flows", "paths", "ticks", "counters", "events", "congestion")
 
 
 class GroundTruthWriter:
@@ -78,6 +82,9 @@ class GroundTruthWriter:
 
     def event(self, record: dict[str, object]) -> None:
         self._w("events", record)
+
+    def congestion(self, record: dict[str, object]) -> None:
+        self._w("congestion", record)
 
     def close(self) -> None:
         for f in self._f.values():
@@ -159,13 +166,27 @@ class SwitchCounters:
     oper_up: dict[str, bool]
     next_hops: dict[int, NextHopCounters]
     groups: dict[int, tuple[str, tuple[int, ...]]]  # id -> (ECMP group id, member next-hop indexes)
+    #: Congestion model on: per interface, its counters of priority 3 as published, by SWITCH_COUNTERS name.
+    congestion: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CongestionWindow:
+    """What the congestion model did in a window: per switch port (``switch:interface``, priority 3) and
+    per NIC (``host:device``) counters by their ``GT_PORT_FIELDS`` / ``GT_NIC_FIELDS`` names, and the
+    cause of each congested port (``{"cause": .., "from": ..}``)."""
+
+    ports: dict[str, dict[str, int]]
+    nics: dict[str, dict[str, int]]
+    causes: dict[str, dict[str, str]]
 
 
 class GroundTruth:
     """Everything one run wrote, in memory, with window queries. Build with ``GroundTruth.load``."""
 
     def __init__(self, meta: dict[str, Any], flows: dict[int, FlowInfo], paths: dict[int, tuple[str, ...]],
-                 ticks: list[dict[str, Any]], counters: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+                 ticks: list[dict[str, Any]], counters: list[dict[str, Any]], events: list[dict[str, Any]],
+                 congestion: list[dict[str, Any]] | None = None) -> None:
         self.meta = meta
         self.tick_ns: int = meta["tick_ns"]
         self.start_ns: int = meta["start_ns"]
@@ -176,6 +197,8 @@ class GroundTruth:
         self._counters = counters
         self.counter_times = [c["t_ns"] for c in counters]
         self.tick_ends = [t["end_ns"] for t in ticks]
+        self.congestion = congestion or []
+        self.congestion_ends = [c["end_ns"] for c in self.congestion]
 
     @classmethod
     def load(cls, root: str | Path) -> GroundTruth:
@@ -192,7 +215,7 @@ class GroundTruth:
             flows[rec["id"]] = FlowInfo(**rec)
         paths = {rec["id"]: tuple(rec["links"]) for rec in _lines(root / "paths.jsonl")}
         return cls(meta, flows, paths, list(_lines(root / "ticks.jsonl")), list(_lines(root / "counters.jsonl")),
-                   list(_lines(root / "events.jsonl")))
+                   list(_lines(root / "events.jsonl")), list(_lines(root / "congestion.jsonl")))
 
     # -- switch counters --------------------------------------------------------------------------
 
@@ -207,8 +230,9 @@ class GroundTruth:
         oper = {n: bool(v[0]) for n, v in s["interfaces"].items()}
         nhs = {int(k): NextHopCounters(int(k), *v) for k, v in s["next_hops"].items()}
         groups = {int(k): (g["name"], tuple(g["members"])) for k, g in s["groups"].items()}
+        cong = {n: dict(zip(SWITCH_COUNTERS, v, strict=True)) for n, v in s.get("congestion", {}).items()}
         return SwitchCounters(switch, rec["t_ns"], s["boot_epoch"], s["available"], s["last_clear_ns"], ifaces, oper,
-                              nhs, groups)
+                              nhs, groups, cong)
 
     # -- windows ----------------------------------------------------------------------------------
 
@@ -265,6 +289,32 @@ class GroundTruth:
             sent[fw.flow.src_nic] = sent.get(fw.flow.src_nic, 0) + fw.bytes
             received[fw.flow.dst_nic] = received.get(fw.flow.dst_nic, 0) + fw.bytes
         return sent, received
+
+    def congestion_in(self, start_ns: int, end_ns: int) -> CongestionWindow:
+        """The congestion model's record summed over the ticks inside the window: watermarks are maxima,
+        ``queue-octets`` is the value at the last tick, everything else a sum; causes by port, the last
+        tick's cause of each port winning."""
+        lo = bisect.bisect_left(self.congestion_ends, start_ns + self.tick_ns)
+        hi = bisect.bisect_right(self.congestion_ends, end_ns)
+        ports: dict[str, list[int]] = {}
+        nics: dict[str, list[int]] = {}
+        causes: dict[str, dict[str, str]] = {}
+        for rec in self.congestion[lo:hi]:
+            for name, acc in ports.items():  # held bytes are a level: absent now means none
+                if name not in rec["ports"]:
+                    acc[-1] = 0
+            for name, vals in rec["ports"].items():
+                acc = ports.setdefault(name, [0] * len(GT_PORT_FIELDS))
+                for i, v in enumerate(vals):
+                    acc[i] = max(acc[i], v) if GT_PORT_FIELDS[i] == "max-queue-len" else acc[i] + v
+                acc[-1] = vals[-1]
+            for name, vals in rec["nics"].items():
+                acc = nics.setdefault(name, [0] * len(GT_NIC_FIELDS))
+                for i, v in enumerate(vals):
+                    acc[i] += v
+            causes.update(rec["causes"])
+        return CongestionWindow({k: dict(zip(GT_PORT_FIELDS, v, strict=True)) for k, v in ports.items()},
+                                {k: dict(zip(GT_NIC_FIELDS, v, strict=True)) for k, v in nics.items()}, causes)
 
     def events_in(self, start_ns: int, end_ns: int, kind: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if start_ns <= e["t_ns"] <= end_ns and (kind is None or e["kind"] == kind)]

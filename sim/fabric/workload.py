@@ -26,6 +26,13 @@ Example::
       - {at: 20s, link_up: "leaf01:Ethernet5"}
       - {at: 12s, degrade: "spine01:Ethernet2", capacity: 0.5}
       - {at: 30s, reboot: spine02, down_for: 3s}
+      - {at: 40s, nic_stall: "host05:mlx5_0"}     # the NIC stops draining: a PFC pause storm
+      - {at: 45s, nic_resume: "host05:mlx5_0"}
+    flows:                        # explicit steady flows (incast, collisions), one QP each
+      - {src: "host01:mlx5_0", dst: "host05:mlx5_0", rate: 400G}
+    congestion:                   # the RoCE congestion model (docs/congestion.md); absent = off
+      pfc: true                   # false: tail drops instead of pauses
+      kmin: 150KB
 
 ``WorkloadError`` names the file and the field of any problem in one line.
 """
@@ -172,10 +179,69 @@ class Background(_Model):
         return parse_speed(v)
 
 
-class Fault(_Model):
-    """One scheduled fault; exactly one of link_down, link_up, degrade, restore, reboot.
+class SteadyFlow(_Model):
+    """One QP sending from ``src`` to ``dst`` (``host:rdma_device``) for ever at up to ``rate`` bit/s of
+    payload (None: as much as max-min fairness gives)."""
 
-    Links are named by one end, ``switch:port`` (or ``host:rdma_device`` for a host cable).
+    src: str
+    dst: str
+    rate: int | None = None
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, v: Any) -> Any:
+        return None if v is None else parse_speed(v)
+
+
+class Congestion(_Model):
+    """The RoCE congestion model's settings (docs/congestion.md); sizes in bytes, times in seconds."""
+
+    #: PFC on RoCE's priority: pauses instead of drops (False: tail drops at ``buffer``).
+    pfc: bool = True
+    kmin: int = 150_000
+    kmax: int = 1_500_000
+    pmax: float = Field(0.1, gt=0, le=1)
+    xoff: int = 3_000_000
+    buffer: int = 3_000_000
+    cnp_interval: float = Field(50e-6, gt=0)
+    rate_ai: int = 40_000_000
+    rate_timer: float = Field(55e-6, gt=0)
+    recovery: float = Field(275e-6, ge=0)
+    ack_timeout: float = Field(4.096e-6 * 2**20, gt=0)
+    rtt: float = Field(10e-6, ge=0)
+
+    @field_validator("kmin", "kmax", "xoff", "buffer", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return parse_size(v)
+
+    @field_validator("cnp_interval", "rate_timer", "recovery", "ack_timeout", "rtt", mode="before")
+    @classmethod
+    def _durations(cls, v: Any) -> Any:
+        return _duration(v)
+
+    @field_validator("rate_ai", mode="before")
+    @classmethod
+    def _rate(cls, v: Any) -> Any:
+        return parse_speed(v)
+
+    @model_validator(mode="after")
+    def _order(self) -> Congestion:
+        if not 0 < self.kmin < self.kmax:
+            raise ValueError("need 0 < kmin < kmax")
+        if self.pfc and self.xoff <= self.kmax:
+            raise ValueError("xoff must be above kmax (ECN must act before PFC)")
+        return self
+
+
+_FAULT_KINDS = ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume")
+
+
+class Fault(_Model):
+    """One scheduled fault; exactly one of link_down, link_up, degrade, restore, reboot, nic_stall, nic_resume.
+
+    Links are named by one end, ``switch:port`` (or ``host:rdma_device`` for a host cable); a NIC
+    that stops draining its receive queue (``nic_stall``, a pause storm's origin) by ``host:rdma_device``.
     """
 
     at: float
@@ -188,6 +254,8 @@ class Fault(_Model):
     reboot: str | None = None
     #: For reboot: seconds the switch is unavailable.
     down_for: float = 2.0
+    nic_stall: str | None = None
+    nic_resume: str | None = None
 
     @field_validator("at", "down_for", mode="before")
     @classmethod
@@ -196,14 +264,14 @@ class Fault(_Model):
 
     @model_validator(mode="after")
     def _one(self) -> Fault:
-        kinds = [k for k in ("link_down", "link_up", "degrade", "restore", "reboot") if getattr(self, k)]
+        kinds = [k for k in _FAULT_KINDS if getattr(self, k)]
         if len(kinds) != 1:
-            raise ValueError("give exactly one of link_down, link_up, degrade, restore, reboot")
+            raise ValueError(f"give exactly one of {', '.join(_FAULT_KINDS)}")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("link_down", "link_up", "degrade", "restore", "reboot") if getattr(self, k))
+        return next(k for k in _FAULT_KINDS if getattr(self, k))
 
     @property
     def target(self) -> str:
@@ -218,7 +286,10 @@ class Workload(_Model):
     jobs: tuple[Job, ...] = ()
     node_groups: tuple[NodeGroup, ...] = ()
     background: tuple[Background, ...] = ()
+    flows: tuple[SteadyFlow, ...] = ()
     faults: tuple[Fault, ...] = ()
+    #: The RoCE congestion model; None (the default) leaves the traffic exactly as without it.
+    congestion: Congestion | None = None
 
 
 # ---------------------------------------------------------------------------------------------

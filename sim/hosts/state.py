@@ -53,6 +53,9 @@ class PortCounters:
     rx_bytes: int = 0
     tx_packets: int = 0
     rx_packets: int = 0
+    #: mlx5 hw_counters and ethtool PFC counters by name (docs/congestion.md); None while the congestion model
+    #: is off. Replaced, never mutated, at each tick end (a shallow copy is a consistent snapshot).
+    congestion: dict[str, int] | None = None
 
 
 @dataclass

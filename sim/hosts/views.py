@@ -10,6 +10,10 @@
         rdma/statistic_qp_show.json            = rdma -j statistic qp show (absent without QP counters)
         sys/class/infiniband/<dev>/ports/<n>/counters/*      PMA counters that move (port_*_data in 4-byte words)
         sys/class/infiniband/<dev>/ports/<n>/{gids,gid_attrs,hw_counters} -> ../../../../../../../../static/...
+        sys/class/infiniband/<dev>/ports/<n>/hw_counters/*   with the congestion model on: a real directory
+                                                   holding the port's mlx5 counters of this tick (docs/congestion.md)
+        ethtool/<netdev>                           with the congestion model on: = ethtool -S <netdev>, the
+                                                   priority-3 PFC pause counters
         sys/class/net -> ../../../../static/net  (<netdev>/mtu)
     static/                                    GID tables, hw_counters (all 0) and netdev MTUs (written once)
     nccl.log                                   NCCL_DEBUG=INFO lines, append-only (NCCL_DEBUG_FILE)
@@ -45,7 +49,7 @@ KEEP = 16
 # model stay 0, as on an idle error-free port).
 _HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "np_cnp_sent",
                 "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence", "packet_seq_err",
-                "rnr_nak_retry_err", "rp_cnp_handled", "rx_atomic_requests", "rx_read_requests",
+                "rnr_nak_retry_err", "rp_cnp_handled", "rp_cnp_ignored", "rx_atomic_requests", "rx_read_requests",
                 "rx_write_requests")
 _QP_HW_COUNTERS = ("rx_write_requests", "rx_read_requests", "rx_atomic_requests", "out_of_buffer",
                    "out_of_sequence", "duplicate_request", "rnr_nak_retry_err", "packet_seq_err",
@@ -171,6 +175,17 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
         _write_snapshot(state, hostdir, w, qp_counters)
 
 
+def _write_congestion(snap: Path, pdir: Path, netdev: str, cong: dict[str, int]) -> None:
+    """The congestion model's NIC counters: hw_counters as mlx5 shows them, PFC as ``ethtool -S`` prints them."""
+    (pdir / "hw_counters").mkdir()
+    for cname in _HW_COUNTERS:
+        _write(pdir / "hw_counters" / cname, f"{cong.get(cname, 0)}\n")
+    _write(pdir / "hw_counters" / "lifespan", "10\n")
+    (snap / "ethtool").mkdir(exist_ok=True)
+    _write(snap / "ethtool" / netdev, "NIC statistics:\n" + "".join(
+        f"     {k}: {v}\n" for k, v in cong.items() if k not in _HW_COUNTERS))
+
+
 def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool) -> None:
     with state.lock:  # copy what is needed, write outside the engine's lock
         ts = state.timestamp_ns
@@ -178,6 +193,7 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         qps = [q for _, q in sorted(state.qps.items())]
         qps = [copy.copy(q) for q in qps]
         ports = [(k, p.tx_bytes, p.rx_bytes, p.tx_packets, p.rx_packets) for k, p in sorted(state.ports.items())]
+        congestion = {k: p.congestion for k, p in state.ports.items()}  # replaced per tick, never mutated
         new_lines = state.nccl_log[w.nccl_written:]
         w.nccl_written = len(state.nccl_log)
     (hostdir / "snapshots").mkdir(parents=True, exist_ok=True)
@@ -215,8 +231,11 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
                              ("unicast_xmit_packets", tx_p), ("unicast_rcv_packets", rx_p)):
             _write(pdir / "counters" / cname, f"{value}\n")
         static_port = hostdir / "static" / n.rdma_device / str(n.port)
-        for sub in ("gids", "gid_attrs", "hw_counters"):
+        cong = congestion.get((n.rdma_device, n.port))
+        for sub in ("gids", "gid_attrs") if cong is not None else ("gids", "gid_attrs", "hw_counters"):
             os.symlink(os.path.relpath(static_port / sub, pdir), pdir / sub)
+        if cong is not None:
+            _write_congestion(tmp, pdir, n.netdev, cong)
     (tmp / "sys" / "class").mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.relpath(hostdir / "static" / "net", tmp / "sys" / "class"), tmp / "sys" / "class" / "net")
     os.chmod(tmp, 0o755)

@@ -20,7 +20,12 @@ Paths follow openconfig/public:
   and ``interface-ref/state/interface``; ``counters/next-hops/next-hop[index]/state/{index,
   octets-forwarded,packets-forwarded}`` (the unified AFT counters subtree, openconfig-aft 3.x);
   ``next-hop-groups/next-hop-group[id]/state/id`` and
-  ``next-hop-groups/next-hop-group[id]/next-hops/next-hop[index]/state/{index,weight}``.
+  ``next-hop-groups/next-hop-group[id]/next-hops/next-hop[index]/state/{index,weight}``;
+* ``openconfig-qos`` (>= 0.11.0, which added the ECN leaves), only while the congestion model is on
+  (docs/congestion.md): ``/qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/
+  {name,transmit-pkts,transmit-octets,dropped-pkts,dropped-octets,ecn-marked-pkts,max-queue-len}``,
+  queues named "0".."7" (RoCE is queue 3). PFC has no OpenConfig leaf; its counters stay in the
+  ``SwitchState`` until part 1 of issue #18 picks the platforms' native paths.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import operator
 from dataclasses import dataclass
 from enum import Enum
 
+from flowtracer.sim.fabric.congestion_counters import PRIORITIES, SWITCH_QUEUE_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS, SwitchState
 
 
@@ -169,7 +175,23 @@ NEXT_HOP_GROUP_MEMBERS = Table(
     uint_keys=frozenset({"id", "index"}),
 )
 
-TABLES: tuple[Table, ...] = (INTERFACES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS, NEXT_HOP_GROUP_MEMBERS)
+QOS_MODELS = ("openconfig-qos",)
+
+#: Queue row layout: name, then SWITCH_QUEUE_COUNTERS in order; keyed by (interface, queue name).
+QUEUES = Table(
+    name="queue",
+    source="queue",
+    entity=(EntityElem("qos"), EntityElem("interfaces"), EntityElem("interface", "interface-id"),
+            EntityElem("output"), EntityElem("queues"), EntityElem("queue", "name")),
+    leaves=(
+        Leaf(("state", "name"), 0, LeafType.STRING, QOS_MODELS),
+        *(Leaf(("state", c), 1 + i, LeafType.UINT64, QOS_MODELS, sampled=True)
+          for i, c in enumerate(SWITCH_QUEUE_COUNTERS)),
+    ),
+)
+
+TABLES: tuple[Table, ...] = (INTERFACES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS, NEXT_HOP_GROUP_MEMBERS,
+                             QUEUES)
 
 #: (name, organization, version) for CapabilityResponse.supported_models.
 MODELS: tuple[tuple[str, str, str], ...] = (
@@ -177,6 +199,7 @@ MODELS: tuple[tuple[str, str, str], ...] = (
     ("openconfig-if-ethernet", "OpenConfig working group", "2.14.0"),
     ("openconfig-network-instance", "OpenConfig working group", "4.4.1"),
     ("openconfig-aft", "OpenConfig working group", "3.1.0"),
+    ("openconfig-qos", "OpenConfig working group", "0.11.2"),
     ("iana-if-type", "IANA", "2023-01-26"),
 )
 
@@ -217,7 +240,12 @@ def read_tick(state: SwitchState) -> Tick:
     with state.lock:
         clear = state.last_clear_ns
         ifaces: dict[RowKey, Row] = {}
+        queues: dict[RowKey, Row] = {}
         for i in state.interfaces.values():
+            if i.congestion is not None:
+                cols = [i.congestion[c] for c in SWITCH_QUEUE_COUNTERS]
+                for q in range(PRIORITIES):
+                    queues[(i.name, str(q))] = (str(q), *(col[q] for col in cols))
             try:
                 counters = _COUNTERS(i.counters)
             except KeyError:  # an engine that keeps only some counters: the rest read 0
@@ -234,4 +262,5 @@ def read_tick(state: SwitchState) -> Tick:
                 members[(str(g.id), str(idx))] = (idx, g.next_hops[idx])
         return Tick(state.timestamp_ns, state.boot_epoch, {
             "interface": ifaces, "next-hop": nhs, "next-hop-group": groups, "next-hop-group-member": members,
+            "queue": queues,
         })

@@ -29,6 +29,9 @@ class InterfaceState:
     oper_up: bool = True
     last_change_ns: int = 0
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(INTERFACE_COUNTERS, 0))
+    #: RoCE congestion counters (docs/congestion.md, ``sim/fabric/congestion_counters.py``): name -> one value
+    #: per queue / priority 0..7; None while the congestion model is off. Replaced, never mutated, per tick.
+    congestion: dict[str, tuple[int, ...]] | None = None
 
 
 @dataclass

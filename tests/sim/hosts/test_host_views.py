@@ -14,6 +14,7 @@ import pytest
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog
 from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp, per_qp_counters
 from flowtracer.collectors.agent.sources.sysfs import read_sysfs
+from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, NIC_HW_COUNTERS, NIC_PFC_COUNTERS
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
 from flowtracer.sim.hosts.views import KEEP, host_view_dir, ipv4_mapped_gid, write_host_view
 
@@ -65,6 +66,26 @@ def test_a_snapshot_reads_back_through_the_agent_parsers(shm: Path) -> None:
     log = NcclLog()
     log.feed((d / "nccl.log").read_text().splitlines())
     assert log.malformed == 0 and log.tag(42, "mlx5_0", 300) is not None
+
+
+def test_congestion_counters_are_the_ports_hw_counters_and_ethtool_pfc(shm: Path) -> None:
+    """With the congestion model on, a port's mlx5 hw_counters move with the tick (the agent's sysfs
+    reader sees them) and ``ethtool/<netdev>`` prints its priority-3 PFC counters; without, they stay 0."""
+    hs = _host()
+    cong = dict.fromkeys(GT_NIC_FIELDS, 0) | {"np_cnp_sent": 17, "rp_cnp_handled": 9, "tx_prio3_pause": 5,
+                                             "rx_prio3_pause_duration": 1234}
+    hs.ports[("mlx5_0", 1)].congestion = cong
+    write_host_view(hs, shm)
+    cur = host_view_dir(shm, "gpu01") / "current"
+    view = read_sysfs(cur / "sys" / "class" / "infiniband")
+    assert view.malformed == 0
+    hw = view.ports[("mlx5_0", 1)].hw_counters
+    assert {k: hw[k] for k in NIC_HW_COUNTERS} == {k: cong[k] for k in NIC_HW_COUNTERS}
+    assert set(view.ports[("mlx5_1", 1)].hw_counters.values()) == {0}  # the model publishes nothing for it
+    lines = (cur / "ethtool" / "ens1f0np0").read_text().splitlines()
+    assert lines[0] == "NIC statistics:"
+    assert dict(line.strip().split(": ") for line in lines[1:]) == {k: str(cong[k]) for k in NIC_PFC_COUNTERS}
+    assert not (cur / "ethtool" / "ens2f0np0").exists()
 
 
 def test_snapshots_are_kept_pruned_and_log_lines_appended_once(shm: Path) -> None:

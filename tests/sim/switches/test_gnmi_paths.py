@@ -56,7 +56,7 @@ def test_resolve(path: str, expected: list[object]) -> None:
 def test_root_and_prefix() -> None:
     everything = sel("/")
     assert {t for t, _, _ in everything} == {"interface", "next-hop", "next-hop-counters", "next-hop-group",
-                                             "next-hop-group-member"}
+                                             "next-hop-group-member", "queue"}
     assert sel("state/oper-status", prefix="/interfaces/interface[name=E2]") == [
         ("interface", ("E2",), ("state/oper-status",))]
 

@@ -26,6 +26,8 @@ from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 from waiting import wait_for
 
+from flowtracer.sim.fabric.congestion_scenarios import scenario
+from flowtracer.sim.fabric.engine import Engine as FabricEngine
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
 from flowtracer.sim.switches.state import Event, EventKind, InterfaceState, NextHop, NextHopGroup, SwitchState
 
@@ -169,8 +171,32 @@ def test_get(server: GnmiServer, switch: SwitchState) -> None:
         assert speed["notification"][0]["update"][0]["val"] == "SPEED_400GB"
 
 
+def test_get_qos_queues_of_the_congestion_model() -> None:
+    """With the congestion model on, every interface serves 8 OpenConfig QoS queues (RoCE in queue 3)
+    with the counters the engine published."""
+    sc = scenario("incast")
+    e = FabricEngine(sc.topology, sc.workload, start_ns=1_700_000_000 * 10**9)
+    e.advance(2)
+    st = e.switch_states["leaf04"]
+    cong = st.interfaces["Ethernet4"].congestion
+    assert cong is not None
+    with GnmiServer({"leaf04": st}) as srv, client(srv.port) as gc:
+        r = gc.get(path=["/qos/interfaces/interface[interface-id=Ethernet4]/output/queues/queue[name=*]/state"],
+                   encoding="json_ietf")
+    got = {u["path"]: u["val"] for u in r["notification"][0]["update"]}
+    base = "qos/interfaces/interface[interface-id=Ethernet4]/output/queues/queue[name={q}]/state/{leaf}"
+    assert len(got) == 8 * 7
+    for leaf in ("transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-octets", "ecn-marked-pkts",
+                 "max-queue-len"):
+        assert [got[base.format(q=q, leaf=leaf)] for q in range(8)] == [str(v) for v in cong[leaf]]
+    assert int(got[base.format(q=3, leaf="ecn-marked-pkts")]) > 0
+    assert int(got[base.format(q=3, leaf="transmit-octets")]) == st.interfaces["Ethernet4"].counters["out-octets"]
+
+
 @pytest.mark.parametrize(("path", "encoding", "code"), [
     ("/interfaces/interface[name=Ethernet9]/state/counters", "json_ietf", grpc.StatusCode.NOT_FOUND),
+    ("/qos/interfaces/interface[interface-id=Ethernet1]/output/queues/queue[name=3]", "json_ietf",
+     grpc.StatusCode.NOT_FOUND),  # the congestion model is off: no queues
     ("/system/state/hostname", "json_ietf", grpc.StatusCode.NOT_FOUND),
     ("/interfaces/interface[name=Ethernet1]/bad name", "json_ietf", grpc.StatusCode.INVALID_ARGUMENT),
 ])
