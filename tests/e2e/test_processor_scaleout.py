@@ -148,6 +148,7 @@ def test_two_workers_and_a_failover_give_the_single_worker_output(tmp_path: Path
     # time every source streams, the output is a function of the records alone.
     steady = sorted({k[2] for k in one})[5]
     one = {k: v for k, v in one.items() if k[2] >= steady}
+    assert {k[4] for k in one} >= set(RESOLVERS), "both resolvers' outputs are compared"
     missing = sorted(set(one) - set(two))
     by_window = Counter((k[0].split(".")[1], k[2]) for k in missing)
     assert not missing, (f"{len(missing)} outputs of the single worker never came from the pair: {missing[:3]}; "
