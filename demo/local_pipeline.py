@@ -80,6 +80,9 @@ class PipelineOptions:
     line_protocol_file: Path | None = None
     workers: int = 1
     processor_args: Sequence[str] = ()
+    #: Extra ``flowtracer collect`` and ``flowtracer agent`` arguments (e.g. ``--metrics-port``).
+    collector_args: Sequence[str] = ()
+    agent_args: Sequence[str] = ()
     log_level: str = "info"
     #: Turn path tracing on in the agents: the ``sim`` transport at the simulator's trace responder on the
     #: model data plane, the ``kernel`` transport in each host's namespace on the kernel data plane.
@@ -169,12 +172,13 @@ class LocalPipeline:
             self.start_processors(o.resolvers)
             # Tansu has no idempotent producers: both producers are told so.
             self._spawn("collect", ["collect", "--topology", sim_topology, "--kafka", self.bootstrap,
-                                    "--no-idempotence", *self.kafka_config_args()])
+                                    "--no-idempotence", *self.kafka_config_args(), *o.collector_args])
             agent_config = ["--config", str(self.write_agent_config())] if o.agent_tracing else []
             self._spawn("agent", ["agent", *agent_config, "--source", "sim",
                                   "--sim-endpoints", str(self.run_dir / "ready.json"),
                                   "--topology", sim_topology, "--kafka", self.bootstrap, "--no-kafka-idempotence",
-                                  "--interval", f"{round(o.hop_s * 1000)}ms", *self.kafka_config_args()])
+                                  "--interval", f"{round(o.hop_s * 1000)}ms", *self.kafka_config_args(),
+                                  *o.agent_args])
             self.check()
         except BaseException:
             self.stop()

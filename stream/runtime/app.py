@@ -39,6 +39,7 @@ from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
 from flowtracer.stream.runtime.inputs import BadRecord
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
+from flowtracer.stream.runtime.stall_clock import StallClock
 from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.stages.emitted import Emitted
 
@@ -127,6 +128,12 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     ledger = commits.ledger
     contract_topic = {attributions: topics.ATTRIBUTIONS.name, group_fim: topics.GROUP_FIM.name}
     lock = asyncio.Lock()
+    # Windows are not waited out while the worker is cut off from Kafka: no source could reach it (stall_clock.py).
+    clock = StallClock(cfg.grace_ns)
+
+    def window_clock(wall: int) -> int:
+        # Which sources are behind is asked only while the clock has time to catch up (after a cut-off).
+        return clock.now(wall, commits.oldest_unreleased_ns, bool(clock.lag_ns) and proc.any_behind())
 
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> asyncio.Future[Any]:
         return await out[topic].send(key=key, value=value, partition=partition)  # type: ignore[return-value]
@@ -147,7 +154,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         for gb in e.group_fims:
             futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
         ticket = await commits.write(lines(e))  # waits out sink backpressure: nothing is dropped
-        commits.published(ticket, futures, e.tokens, proc.states_to_save())
+        commits.published(ticket, futures, e.tokens, proc.states_to_save(), at_ns=time.time_ns())
         for observe in proc.observers:
             observe(e)
         if e.fims:
@@ -162,7 +169,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
 
     async def step() -> None:
         async with lock:
-            e = proc.finalize(time.time_ns())
+            e = proc.finalize(window_clock(time.time_ns()))
             if e.windows:
                 await publish(e)
             await commits.drain_rejected()  # refused points go to the dead-letter topic before any commit past them
@@ -182,12 +189,14 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             m = event.message
             m.incref()  # acked by the ledger, in offset order, once every stage holding it published
             hold = ledger.receive(m.topic, m.partition, m.offset, event)
+            wall = time.time_ns()
+            clock.received(wall)
             try:
-                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, hold, time.time_ns(),
-                                    m.key)
+                holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, hold, wall, m.key,
+                                    window_clock(wall))
             except BadRecord as e:
                 # Held until the dead letter is acknowledged, like any output.
-                commits.published(0, [await dead_letter(event, str(e))], [hold])
+                commits.published(0, [await dead_letter(event, str(e))], [hold], at_ns=wall)
                 continue
             ledger.accepted(hold, holds)
             await step()

@@ -72,6 +72,7 @@ class Finalization:
     holds: list[Hold]
     states: list[StageState] = field(default_factory=list)
     saving: list[Ack] | None = None  # the state saves, once started
+    at_ns: int = 0  # when it was published (wall clock, ns)
 
 
 class CommitProtocol:
@@ -134,10 +135,15 @@ class CommitProtocol:
         return 0
 
     def published(self, ticket: int, outputs: list[Ack], holds: list[Hold],
-                  states: list[StageState] | None = None) -> None:
+                  states: list[StageState] | None = None, at_ns: int = 0) -> None:
         """Queue a finalization: its sink ticket (0: no lines), output futures, the input holds it
-        releases and the stage states to save once its outputs are durable."""
-        self.pending.append(Finalization(ticket, outputs, holds, list(states or [])))
+        releases, the stage states to save once its outputs are durable, and when it was published (ns)."""
+        self.pending.append(Finalization(ticket, outputs, holds, list(states or []), at_ns=at_ns))
+
+    @property
+    def oldest_unreleased_ns(self) -> int | None:
+        """When the oldest finalization not yet released was published (ns); None when every one is."""
+        return self.pending[0].at_ns if self.pending else None
 
     def release(self) -> list[Any]:
         """Release, in publish order, every finalization whose outputs are durable and whose states

@@ -209,9 +209,11 @@ class Processor:
         return out
 
     def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int,
-               key: bytes | None = None) -> int:
+               key: bytes | None = None, clock_ns: int | None = None) -> int:
         """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
 
+        ``now_ns`` is the wall clock (event times are checked against it), ``clock_ns`` the clock the window
+        rules wait by (:class:`~flowtracer.stream.runtime.stall_clock.StallClock`; default ``now_ns``).
         Raises BadRecord for records that belong in the dead-letter topic.
         """
         self.metrics.records.labels(topic).inc()
@@ -226,6 +228,7 @@ class Processor:
             ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
             self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
         late_before = self._late()
+        now_ns = now_ns if clock_ns is None else clock_ns
         holds = 0
         if isinstance(msg, flows_pb2.FlowBatch):
             holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
@@ -247,6 +250,10 @@ class Processor:
         if r is not None:
             self.metrics.clock(r)
             self.metrics.forget_clocks(self.clocks.observe(r))
+
+    def any_behind(self) -> bool:
+        """Whether a source of any stage is behind the others of its stage (``WindowTracker.behind``)."""
+        return any(s.tracker.behind() for s in self._stages())
 
     def _late(self) -> int:
         return sum(s.tracker.late for s in self._stages())

@@ -1,11 +1,12 @@
 """Faults under a running pipeline, against the simulator's ground truth: nothing is lost beyond what is counted.
 
-One run (module fixture, about 60 s) of an 8-host fabric with every stage a real ``flowtracer`` subprocess:
+A first run (module fixture, about 60 s) of an 8-host fabric with every stage a real ``flowtracer`` subprocess:
 - spine02's clock is 90 s ahead (``flowtracer sim --clock-skew``);
 - 15 s in, a forged CounterBatch stamped a day ahead is produced into the counters topic with leaf01's key;
 - 25 s in, the host agent is stopped with SIGTERM and started again 5 s later.
 The processor's Prometheus endpoint (its per-source clock skew included) is read before it is stopped; its outputs
 are read back from Kafka.
+A second run puts one switch's clock 90 s behind; a third cuts the broker off from every stage for 2 minutes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.testbed.tansu import TansuBroker
+from flowtracer.testbed.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 
@@ -79,12 +82,13 @@ def _consume(bootstrap: str) -> dict[str, list[bytes]]:
     return got
 
 
-def _options(tmp: Path, clock_skew: str) -> tuple[PipelineOptions, int]:
-    """An 8-host fabric (2 leaves, 2 spines), hash resolver, one switch's clock skewed; the metrics port."""
+def _options(tmp: Path, clock_skew: str | None) -> tuple[PipelineOptions, int]:
+    """An 8-host fabric (2 leaves, 2 spines), hash resolver, one switch's clock skewed (or none); the metrics port."""
     topo = tmp / "fabric8.yaml"
     topo.write_text(generate(FabricSpec(hosts=8, leaves=2, spines=2, name="ft8")).to_yaml())
     port = _free_port()
-    return PipelineOptions(topology=topo, partitions=4, resolvers=("hash",), sim_args=("--clock-skew", clock_skew),
+    return PipelineOptions(topology=topo, partitions=4, resolvers=("hash",),
+                           sim_args=("--clock-skew", clock_skew) if clock_skew else (),
                            processor_args=("--metrics-port", str(port))), port
 
 
@@ -204,21 +208,26 @@ def test_other_switches_stay_exact_and_nothing_is_late(faults: Faults) -> None:
     assert checked >= 0.9 * 20 * len(windows)  # 8 host links x 2 directions + 2 spine01 cables x 2 directions
 
 
-def test_agent_restart_counts_the_gap_and_does_not_double_count(faults: Faults) -> None:
-    start = faults.agent_back_at + WARMUP_HOPS * S
-    windows = sorted({pl.window_end_ns for pl in faults.path_loads if start < pl.window_end_ns <= faults.last_end})
-    assert len(windows) >= 10
+def _assert_path_bytes_match_the_ground_truth(f: Faults, windows: list[int]) -> None:
+    """Each path's bytes over ``windows`` (first to last window end) within 2% of the ground truth's."""
     got: dict[str, int] = defaultdict(int)
-    for pl in faults.path_loads:
+    for pl in {(pl.path_id, pl.window_end_ns): pl for pl in f.path_loads}.values():  # a replay rewrites a record
         if windows[0] <= pl.window_end_ns <= windows[-1]:
             got[pl.path_id] += pl.bytes
     truth: dict[str, int] = defaultdict(int)
-    for fw in faults.gt.flows_in(windows[0] - S, windows[-1]):
+    for fw in f.gt.flows_in(windows[0] - S, windows[-1]):
         for path in fw.paths:
             truth["|".join(path)] += fw.bytes // len(fw.paths)
     assert truth
     for pid, b in truth.items():
         assert got[pid] == pytest.approx(b, rel=0.02), pid
+
+
+def test_agent_restart_counts_the_gap_and_does_not_double_count(faults: Faults) -> None:
+    start = faults.agent_back_at + WARMUP_HOPS * S
+    windows = sorted({pl.window_end_ns for pl in faults.path_loads if start < pl.window_end_ns <= faults.last_end})
+    assert len(windows) >= 10
+    _assert_path_bytes_match_the_ground_truth(faults, windows)
     assert faults.metrics["flowtracer_processor_incomplete_windows"] > 0, "the gap is counted"
 
 
@@ -257,3 +266,117 @@ def test_switch_clock_behind_is_late_and_holds_nobody(slow_clock: Faults) -> Non
             assert ll.measured_bytes == f.gt.link_bytes(ll.window_start_ns, ll.window_end_ns).get(ll.link, 0)
             checked += 1
     assert checked >= 0.9 * 20 * len([w for w in windows if w <= f.last_end])
+
+
+OUTAGE_S = 120
+
+
+@dataclass
+class Outage:
+    faults: Faults
+    cut: tuple[int, int]  # wall clock (ns): broker cut off, broker back
+    buffered_at_end: dict[str, float]  # stage -> flowtracer_kafka_buffered just before the broker came back
+    sinks: dict[str, dict[str, float]]  # stage -> its /metrics after the catch-up
+    closed: dict[str, tuple[int, int]]  # stage -> (sent, dropped) its Kafka sink logged when it closed
+
+
+def _caught_up(pipeline: LocalPipeline, port: int, timeout_s: float) -> None:
+    """Wait until the processor finalizes windows of the present again (the backlog is done), at most timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pipeline.wait(2)
+        if _metrics(port).get("flowtracer_processor_last_window_end_seconds", 0) > time.time() - 8:
+            return
+
+
+def _sink_closed(log: Path) -> tuple[int, int]:
+    """(sent, dropped) from the Kafka sink's last "closed" line in a stage's log."""
+    found = re.findall(r"Kafka sink \S+ closed: (\d+) sent, (\d+) dropped", log.read_text(errors="replace"))
+    assert found, f"no Kafka sink summary in {log}"
+    return int(found[-1][0]), int(found[-1][1])
+
+
+@pytest.fixture(scope="module")
+def outage(tmp_path_factory: pytest.TempPathFactory) -> Outage:
+    """The broker unreachable for 2 minutes under a running pipeline (every stage at once), then back.
+
+    Tansu keeps its data in memory only: a restarted process would be a broker that lost every topic, offset and
+    group. So the broker runs on, and every client reaches it through a proxy (the address it advertises) that is
+    cut: open connections are reset and new ones refused on the same port, as when a broker is stopped.
+    """
+    tmp = tmp_path_factory.mktemp("outage")
+    options, port = _options(tmp, None)
+    sink_ports = {"collect": _free_port(), "agent": _free_port()}
+    options.collector_args = ("--metrics-port", str(sink_ports["collect"]))
+    options.agent_args = ("--metrics-port", str(sink_ports["agent"]))
+    tansu_port = _free_port()
+    with TcpProxy(tansu_port) as proxy:
+        broker = TansuBroker(tansu_port, advertise=proxy.address, log_dir=tmp)
+        with LocalPipeline(options, tmp / "run", broker=broker) as pipeline:
+            pipeline.wait(20)
+            cut_at = time.time_ns()
+            proxy.cut()
+            pipeline.wait(OUTAGE_S)  # every stage must stay up
+            buffered = {s: _metrics(p)["flowtracer_kafka_buffered"] for s, p in sink_ports.items()}
+            proxy.restore()
+            back_at = time.time_ns()
+            _caught_up(pipeline, port, timeout_s=120)
+            pipeline.wait(8)
+            metrics = _metrics(port)
+            sinks = {s: _metrics(p) for s, p in sink_ports.items()}
+            pipeline.stop_stages()
+            got = _consume(pipeline.bootstrap)
+    closed = {s: _sink_closed(pipeline.stage(s).log_path) for s in sink_ports}
+    f = _faults(pipeline, got, metrics, 0, back_at, (cut_at, back_at), tmp / "run")
+    return Outage(f, (cut_at, back_at), buffered, sinks, closed)
+
+
+def test_broker_outage_is_buffered_by_collector_and_agent_and_nothing_is_dropped(outage: Outage) -> None:
+    for stage in ("collect", "agent"):
+        assert outage.buffered_at_end[stage] >= 0.5 * OUTAGE_S, (stage, "buffered the outage's records")
+        m = outage.sinks[stage]
+        dropped = {k: v for k, v in m.items() if k.startswith("flowtracer_kafka_dropped_total")}
+        assert not any(dropped.values()), (stage, dropped)
+        assert m["flowtracer_kafka_buffered"] < 0.1 * outage.buffered_at_end[stage], (stage, "the backlog is delivered")
+        sent, dropped_at_close = outage.closed[stage]
+        assert dropped_at_close == 0 and sent > 0, (stage, outage.closed[stage])
+
+
+def test_outage_windows_are_finalized_with_exact_link_loads(outage: Outage) -> None:
+    """Every window of the outage (from 5 s before it to the end of the run) has every link's exact measured
+    bytes, once in value. (The windows of the pipeline's start are another matter: on a loaded machine a few of
+    them can be released before every switch streams.)"""
+    f = outage.faults
+    cut_at, back_at = outage.cut
+    windows = [t for t in f.gt.tick_ends if cut_at - 5 * S < t <= f.last_end]
+    during = [t for t in windows if cut_at < t < back_at]
+    assert len(during) >= OUTAGE_S - 5 and f.last_end > back_at + 10 * S, "the outage's windows and later ones"
+    values: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for ll in f.link_loads:
+        if ll.window_end_ns in windows:
+            assert ll.measured_valid, (ll.link, ll.window_end_ns)
+            values[ll.link, ll.window_end_ns].add(ll.measured_bytes)
+    links = {link for link, _ in values}
+    assert len(links) == 24  # 8 host links + 4 leaf-spine cables, both directions
+    missing = [(link, w) for link in links for w in windows if (link, w) not in values]
+    assert not missing, f"{len(missing)} link windows never finalized, e.g. {missing[:3]}"
+    for (link, w), got in values.items():
+        assert got == {f.gt.link_bytes(w - S, w).get(link, 0)}, (link, w, got)
+    # Nothing was waited out during the outage (the window clock stood still) and nothing came late after it;
+    # the only incomplete windows are of the pipeline's start.
+    assert f.metrics["flowtracer_processor_late_records"] == 0
+    log = (f.run_dir / "process-hash-0.log").read_text(errors="replace")
+    released = [int(w) for w in re.findall(r"window ending (\d+) released without", log)]
+    assert all(w <= cut_at - 5 * S for w in released), released
+    assert f.metrics["flowtracer_processor_incomplete_windows"] == len(released) < 20  # all of them are logged
+    assert "cut off from Kafka" in log, "the worker saw the outage"
+    assert not f.dead_letters
+
+
+def test_outage_flows_arrive_and_path_loads_match_the_ground_truth(outage: Outage) -> None:
+    """The agents' buffered flow records arrive: path loads of the outage's windows equal the ground truth."""
+    f = outage.faults
+    cut_at, back_at = outage.cut
+    windows = sorted({pl.window_end_ns for pl in f.path_loads if cut_at + S < pl.window_end_ns < back_at})
+    assert len(windows) >= OUTAGE_S - 5
+    _assert_path_bytes_match_the_ground_truth(f, windows)

@@ -6,7 +6,11 @@ SIGKILLed while the backlog is being processed. Every output record is keyed by 
 window): the two-worker run must produce every key the single worker did, and only identical
 values for it (replays rewrite the same records, they never change them), from the time every
 source is streaming. Rolling FIM samples too: the survivor continues from the stage state (last
-published window, rolling history) the victim saved in the Faust tables.
+published window, rolling history, resolver knowledge) the victim saved in the Faust tables.
+
+Both resolvers run side by side (their own app ids; outputs are told apart by their ``resolver``
+field): ``hash``, whose state is the stages' alone, and ``infer``, whose learned assignments and
+window history must also survive the kill for the survivor to give the single worker's output.
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ OUTPUTS = {topics.LINK_LOADS.name: (analytics_pb2.LinkLoad, "link"),
            topics.FIM.name: (analytics_pb2.FimSample, "group"),
            topics.COLLISIONS.name: (analytics_pb2.Collision, "group")}
 
-Key = tuple[str, str, int, int]  # topic, entity, window end, basis
+RESOLVERS = ("hash", "infer")
+Key = tuple[str, str, int, int, str]  # topic, entity, window end, basis, resolver
 
 
 def _key(topic: str, msg: object) -> Key:
     _, field = OUTPUTS[topic]
-    return (topic, getattr(msg, field), msg.window_end_ns, getattr(msg, "basis", 0))  # type: ignore[attr-defined]
+    return (topic, getattr(msg, field), msg.window_end_ns,  # type: ignore[attr-defined]
+            getattr(msg, "basis", 0), msg.resolver)  # type: ignore[attr-defined]
 
 
 def _drain(consumer: KafkaConsumer, quiet_s: float, until: float) -> dict[Key, set[bytes]]:
@@ -55,8 +61,8 @@ def _drain(consumer: KafkaConsumer, quiet_s: float, until: float) -> dict[Key, s
     return got
 
 
-def _fabric_windows(got: dict[Key, set[bytes]]) -> int:
-    return sum(1 for k in got if k[0] == topics.FIM.name and k[1] == "fabric")
+def _fabric_windows(got: dict[Key, set[bytes]], resolver: str) -> int:
+    return sum(1 for k in got if k[0] == topics.FIM.name and k[1] == "fabric" and k[4] == resolver)
 
 
 def _owned(worker: Stage) -> set[int]:
@@ -64,28 +70,40 @@ def _owned(worker: Stage) -> set[int]:
     return {int(p) for p in re.findall(r"(?:flows|links) stage of partition (\d+)", worker.log_path.read_text())}
 
 
-def _first_to_save(bootstrap: str, workers: list[Stage], got: dict[Key, set[bytes]], outputs: KafkaConsumer,
-                   until: float) -> Stage:
-    """The first worker owning a partition whose stage state is in the changelog (collecting outputs meanwhile)."""
+def _kill_first_to_save(bootstrap: str, apps: dict[str, list[Stage]], got: dict[Key, set[bytes]],
+                        outputs: KafkaConsumer, until: float) -> dict[str, tuple[Stage, int]]:
+    """SIGKILL, per app id, the first worker owning a partition whose stage state is in the app's changelog
+    (collecting outputs meanwhile); app id -> (the victim, its resolver's fabric windows output by then)."""
     changelog = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    topic = state_changelog_topic(ProcessorConfig.model_construct(app_id="pair"))
-    saved: set[int] = set()
+    app_of = {state_changelog_topic(ProcessorConfig.model_construct(app_id=a)): a for a in apps}
+    saved: dict[str, set[int]] = defaultdict(set)
+    killed: dict[str, tuple[Stage, int]] = {}
     try:
-        while time.monotonic() < until:
+        while time.monotonic() < until and len(killed) < len(apps):
             for k, v in _drain(outputs, quiet_s=0.1, until=time.monotonic() + 0.2).items():
                 got[k] |= v
-            if not changelog.assignment() and changelog.partitions_for_topic(topic):
-                tps = [TopicPartition(topic, p) for p in changelog.partitions_for_topic(topic)]
+            parts = {t: changelog.partitions_for_topic(t) for t in app_of}
+            if not changelog.assignment() and all(parts.values()):
+                tps = [TopicPartition(t, p) for t, ps in parts.items() for p in ps]
                 changelog.assign(tps)
                 changelog.seek_to_beginning(*tps)
-            for records in changelog.poll(timeout_ms=100).values():
-                saved |= {r.partition for r in records}
-            for w in workers:
-                if _owned(w) & saved:
-                    return w
+            for tp, records in changelog.poll(timeout_ms=100).items():
+                saved[app_of[tp.topic]] |= {r.partition for r in records}
+            for app, workers in apps.items():
+                victim = next((w for w in workers if _owned(w) & saved[app]), None)
+                if app not in killed and victim is not None:
+                    victim.proc.kill()  # no clean shutdown: un-acked records must be replayed by the survivor
+                    killed[app] = victim, _fabric_windows(got, _resolver(victim))
     finally:
         changelog.close()
-    raise AssertionError(f"no worker saved stage state in time: saved {saved}, owned {[_owned(w) for w in workers]}")
+    if len(killed) < len(apps):
+        raise AssertionError(f"no worker saved stage state in time: saved {dict(saved)}, "
+                             f"owned {[_owned(w) for ws in apps.values() for w in ws]}")
+    return killed
+
+
+def _resolver(worker: Stage) -> str:
+    return worker.args[list(worker.args).index("--resolver") + 1]
 
 
 def test_two_workers_and_a_failover_give_the_single_worker_output(tmp_path: Path) -> None:
@@ -101,31 +119,36 @@ def test_two_workers_and_a_failover_give_the_single_worker_output(tmp_path: Path
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
 
-        [single] = pipeline.start_processors(["hash"], workers=1, app_id="single")
-        one = _drain(consumer, quiet_s=15, until=time.monotonic() + 120)
-        single.stop()
-        assert _fabric_windows(one) >= RECORD_S - 8, "the single worker processed the recording"
+        singles = [w for r in RESOLVERS for w in pipeline.start_processors([r], workers=1, app_id=f"single-{r}")]
+        one = _drain(consumer, quiet_s=15, until=time.monotonic() + 150)
+        for w in singles:
+            w.stop()
+        for r in RESOLVERS:
+            assert _fabric_windows(one, r) >= RECORD_S - 8, f"the single {r} worker processed the recording"
 
-        workers = pipeline.start_processors(["hash"], workers=2, app_id="pair")
+        apps = {f"pair-{r}": pipeline.start_processors([r], workers=2, app_id=f"pair-{r}") for r in RESOLVERS}
         two: dict[Key, set[bytes]] = defaultdict(set)
         # Kill a worker as soon as one of the partitions it owns has saved stage state (it has published
         # a window there): the backlog goes fast, and the survivor must continue from that state.
-        victim = _first_to_save(pipeline.bootstrap, workers, two, consumer, until=time.monotonic() + 60)
-        survivor = workers[1 - workers.index(victim)]
-        assert _fabric_windows(two) < _fabric_windows(one), "the kill must happen mid-run"
-        victim.proc.kill()  # no clean shutdown: un-acked records must be replayed by the survivor
+        killed = _kill_first_to_save(pipeline.bootstrap, apps, two, consumer, until=time.monotonic() + 60)
+        for app, (victim, done) in killed.items():
+            assert done < _fabric_windows(one, _resolver(victim)), f"{app}: the kill must happen mid-run"
         for k, v in _drain(consumer, quiet_s=20, until=time.monotonic() + 150).items():
             two[k] |= v
-        survivor.stop()
+        survivors = [w for app, ws in apps.items() for w in ws if w is not killed[app][0]]
+        for w in survivors:
+            w.stop()
         consumer.close()
-        taken_over = survivor.log_path.read_text(errors="replace")
-    assert "restored, continuing after window end" in taken_over, "the survivor restored the victim's stages"
+    for w in survivors:
+        assert "restored, continuing after window end" in w.log_path.read_text(errors="replace"), \
+            f"the {_resolver(w)} survivor restored the victim's stages"
 
     # The recording's first windows hold partial instants (sources starting, baseline samples, an
     # instant split over two batches) whose outcome depends on the order topics are read in; from the
     # time every source streams, the output is a function of the records alone.
     steady = sorted({k[2] for k in one})[5]
     one = {k: v for k, v in one.items() if k[2] >= steady}
+    assert {k[4] for k in one} >= set(RESOLVERS), "both resolvers' outputs are compared"
     missing = sorted(set(one) - set(two))
     by_window = Counter((k[0].split(".")[1], k[2]) for k in missing)
     assert not missing, (f"{len(missing)} outputs of the single worker never came from the pair: {missing[:3]}; "

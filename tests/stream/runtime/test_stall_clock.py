@@ -1,0 +1,51 @@
+"""The window rules' clock stands still while the worker is cut off from Kafka, then catches up."""
+
+from __future__ import annotations
+
+from flowtracer.stream.runtime.stall_clock import StallClock
+
+S = 1_000_000_000
+
+
+def test_wall_clock_while_input_flows_or_outputs_are_acknowledged() -> None:
+    clock = StallClock(3 * S)
+    clock.received(100 * S)
+    assert clock.now(100 * S, None) == 100 * S
+    # The sources stopped, but every output is acknowledged: silent sources are waited out by the wall clock.
+    assert clock.now(200 * S, None) == 200 * S
+    # Input flows while a finalization waits for its acknowledgement: the wall clock too.
+    clock.received(201 * S)
+    assert clock.now(202 * S, 150 * S) == 202 * S
+
+
+def test_stands_still_while_cut_off_then_catches_up_at_twice_the_wall_rate() -> None:
+    clock = StallClock(3 * S)
+    clock.received(100 * S)
+    assert clock.now(100 * S, 100 * S) == 100 * S
+    assert clock.now(103 * S, 100 * S) == 103 * S  # not yet stalled for 3 s
+    seen = [clock.now(t * S, 100 * S) for t in range(104, 224)]  # the broker down for 2 minutes
+    assert seen == [103 * S] * len(seen), "stands still"
+    assert clock.lag_ns == 120 * S
+    clock.received(224 * S)  # the broker is back
+    assert clock.now(224 * S, 100 * S) == 105 * S  # the last second counts: input came in it
+    assert clock.now(234 * S, None) == 125 * S  # twice the wall rate
+    assert clock.now(344 * S, None) == 344 * S  # caught up: the wall clock again
+    assert clock.lag_ns == 0
+
+
+def test_never_goes_backwards() -> None:
+    clock = StallClock(S)
+    clock.received(0)
+    times = [clock.now(t * S // 2, 0 if t % 7 < 4 else None) for t in range(60)]
+    assert times == sorted(times)
+
+
+def test_does_not_catch_up_while_a_source_is_behind() -> None:
+    """The lagging rule times how long a source stays behind by this clock: catching up then would hasten it."""
+    clock = StallClock(S)
+    clock.received(0)
+    assert clock.now(S, 0) == S
+    assert clock.now(10 * S, 0) == S  # cut off
+    clock.received(11 * S)
+    assert clock.now(11 * S, None, behind=True) == 2 * S  # the wall rate
+    assert clock.now(12 * S, None, behind=False) == 4 * S  # twice the wall rate
