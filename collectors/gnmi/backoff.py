@@ -35,9 +35,17 @@ _CONFIG_CODES = {
 _TLS_MARKERS = ("certificate_verify_failed", "ssl handshake failed", "handshake failed", "certificate verify",
                 "tsi_protocol_failure", "wrong_version_number", "unknown ca", "self signed", "hostname mismatch",
                 "peer name")
-#: What grpc says when the switch closed the connection without a reason, e.g. when it rejected our
-#: client certificate during the TLS handshake (no alert reaches the client; see tls_diagnosis.py).
-SOCKET_CLOSED = "socket closed"
+#: What grpc says when the switch may have refused our TLS client side (our certificate): a TLS alert the
+#: switch sent (OpenSSL stacks: ``SSLV3_ALERT_CERTIFICATE_EXPIRED``, ``TLSV1_ALERT_UNKNOWN_CA``, ...),
+#: the alert arriving after a TLS 1.3 handshake (``Unwrap failed``), or no alert at all (grpc and
+#: BoringSSL servers just close: ``Socket closed``). tls_diagnosis.py then finds out which.
+_CLIENT_SIDE_MARKERS = ("_alert_", "unwrap failed", "socket closed")
+
+
+def may_refuse_client(details: str) -> bool:
+    """True when a failed connect's ``details`` fit a switch refusing our TLS client certificate."""
+    low = details.lower()
+    return any(m in low for m in _CLIENT_SIDE_MARKERS)
 
 
 def classify(code: grpc.StatusCode | None, details: str = "") -> tuple[ErrorClass, str, str]:
@@ -46,6 +54,9 @@ def classify(code: grpc.StatusCode | None, details: str = "") -> tuple[ErrorClas
         reason, hint = _CONFIG_CODES[code]  # type: ignore[index]
         return ErrorClass.CONFIG, reason, hint
     low = details.lower()
+    if code == grpc.StatusCode.UNAVAILABLE and "_alert_" in low:  # the switch's alert: it refused us, not we it
+        return ErrorClass.CONFIG, "client_cert_rejected", (
+            "TLS handshake failed: the switch refused our TLS client side (check tls.cert_file, tls.key_file)")
     if code == grpc.StatusCode.UNAVAILABLE and any(m in low for m in _TLS_MARKERS):
         return ErrorClass.CONFIG, "server_cert_untrusted", (
             "TLS handshake failed: the switch's certificate is not trusted or does not match (check tls.ca_file, "

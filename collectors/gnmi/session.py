@@ -40,7 +40,7 @@ from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
 from flowtracer.collectors.gnmi import tls_diagnosis
-from flowtracer.collectors.gnmi.backoff import SOCKET_CLOSED, Backoff, ErrorClass, classify
+from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify, may_refuse_client
 from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
@@ -193,11 +193,11 @@ class TargetSession:
         self.stats.state = State.STOPPED
 
     async def _explain(self, e: grpc.aio.AioRpcError) -> tuple[ErrorClass, str, str]:
-        """(error class, reason, hint) of a failed call; a TLS connection the switch closed while we
-        connected is checked for a refused client certificate (grpc cannot tell, see tls_diagnosis)."""
+        """(error class, reason, hint) of a failed call; a TLS connection the switch closed or refused
+        while we connected is checked for a refused client certificate (grpc cannot tell, see tls_diagnosis)."""
         details = e.details() or ""
         if (self.target.tls.enabled and self.stats.state is State.CONNECTING
-                and e.code() == grpc.StatusCode.UNAVAILABLE and SOCKET_CLOSED in details.lower()):
+                and e.code() == grpc.StatusCode.UNAVAILABLE and may_refuse_client(details)):
             verdict = await tls_diagnosis.diagnose(self.target.address, self.target.port, self.target.tls,
                                                    self.gnmi.connect_timeout)
             if verdict is not None:

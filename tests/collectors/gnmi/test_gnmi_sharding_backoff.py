@@ -42,6 +42,9 @@ def test_parse_shard() -> None:
     (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
      "Ssl handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED", ErrorClass.CONFIG,
      "server_cert_untrusted"),
+    (grpc.StatusCode.UNAVAILABLE, "last error: UNKNOWN: ipv4:127.0.0.1:1: Tls handshake failed (TSI_PROTOCOL_FAILURE): "
+     "SSL_ERROR_SSL: error:10000418:SSL routines:OPENSSL_internal:TLSV1_ALERT_UNKNOWN_CA: OK", ErrorClass.CONFIG,
+     "client_cert_rejected"),
     (grpc.StatusCode.UNAVAILABLE, "Connection refused", ErrorClass.TRANSIENT, "unreachable"),
     (grpc.StatusCode.DEADLINE_EXCEEDED, "", ErrorClass.TRANSIENT, "timeout"),
     (grpc.StatusCode.INTERNAL, "", ErrorClass.TRANSIENT, "stream_failed"),

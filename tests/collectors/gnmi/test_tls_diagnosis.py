@@ -4,14 +4,22 @@ is not there, and our own certificate names the cause."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import socket
+import ssl
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from gnmi_session_util import LoopThread, fast_gnmi, run_session, stop_session
 from gnmi_switches import make_switch
 from tls_certs import make_ca, make_client_cert, make_server_cert
+from waiting import wait_for
 
-from flowtracer.collectors.gnmi.config import Tls
+from flowtracer.collectors.gnmi.config import Backoff, Target, Tls
+from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.collectors.gnmi.tls_diagnosis import certificate_problem, client_side_verdict, refuses_client
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
 
@@ -46,3 +54,64 @@ def test_verdict_names_the_cause_and_the_file(tmp_path: Path) -> None:
     reason, hint = client_side_verdict(Tls(enabled=True, cert_file=valid[0], key_file=valid[1]), now)
     assert reason == "client_cert_rejected" and "issuer CN=ca" in hint
     assert client_side_verdict(Tls(enabled=True), now)[0] == "client_cert_missing"
+
+
+@contextlib.contextmanager
+def openssl_tls_server(cert: Path, key: Path, client_ca: Path, version: ssl.TLSVersion) -> Iterator[int]:
+    """A TLS server on OpenSSL (Python's ssl) that requires a client certificate and, unlike grpc's, sends the
+    TLS alert when it refuses one, as many switch stacks do; it never gets as far as gNMI. Yields its port."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.maximum_version = version
+    ctx.load_cert_chain(cert, key)
+    ctx.load_verify_locations(client_ca)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.set_alpn_protocols(["h2"])
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.settimeout(2)
+            with conn, contextlib.suppress(OSError):
+                ctx.wrap_socket(conn, server_side=True).recv(16)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes accept(); close() alone does not
+        listener.close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+def test_switches_that_send_tls_alerts_are_diagnosed_too(tmp_path: Path, version: ssl.TLSVersion) -> None:
+    """grpc reports an OpenSSL switch's refusal as ``..._ALERT_...`` (TLS 1.2) or ``Unwrap failed`` (TLS 1.3),
+    not ``Socket closed``: the session still names the cause from our certificate."""
+    ca, ca_key, ca_cert = make_ca(tmp_path, "ca")
+    _, other_key, other_cert = make_ca(tmp_path, "other-ca")
+    cert, key = make_server_cert(tmp_path, ca_key, ca_cert)
+    clients = {"client_cert_expired": make_client_cert(tmp_path, ca_key, ca_cert, "old", expired=True),
+               "client_cert_rejected": make_client_cert(tmp_path, other_key, other_cert, "foreign"),
+               "client_cert_missing": None}
+    gnmi = fast_gnmi(backoff=Backoff(base=0.2, cap=1.0, reset_after=5.0, slow_retry=1.0))
+    lt = LoopThread()
+    with openssl_tls_server(cert, key, ca, version) as port:
+        sessions = {reason: TargetSession(Target(name=reason, address="127.0.0.1", port=port, tls=Tls(
+            enabled=True, ca_file=ca, server_name="switch.test", cert_file=c[0] if c else None,
+            key_file=c[1] if c else None)), gnmi, collector_id="t", emit=lambda b: None)
+            for reason, c in clients.items()}
+        futures = {reason: run_session(s, lt) for reason, s in sessions.items()}
+        try:
+            wait_for(lambda: all(s.stats.failures for s in sessions.values()), 10, "every session to fail once")
+        finally:
+            for reason, s in sessions.items():
+                stop_session(s, futures[reason], lt)
+            lt.close()
+    for reason, s in sessions.items():
+        assert set(s.stats.failures) == {reason}, (version, reason, s.stats.last_error)
+        assert s.stats.last_error_class == "config"
