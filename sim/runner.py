@@ -241,7 +241,7 @@ class SimRunner:
         assert self.engine is not None
         o = self.options
         states = self.engine.switch_states
-        creds = _credentials(self.topology.defaults.credentials)
+        creds = _credentials(self.topology.defaults.credentials, "defaults")
         offsets = {name: round(seconds * 1e9) for name, seconds in o.clock_skew}
         unknown = sorted(set(offsets) - set(states))
         if unknown:
@@ -255,7 +255,7 @@ class SimRunner:
             return
         for sw in self.topology.switches:
             port = sw.gnmi.port if (o.gnmi_ports == "topology" and sw.gnmi is not None) else 0
-            sw_creds = _credentials(sw.gnmi.credentials) if sw.gnmi is not None else None
+            sw_creds = _credentials(sw.gnmi.credentials, f"switch {sw.name}") if sw.gnmi is not None else None
             server = GnmiServer({sw.name: states[sw.name]}, o.gnmi_address, port, default_target=sw.name,
                                 tls=o.gnmi_tls, credentials=sw_creds or creds,
                                 cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets)
@@ -295,11 +295,16 @@ def _freeze(hs: HostState) -> HostState:
                          {k: copy.copy(v) for k, v in hs.ports.items()}, list(hs.nccl_log), hs.timestamp_ns)
 
 
-def _credentials(c: Credentials) -> tuple[str, str] | None:
-    """(username, password) a topology credential reference resolves to, or None if incomplete."""
+def _credentials(c: Credentials, where: str) -> tuple[str, str] | None:
+    """(username, password) a topology credential reference resolves to, or None if incomplete.
+
+    A reference whose variable or file is missing is logged (one line naming it): those switches then
+    check no password, which a test expecting UNAUTHENTICATED would otherwise never learn.
+    """
     try:
         resolved = c.resolve()
-    except SecretError:
+    except SecretError as e:
+        log.warning("topology %s: %s; those simulated switches check no password", where, e)
         return None
     if resolved is None or not resolved[0] or not resolved[1].get_secret_value():
         return None

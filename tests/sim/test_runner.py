@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -142,3 +143,17 @@ def test_gnmi_over_mutual_tls_with_the_topology_password(tmp_path: Path, monkeyp
                 except grpc.RpcError as e:
                     got[case] = e.code().name  # type: ignore[attr-defined]
     assert got == {"good": "OK", "no client certificate": "UNAVAILABLE", "wrong password": "UNAUTHENTICATED"}
+
+
+def test_a_missing_topology_password_is_logged_not_silent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("T_SIM_GNMI_UNSET", raising=False)
+    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
+    topo = topo.model_copy(update={"defaults": topo.defaults.model_copy(update={
+        "credentials": Credentials(username="admin", password_env="T_SIM_GNMI_UNSET")})})
+    options = RunnerOptions(tick_s=0.25, gnmi_ports="free", duration_s=30, ground_truth=False, host_views=False)
+    caplog.set_level(logging.WARNING, logger="flowtracer.sim")
+    with SimRunner(topo, preset("ring-allreduce", size="16MiB", channels=1), tmp_path / "run", options):
+        pass
+    assert ("topology defaults: credentials.password_env: environment variable T_SIM_GNMI_UNSET is not set; "
+            "those simulated switches check no password") in caplog.text
