@@ -15,6 +15,7 @@ from tls_certs import make_ca, make_client_cert, make_server_cert
 from waiting import wait_for
 
 from flowtracer.schemas.security import Credentials
+from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import preset
@@ -115,6 +116,13 @@ def test_duration_ends_the_run_and_a_taken_port_is_a_clear_error(tmp_path: Path)
         holder.stop()
 
 
+def fabric_with_password_env(variable: str) -> Topology:
+    """A 4-host fabric whose switches' gNMI password is the environment variable ``variable`` (user admin)."""
+    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
+    return topo.model_copy(update={"defaults": topo.defaults.model_copy(update={
+        "credentials": Credentials(username="admin", password_env=variable)})})
+
+
 def test_gnmi_over_mutual_tls_with_the_topology_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``gnmi_tls`` with a client CA: a client certificate signed by it and the topology's password are
     required; the password comes from the environment variable the topology names."""
@@ -122,9 +130,7 @@ def test_gnmi_over_mutual_tls_with_the_topology_password(tmp_path: Path, monkeyp
     cert, key = make_server_cert(tmp_path, ca_key, ca_cert)
     client_cert, client_key = make_client_cert(tmp_path, ca_key, ca_cert)
     monkeypatch.setenv("T_SIM_GNMI_PW", "sim-pass-1")
-    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
-    topo = topo.model_copy(update={"defaults": topo.defaults.model_copy(update={
-        "credentials": Credentials(username="admin", password_env="T_SIM_GNMI_PW")})})
+    topo = fabric_with_password_env("T_SIM_GNMI_PW")
     options = RunnerOptions(tick_s=0.25, gnmi_ports="free", duration_s=30, ground_truth=False, host_views=False,
                             gnmi_tls=TlsFiles(cert, key, ca_file=ca))
     root = ca.read_bytes()
@@ -148,9 +154,7 @@ def test_gnmi_over_mutual_tls_with_the_topology_password(tmp_path: Path, monkeyp
 def test_a_missing_topology_password_is_logged_not_silent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.delenv("T_SIM_GNMI_UNSET", raising=False)
-    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
-    topo = topo.model_copy(update={"defaults": topo.defaults.model_copy(update={
-        "credentials": Credentials(username="admin", password_env="T_SIM_GNMI_UNSET")})})
+    topo = fabric_with_password_env("T_SIM_GNMI_UNSET")
     options = RunnerOptions(tick_s=0.25, gnmi_ports="free", duration_s=30, ground_truth=False, host_views=False)
     caplog.set_level(logging.WARNING, logger="flowtracer.sim")
     with SimRunner(topo, preset("ring-allreduce", size="16MiB", channels=1), tmp_path / "run", options):
