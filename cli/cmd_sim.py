@@ -47,6 +47,7 @@ from flowtracer.sim.fabric.workload import (
 from flowtracer.sim.kernel.netns import KernelFabricError, missing_capability
 from flowtracer.sim.kernel.plan import PlanError
 from flowtracer.sim.runner import RunnerOptions, SimRunner, run_for
+from flowtracer.sim.switches.server import TlsFiles
 
 
 def _converter(fn: Any, name: str) -> click.ParamType:
@@ -133,12 +134,20 @@ def build_workload(workload: str, overrides: dict[str, Any]) -> Workload:
 @click.option("--clock-skew", "clock_skew", multiple=True, metavar="SWITCH=[+|-]DURATION",
               help="That switch's clock is off by this much (e.g. leaf01=+90s, spine02=-90s): every timestamp its "
                    "gNMI server sends is skewed; repeatable.")
+@click.option("--gnmi-tls-cert", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Serve gNMI over TLS with this PEM certificate (with --gnmi-tls-key).")
+@click.option("--gnmi-tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The PEM private key of --gnmi-tls-cert.")
+@click.option("--gnmi-client-ca", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Require a client certificate signed by this PEM CA (mutual TLS; with --gnmi-tls-cert). "
+                   "Passwords: the topology's credentials (env or file), never here.")
 def sim(topology_file: Path, workload: str, duration: float | None, tick: float, out_dir: Path | None,
         size: int | None, channels: int | None, qps_per_connection: int | None, compute_gap: float | None,
         nodes: int | None, nics_per_node: int | None, background_flows: int | None, background_rate: int | None,
         seed: int | None, gnmi_address: str, gnmi_ports: str, shared_port: int | None, counter32: bool,
         qpn_reuse: bool, no_ground_truth: bool, no_host_views: bool, no_coll_log: bool, dataplane: str,
-        scale: float | None, icmp_limits: str, clock_skew: tuple[str, ...] = ()) -> None:
+        scale: float | None, icmp_limits: str, clock_skew: tuple[str, ...] = (), gnmi_tls_cert: Path | None = None,
+        gnmi_tls_key: Path | None = None, gnmi_client_ca: Path | None = None) -> None:
     """Run the simulated fabric; print one JSON line when ready; stop on SIGINT/SIGTERM or --duration."""
     try:
         topo = load_topology(topology_file)
@@ -152,6 +161,11 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
         skews = tuple(parse_clock_skew(text, {sw.name for sw in topo.switches}) for text in clock_skew)
     except ValueError as e:
         click.echo(f"flowtracer sim: --clock-skew {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    try:
+        tls = gnmi_tls_files(gnmi_tls_cert, gnmi_tls_key, gnmi_client_ca)
+    except ValueError as e:
+        click.echo(f"flowtracer sim: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     if tick <= 0:
         click.echo("flowtracer sim: --tick must be positive", err=True)
@@ -176,7 +190,7 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
                             host_views=not no_host_views, counter32=counter32, qpn_reuse=qpn_reuse,
                             coll_log=not no_coll_log, dataplane=dataplane,  # type: ignore[arg-type]
                             scale=scale, icmp_limits=icmp_limits,  # type: ignore[arg-type]
-                            clock_skew=skews)
+                            clock_skew=skews, gnmi_tls=tls)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
@@ -210,3 +224,22 @@ def parse_clock_skew(text: str, switches: set[str]) -> tuple[str, float]:
         raise ValueError(f"{text!r}: expected SWITCH=[+|-]DURATION with SWITCH one of the topology's switches")
     sign = -1.0 if value.startswith("-") else 1.0
     return name, sign * parse_duration(value.lstrip("+-"))
+
+
+def gnmi_tls_files(cert: Path | None, key: Path | None, client_ca: Path | None) -> TlsFiles | None:
+    """The gNMI servers' TLS files from the options, each checked readable; None = plaintext.
+    ValueError names the option and file that is wrong."""
+    if cert is None and key is None and client_ca is None:
+        return None
+    if cert is None or key is None:
+        raise ValueError("--gnmi-tls-cert and --gnmi-tls-key go together (--gnmi-client-ca needs both)")
+    for option, path in (("--gnmi-tls-cert", cert), ("--gnmi-tls-key", key), ("--gnmi-client-ca", client_ca)):
+        if path is None:
+            continue
+        try:
+            head = path.read_bytes()[:4096]
+        except OSError as e:
+            raise ValueError(f"{option}: cannot read {path}: {e.strerror}") from None
+        if b"-----BEGIN " not in head:
+            raise ValueError(f"{option}: {path} is not a PEM file")
+    return TlsFiles(cert, key, client_ca)

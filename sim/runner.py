@@ -31,7 +31,7 @@ from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.hosts.state import HostState
 from flowtracer.sim.hosts.trace_responder import ResponderLimits, TraceResponder
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
-from flowtracer.sim.switches.server import GnmiServer
+from flowtracer.sim.switches.server import GnmiServer, TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,10 @@ class RunnerOptions:
     #: (switch, seconds) pairs: that switch's clock is off by this much (> 0: ahead); every timestamp its
     #: gNMI server sends is skewed, the ground truth is not (docs/operations.md, fault table).
     clock_skew: tuple[tuple[str, float], ...] = ()
+    #: Serve gNMI over TLS with this certificate and key; with its ``ca_file`` clients must present a
+    #: certificate signed by it (mutual TLS). None = plaintext. Usernames/passwords come from the topology's
+    #: ``credentials`` (env or file), as the collector's do.
+    gnmi_tls: TlsFiles | None = None
 
 
 class SimRunner:
@@ -237,13 +241,13 @@ class SimRunner:
         assert self.engine is not None
         o = self.options
         states = self.engine.switch_states
-        creds = _credentials(self.topology.defaults.credentials)
+        creds = _credentials(self.topology.defaults.credentials, "defaults")
         offsets = {name: round(seconds * 1e9) for name, seconds in o.clock_skew}
         unknown = sorted(set(offsets) - set(states))
         if unknown:
             raise ValueError(f"clock skew for unknown switch(es) {', '.join(unknown)}")
         if o.shared_port is not None:
-            server = GnmiServer(states, o.gnmi_address, o.shared_port, credentials=creds,
+            server = GnmiServer(states, o.gnmi_address, o.shared_port, credentials=creds, tls=o.gnmi_tls,
                                 cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets)
             port = server.start()
             self.servers.append(server)
@@ -251,10 +255,10 @@ class SimRunner:
             return
         for sw in self.topology.switches:
             port = sw.gnmi.port if (o.gnmi_ports == "topology" and sw.gnmi is not None) else 0
-            sw_creds = _credentials(sw.gnmi.credentials) if sw.gnmi is not None else None
+            sw_creds = _credentials(sw.gnmi.credentials, f"switch {sw.name}") if sw.gnmi is not None else None
             server = GnmiServer({sw.name: states[sw.name]}, o.gnmi_address, port, default_target=sw.name,
-                                credentials=sw_creds or creds, cancel_on_half_close=o.cancel_on_half_close,
-                                clock_offsets=offsets)
+                                tls=o.gnmi_tls, credentials=sw_creds or creds,
+                                cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets)
             bound = server.start()
             self.servers.append(server)
             self.endpoints[sw.name] = f"{o.gnmi_address}:{bound}"
@@ -291,11 +295,16 @@ def _freeze(hs: HostState) -> HostState:
                          {k: copy.copy(v) for k, v in hs.ports.items()}, list(hs.nccl_log), hs.timestamp_ns)
 
 
-def _credentials(c: Credentials) -> tuple[str, str] | None:
-    """(username, password) a topology credential reference resolves to, or None if incomplete."""
+def _credentials(c: Credentials, where: str) -> tuple[str, str] | None:
+    """(username, password) a topology credential reference resolves to, or None if incomplete.
+
+    A reference whose variable or file is missing is logged (one line naming it): those switches then
+    check no password, which a test expecting UNAUTHENTICATED would otherwise never learn.
+    """
     try:
         resolved = c.resolve()
-    except SecretError:
+    except SecretError as e:
+        log.warning("topology %s: %s; those simulated switches check no password", where, e)
         return None
     if resolved is None or not resolved[0] or not resolved[1].get_secret_value():
         return None

@@ -10,7 +10,7 @@ cancel their calls, open batches are emitted, and the sink is flushed.
 Metrics (own registry; /metrics and /healthz when ``metrics.port`` is set), per target label
 ``target``: ``flowtracer_gnmi_target_up``, ``..._seconds_since_last_update``,
 ``..._updates_total`` (counter values received), ``..._updates_per_second`` (process, last
-10 s), ``..._reconnects_total``, ``..._decode_errors_total``,
+10 s), ``..._reconnects_total``, ``..._connection_failures_total{reason}``, ``..._decode_errors_total``,
 ``..._malformed_messages_total{reason}`` (messages skipped, the stream kept), ``..._batches_total``,
 ``..._samples_dropped_total{reason}``, ``..._target_info{state,error_class}``; Kafka:
 ``flowtracer_kafka_sent_ok_total``, ``..._send_failed_total``, ``..._dropped_total{reason}``,
@@ -174,6 +174,9 @@ class _GnmiMetrics(Collector):
                                  labels=["target", "state", "error_class"])
         upd = CounterMetricFamily(f"{p}_updates", "Counter values received.", labels=["target"])
         rec = CounterMetricFamily(f"{p}_reconnects", "Sessions that ended and were retried.", labels=["target"])
+        fail = CounterMetricFamily(f"{p}_connection_failures", "Failed connection attempts and ended sessions, "
+                                   "by reason (credentials, server_cert_untrusted, client_cert_*, ...).",
+                                   labels=["target", "reason"])
         dec = CounterMetricFamily(f"{p}_decode_errors", "Updates that could not be decoded.", labels=["target"])
         bad = CounterMetricFamily(f"{p}_malformed_messages", "Messages skipped because they could not be read, "
                                   "by reason (unparseable, undecodable); the stream goes on.",
@@ -190,6 +193,8 @@ class _GnmiMetrics(Collector):
             info.add_metric([t, st.state.value, st.last_error_class], 1.0)
             upd.add_metric([t], st.counter_updates)
             rec.add_metric([t], st.reconnects)
+            for reason, n in sorted(st.failures.items()):
+                fail.add_metric([t, reason], n)
             dec.add_metric([t], st.decode_errors)
             for reason, n in sorted(st.malformed.items()):
                 bad.add_metric([t, reason], n)
@@ -202,4 +207,4 @@ class _GnmiMetrics(Collector):
             late.add_metric([t], a.stats.late)
         rate = GaugeMetricFamily(f"{p}_updates_per_second", "Counter values received per second (last 10 s).")
         rate.add_metric([], self.svc.updates_per_second())
-        yield from (up, since, info, upd, rec, dec, bad, bat, drop, late, rate)
+        yield from (up, since, info, upd, rec, fail, dec, bad, bat, drop, late, rate)

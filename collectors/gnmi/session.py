@@ -13,8 +13,10 @@
    never ends the stream.
 3. a watchdog cancels the call when nothing arrived for the liveness timeout (a stalled stream:
    TCP alive, switch silent), including before the first sync_response.
-4. on failure: classify the gRPC status, log one clear line, wait (exponential backoff with
-   jitter; slow retry for configuration-class errors), and go to 1 with a new session number.
+4. on failure: classify the gRPC status (a TLS target whose switch closed the connection while we
+   connected is checked for a refused client certificate, ``tls_diagnosis``), count it by reason,
+   log one clear line naming the target and the cause, wait (exponential backoff with jitter; slow
+   retry for configuration-class errors), and go to 1 with a new session number.
    Deltas never span two sessions: the first sample after a reconnect is a BASELINE.
 
 On stop the call is cancelled (RST_STREAM, so the switch stops sending) and the channel closed.
@@ -37,7 +39,8 @@ from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeRequest, Subsc
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
-from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify
+from flowtracer.collectors.gnmi import tls_diagnosis
+from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify, may_refuse_client
 from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
@@ -89,6 +92,9 @@ class SessionStats:
     up_since: float = 0.0
     last_error: str = ""
     last_error_class: str = ""
+    #: Failed attempts and ended sessions by reason (``backoff.classify``, ``tls_diagnosis``, and
+    #: ``config``, ``rejected_target``, ``stalled``, ``stream_ended``, ``unexpected``).
+    failures: dict[str, int] = field(default_factory=dict)
 
 
 class TargetSession:
@@ -139,7 +145,7 @@ class TargetSession:
             return
         slots = connect_slots or asyncio.Semaphore(1)
         while not self._stop.is_set():
-            error_class = ErrorClass.TRANSIENT
+            error_class, reason = ErrorClass.TRANSIENT, "stream_ended"
             try:
                 await self._attempt(slots)
                 raise StreamEnded("the switch ended the stream")
@@ -148,24 +154,27 @@ class TargetSession:
                     break
                 raise
             except ConfigError as e:
-                error_class, msg = ErrorClass.CONFIG, f"configuration: {e}"
+                error_class, reason, msg = ErrorClass.CONFIG, "config", f"configuration: {e}"
             except TargetRejected as e:
-                error_class, msg = ErrorClass.CONFIG, str(e)
+                error_class, reason, msg = ErrorClass.CONFIG, "rejected_target", str(e)
             except grpc.aio.AioRpcError as e:
                 if self._stop.is_set():
                     break
                 if self._stalled:
+                    reason = "stalled"
                     msg = f"stalled: no message for {self.liveness_s:.1f} s (liveness timeout); reconnecting"
                 else:
-                    error_class, hint = classify(e.code(), e.details() or "")
+                    error_class, reason, hint = await self._explain(e)
                     msg = f"{e.code().name}: {hint}: {e.details()}"
             except (StreamEnded, Stalled, ConnectionError, OSError) as e:
                 if self._stop.is_set():
                     break
+                reason = ("stalled" if isinstance(e, Stalled) else "stream_ended" if isinstance(e, StreamEnded)
+                          else "unreachable")
                 msg = str(e)
             except Exception as e:  # a bug or a malformed message must not end collection
                 log.exception("gNMI %s: unexpected error", self.where)
-                msg = f"unexpected error: {e!r}"
+                reason, msg = "unexpected", f"unexpected error: {e!r}"
             finally:
                 await self._close_call()
             if self._stop.is_set():
@@ -174,13 +183,26 @@ class TargetSession:
             delay = self.gnmi.backoff.slow_retry if error_class is ErrorClass.CONFIG else self.backoff.next_delay()
             self.stats.state, self.stats.up_since = State.BACKOFF, 0.0
             self.stats.last_error, self.stats.last_error_class = msg, error_class.value
+            self.stats.failures[reason] = self.stats.failures.get(reason, 0) + 1
             level = logging.ERROR if error_class is ErrorClass.CONFIG else logging.WARNING
-            log.log(level, "gNMI %s: %s; retrying in %.1f s", self.where, msg, delay)
+            log.log(level, "gNMI %s: %s [%s]; retrying in %.1f s", self.where, msg, reason, delay)
             self.stats.reconnects += 1
             if await self._sleep(delay):
                 break
         self._flush_emit()
         self.stats.state = State.STOPPED
+
+    async def _explain(self, e: grpc.aio.AioRpcError) -> tuple[ErrorClass, str, str]:
+        """(error class, reason, hint) of a failed call; a TLS connection the switch closed or refused
+        while we connected is checked for a refused client certificate (grpc cannot tell, see tls_diagnosis)."""
+        details = e.details() or ""
+        if (self.target.tls.enabled and self.stats.state is State.CONNECTING
+                and e.code() == grpc.StatusCode.UNAVAILABLE and may_refuse_client(details)):
+            verdict = await tls_diagnosis.diagnose(self.target.address, self.target.port, self.target.tls,
+                                                   self.gnmi.connect_timeout)
+            if verdict is not None:
+                return ErrorClass.CONFIG, *verdict
+        return classify(e.code(), details)
 
     async def _sleep(self, seconds: float) -> bool:
         """Sleep, or return True early when stopped."""

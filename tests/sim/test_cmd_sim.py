@@ -56,6 +56,9 @@ def test_workload_file_with_overrides(topo_file: Path, tmp_path: Path) -> None:
     (["--workload", "ring-allreduce", "--nodes", "9"], "jobs[0].hosts: 9 hosts asked for, the topology has 4"),
     (["--clock-skew", "nosuchswitch=+90s"], "--clock-skew 'nosuchswitch=+90s': expected SWITCH=[+|-]DURATION"),
     (["--clock-skew", "leaf01"], "--clock-skew 'leaf01': expected SWITCH=[+|-]DURATION"),
+    (["--gnmi-client-ca", "ca.pem"], "--gnmi-tls-cert and --gnmi-tls-key go together"),
+    (["--gnmi-tls-cert", "missing.pem", "--gnmi-tls-key", "missing.key"],
+     "--gnmi-tls-cert: cannot read missing.pem: No such file or directory"),
 ])
 def test_bad_input_exits_2_with_one_line(topo_file: Path, tmp_path: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(sim, ["--topology", str(topo_file), "--gnmi-ports", "free", "--out",

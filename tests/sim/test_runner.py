@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
+import grpc
 import pytest
 from pygnmi.client import gNMIclient
+from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest
+from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
+from tls_certs import make_ca, make_client_cert, make_server_cert
 from waiting import wait_for
 
+from flowtracer.schemas.security import Credentials
+from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.runner import RunnerOptions, SimRunner
+from flowtracer.sim.switches.server import TlsFiles
 
 COUNTERS = "/interfaces/interface[name=Ethernet3]/state/counters"
 
@@ -106,3 +114,50 @@ def test_duration_ends_the_run_and_a_taken_port_is_a_clear_error(tmp_path: Path)
         assert busy.servers == [] and busy.done.is_set()
     finally:
         holder.stop()
+
+
+def fabric_with_password_env(variable: str) -> Topology:
+    """A 4-host fabric whose switches' gNMI password is the environment variable ``variable`` (user admin)."""
+    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
+    return topo.model_copy(update={"defaults": topo.defaults.model_copy(update={
+        "credentials": Credentials(username="admin", password_env=variable)})})
+
+
+def test_gnmi_over_mutual_tls_with_the_topology_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gnmi_tls`` with a client CA: a client certificate signed by it and the topology's password are
+    required; the password comes from the environment variable the topology names."""
+    ca, ca_key, ca_cert = make_ca(tmp_path, "ca")
+    cert, key = make_server_cert(tmp_path, ca_key, ca_cert)
+    client_cert, client_key = make_client_cert(tmp_path, ca_key, ca_cert)
+    monkeypatch.setenv("T_SIM_GNMI_PW", "sim-pass-1")
+    topo = fabric_with_password_env("T_SIM_GNMI_PW")
+    options = RunnerOptions(tick_s=0.25, gnmi_ports="free", duration_s=30, ground_truth=False, host_views=False,
+                            gnmi_tls=TlsFiles(cert, key, ca_file=ca))
+    root = ca.read_bytes()
+    with_cert = grpc.ssl_channel_credentials(root, client_key.read_bytes(), client_cert.read_bytes())
+    cases = {"good": (with_cert, "sim-pass-1"), "no client certificate": (grpc.ssl_channel_credentials(root),
+             "sim-pass-1"), "wrong password": (with_cert, "nope")}
+    got: dict[str, str] = {}
+    with SimRunner(topo, preset("ring-allreduce", size="16MiB", channels=1), tmp_path / "run", options) as runner:
+        for case, (creds, password) in cases.items():
+            with grpc.secure_channel(runner.endpoints["leaf01"], creds,
+                                     options=[("grpc.ssl_target_name_override", "switch.test")]) as channel:
+                try:
+                    gNMIStub(channel).Capabilities(CapabilityRequest(), timeout=5,
+                                                   metadata=(("username", "admin"), ("password", password)))
+                    got[case] = "OK"
+                except grpc.RpcError as e:
+                    got[case] = e.code().name  # type: ignore[attr-defined]
+    assert got == {"good": "OK", "no client certificate": "UNAVAILABLE", "wrong password": "UNAUTHENTICATED"}
+
+
+def test_a_missing_topology_password_is_logged_not_silent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("T_SIM_GNMI_UNSET", raising=False)
+    topo = fabric_with_password_env("T_SIM_GNMI_UNSET")
+    options = RunnerOptions(tick_s=0.25, gnmi_ports="free", duration_s=30, ground_truth=False, host_views=False)
+    caplog.set_level(logging.WARNING, logger="flowtracer.sim")
+    with SimRunner(topo, preset("ring-allreduce", size="16MiB", channels=1), tmp_path / "run", options):
+        pass
+    assert ("topology defaults: credentials.password_env: environment variable T_SIM_GNMI_UNSET is not set; "
+            "those simulated switches check no password") in caplog.text

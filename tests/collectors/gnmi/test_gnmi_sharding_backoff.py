@@ -34,20 +34,24 @@ def test_parse_shard() -> None:
             parse_shard(bad)
 
 
-@pytest.mark.parametrize(("code", "details", "cls"), [
-    (grpc.StatusCode.UNAUTHENTICATED, "", ErrorClass.CONFIG),
-    (grpc.StatusCode.PERMISSION_DENIED, "", ErrorClass.CONFIG),
-    (grpc.StatusCode.INVALID_ARGUMENT, "", ErrorClass.CONFIG),
-    (grpc.StatusCode.UNIMPLEMENTED, "", ErrorClass.CONFIG),
+@pytest.mark.parametrize(("code", "details", "cls", "reason"), [
+    (grpc.StatusCode.UNAUTHENTICATED, "", ErrorClass.CONFIG, "credentials"),
+    (grpc.StatusCode.PERMISSION_DENIED, "", ErrorClass.CONFIG, "permission"),
+    (grpc.StatusCode.INVALID_ARGUMENT, "", ErrorClass.CONFIG, "subscription"),
+    (grpc.StatusCode.UNIMPLEMENTED, "", ErrorClass.CONFIG, "unimplemented"),
     (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
-     "Ssl handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED", ErrorClass.CONFIG),
-    (grpc.StatusCode.UNAVAILABLE, "Connection refused", ErrorClass.TRANSIENT),
-    (grpc.StatusCode.DEADLINE_EXCEEDED, "", ErrorClass.TRANSIENT),
-    (grpc.StatusCode.INTERNAL, "", ErrorClass.TRANSIENT),
+     "Ssl handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED", ErrorClass.CONFIG,
+     "server_cert_untrusted"),
+    (grpc.StatusCode.UNAVAILABLE, "last error: UNKNOWN: ipv4:127.0.0.1:1: Tls handshake failed (TSI_PROTOCOL_FAILURE): "
+     "SSL_ERROR_SSL: error:10000418:SSL routines:OPENSSL_internal:TLSV1_ALERT_UNKNOWN_CA: OK", ErrorClass.CONFIG,
+     "client_cert_rejected"),
+    (grpc.StatusCode.UNAVAILABLE, "Connection refused", ErrorClass.TRANSIENT, "unreachable"),
+    (grpc.StatusCode.DEADLINE_EXCEEDED, "", ErrorClass.TRANSIENT, "timeout"),
+    (grpc.StatusCode.INTERNAL, "", ErrorClass.TRANSIENT, "stream_failed"),
 ])
-def test_classify(code: grpc.StatusCode, details: str, cls: ErrorClass) -> None:
-    got, hint = classify(code, details)
-    assert got is cls and hint
+def test_classify(code: grpc.StatusCode, details: str, cls: ErrorClass, reason: str) -> None:
+    got, why, hint = classify(code, details)
+    assert got is cls and why == reason and hint
 
 
 def test_backoff_doubles_with_jitter_caps_and_resets_after_healthy_time() -> None:
