@@ -75,6 +75,7 @@ class WindowTracker:
         self._newest: dict[str, int] = {}  # source -> newest window end it reported
         #: source -> (worker time, ns, since when it has been behind without catching up; its distance then, ns)
         self._behind_since: dict[str, tuple[int, int]] = {}
+        self._lagging: frozenset[str] = frozenset()  # as last judged, to log changes
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
@@ -147,7 +148,14 @@ class WindowTracker:
             since = self._behind_since.get(s)
             if since is None or gap < since[1] - self.lateness_hops * self.hop_ns:  # new, or catching up
                 self._behind_since[s] = (now_ns, gap)
-        return frozenset(s for s in gaps if now_ns - self._behind_since[s][0] >= 2 * self.grace_ns)
+        out = frozenset(s for s in gaps if now_ns - self._behind_since[s][0] >= 2 * self.grace_ns)
+        for s in sorted(out - self._lagging):  # logged on each change: records of it are dropped as late from now
+            log.warning("%s: %s is lagging (%.0f s behind the median source, not catching up): not waited for",
+                        self.name or "stage", s, gaps[s] / 1e9)
+        for s in sorted(self._lagging - out):
+            log.info("%s: %s no longer lagging", self.name or "stage", s)
+        self._lagging = out
+        return out
 
     def due(self, now_ns: int) -> list[int]:
         """Window ends that may be finalized now, oldest first; release them with ``pop``."""

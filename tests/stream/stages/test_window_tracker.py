@@ -203,3 +203,16 @@ def test_sources_of_a_replayed_recording_are_not_judged_by_their_distance() -> N
         t.add((90 + k) * S, "r", 1, 0, now_ns=now * S)
         assert t.lagging(now * S) == frozenset()
     assert t.behind() == frozenset({"r"})
+
+
+def test_a_lagging_source_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Its records are dropped as late from then on: the log says which source and why, once, not per window."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, name="links stage of partition 0")
+    for now in range(1000, 1020):
+        for src in ("a", "b", "c"):
+            t.add(now * S, src, 1, 0, now_ns=now * S)
+        t.add((now - 90) * S, "slow", 1, 0, now_ns=now * S)
+        t.lagging(now * S)
+    lines = [r.getMessage() for r in caplog.records if "lagging" in r.getMessage()]
+    assert lines == ["links stage of partition 0: slow is lagging (90 s behind the median source, not catching up): "
+                     "not waited for"]
