@@ -73,7 +73,9 @@ class WindowTracker:
         self.incomplete = 0
         self._missing: dict[int, frozenset[str]] = {}
         self._newest: dict[str, int] = {}  # source -> newest window end it reported
-        self._behind_since: dict[str, int] = {}  # source -> worker time (ns) since when it has been behind
+        #: source -> (worker time, ns, since when it has been behind without catching up; its distance then, ns)
+        self._behind_since: dict[str, tuple[int, int]] = {}
+        self._lagging: frozenset[str] = frozenset()  # as last judged, to log changes
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
@@ -109,27 +111,51 @@ class WindowTracker:
             out |= sources
         return frozenset(out)
 
-    def behind(self) -> frozenset[str]:
-        """Sources whose newest window is more than ``grace + lateness`` behind the median source's newest. The
-        median, not the newest, so that one source running ahead does not make every other one look behind."""
+    def _gaps(self) -> tuple[int, dict[str, int]]:
+        """The median source's newest window end (ns; 0 below three sources) and, per source more than ``grace +
+        lateness`` behind it, by how much (ns). The median, not the newest, so that one source running ahead does
+        not make every other one look behind."""
         if len(self._newest) < 3:
-            return frozenset()
+            return 0, {}
         ends = sorted(self._newest.values())
         median = ends[len(ends) // 2]
         bound = self.grace_ns + self.lateness_hops * self.hop_ns
-        return frozenset(s for s, n in self._newest.items() if median - n > bound)
+        return median, {s: median - n for s, n in self._newest.items() if median - n > bound}
+
+    def behind(self) -> frozenset[str]:
+        """Sources whose newest window is more than ``grace + lateness`` behind the median source's newest."""
+        return frozenset(self._gaps()[1])
 
     def lagging(self, now_ns: int) -> frozenset[str]:
-        """Sources that have stayed ``behind`` for at least twice the grace: a clock running behind. A source
-        replaying a backlog (a stage created at a rebalance, a collector catching up) is behind only briefly,
-        since it advances faster than real time. Lagging sources are not waited for; windows only they report
-        are released at once, and their records for windows the others have closed are late (counted)."""
-        behind = self.behind()
-        for s in [s for s in self._behind_since if s not in behind]:
+        """Sources whose clock runs behind: ``behind`` while the median source is current on the worker's clock
+        (within ``grace + lateness``), without catching up by more than ``lateness`` hops, for twice the grace.
+
+        Being behind alone does not tell a slow clock from a slow delivery. While the stage replays a backlog (a
+        failover, a restart, a recording) every source is behind the worker's clock and their distances are where
+        their partitions are being read, so nobody lags. A source replaying its partition behind live ones (a
+        partition taken over) closes its distance, by more than ``lateness`` hops every twice the grace unless
+        it is read at barely real-time speed, so it is waited for even when a busy worker takes far longer than
+        twice the grace to replay it. A source whose clock runs behind keeps its distance to live sources.
+        Lagging sources are not waited for; windows only they report are released at once, and their records for
+        windows the others have closed are late (counted)."""
+        median, gaps = self._gaps()
+        bound = self.grace_ns + self.lateness_hops * self.hop_ns
+        if now_ns - median > bound:  # a backlog: distances are read positions, not clocks
+            gaps = {}
+        for s in [s for s in self._behind_since if s not in gaps]:
             del self._behind_since[s]
-        for s in behind:
-            self._behind_since.setdefault(s, now_ns)
-        return frozenset(s for s in behind if now_ns - self._behind_since[s] >= 2 * self.grace_ns)
+        for s, gap in gaps.items():
+            since = self._behind_since.get(s)
+            if since is None or gap < since[1] - self.lateness_hops * self.hop_ns:  # new, or catching up
+                self._behind_since[s] = (now_ns, gap)
+        out = frozenset(s for s in gaps if now_ns - self._behind_since[s][0] >= 2 * self.grace_ns)
+        for s in sorted(out - self._lagging):  # logged on each change: records of it are dropped as late from now
+            log.warning("%s: %s is lagging (%.0f s behind the median source, not catching up): not waited for",
+                        self.name or "stage", s, gaps[s] / 1e9)
+        for s in sorted(self._lagging - out):
+            log.info("%s: %s no longer lagging", self.name or "stage", s)
+        self._lagging = out
+        return out
 
     def due(self, now_ns: int) -> list[int]:
         """Window ends that may be finalized now, oldest first; release them with ``pop``."""

@@ -162,3 +162,57 @@ def test_a_source_catching_up_on_a_backlog_is_waited_for() -> None:
     assert t.behind() == frozenset({"replaying"}) and t.lagging(100 * S) == frozenset()
     t.add(99 * S, "replaying", 1, 0, now_ns=101 * S)  # caught up a second later
     assert t.lagging(101 * S) == frozenset() and t.behind() == frozenset()
+
+
+def _replay_behind_live_sources(t: WindowTracker) -> list[tuple[int, frozenset[str]]]:
+    """Sources a, b, c live (window ``now`` at each second ``now``); ``r`` a partition taken over after a failover,
+    replayed from 30 s back at 2 windows per second: it catches up, but only after 30 s, ten times the grace."""
+    released: list[tuple[int, frozenset[str]]] = []
+    r = 970
+    for now in range(1000, 1045):
+        for src in ("a", "b", "c"):
+            t.add(now * S, src, 1, 0, now_ns=now * S)
+        for _ in range(2 if r < now else 1):
+            r += 1
+            t.add(r * S, "r", 1, 0, now_ns=now * S)
+        for end in t.due(now * S):
+            released.append((end, t.pop(end)[2]))
+    return released
+
+
+def test_a_source_replaying_a_backlog_longer_than_twice_the_grace_is_still_waited_for() -> None:
+    """A backlog replay that takes longer than twice the grace (a failover on a busy machine) is not a slow clock:
+    it catches up, so it is waited for, and none of its records is late. Judged lagging, the windows the others
+    completed were released without it and its records for them dropped: the outputs missing after a failover."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, required=frozenset("abcr"), clocked=frozenset("abcr"))
+    released = _replay_behind_live_sources(t)
+    assert t.late == 0, "records of the replayed source were dropped as late"
+    shared = [(end, sources) for end, sources in released if end >= 1000 * S]
+    assert len(shared) >= 40 and all(sources == frozenset("abcr") for _, sources in shared)
+
+
+def test_sources_of_a_replayed_recording_are_not_judged_by_their_distance() -> None:
+    """A whole stage replaying old records (a restart after an outage, a recording): every source is far behind the
+    worker's clock, and how far one is behind the others is where its partition is read, not its clock. Nobody
+    lags, however long that lasts; the processor's own read order decides nothing."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, required=frozenset("abcr"), clocked=frozenset("abcr"))
+    for now in range(5000, 5030):  # stamps ~4900 s behind; r's partition read 10 windows behind the others'
+        k = now - 5000
+        for src in ("a", "b", "c"):
+            t.add((100 + k) * S, src, 1, 0, now_ns=now * S)
+        t.add((90 + k) * S, "r", 1, 0, now_ns=now * S)
+        assert t.lagging(now * S) == frozenset()
+    assert t.behind() == frozenset({"r"})
+
+
+def test_a_lagging_source_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Its records are dropped as late from then on: the log says which source and why, once, not per window."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, name="links stage of partition 0")
+    for now in range(1000, 1020):
+        for src in ("a", "b", "c"):
+            t.add(now * S, src, 1, 0, now_ns=now * S)
+        t.add((now - 90) * S, "slow", 1, 0, now_ns=now * S)
+        t.lagging(now * S)
+    lines = [r.getMessage() for r in caplog.records if "lagging" in r.getMessage()]
+    assert lines == ["links stage of partition 0: slow is lagging (90 s behind the median source, not catching up): "
+                     "not waited for"]
