@@ -149,7 +149,7 @@ def _groups(facts: Sequence[SwitchFacts], hosts: list[dict[str, Any]], warnings:
     """ECMP groups from every switch's AFT, per the module docstring."""
     nic_leaf = {ipaddress.ip_address(n["ip"]): n["leaf"].split(":", 1)[0] for h in hosts for n in h["nics"]}
     out: list[dict[str, Any]] = []
-    for f in facts:
+    for f in sorted(facts, key=lambda f: _nat(f.name)):
         subnets = {ipaddress.ip_interface(a).network: p for p, a in f.addresses.items()}
         # group id -> destination leaves, in natural order
         dests: dict[int, set[str]] = {}
