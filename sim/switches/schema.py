@@ -42,6 +42,7 @@ import operator
 from dataclasses import dataclass
 from enum import Enum
 
+from flowtracer.schemas.openconfig import LLDP_NEIGHBOR_STATE
 from flowtracer.sim.fabric.congestion_counters import PRIORITIES, SWITCH_QUEUE_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS, SwitchState
 
@@ -202,16 +203,14 @@ IPV4_ADDRESSES = Table(
 
 LLDP_MODELS = ("openconfig-lldp",)
 
-#: LLDP neighbor row layout: id, system-name, chassis-id, chassis-id-type, port-id, port-id-type,
-#: port-description, management-address; keyed by (interface, neighbor id).
+#: LLDP neighbor row layout: LLDP_NEIGHBOR_STATE in order; keyed by (interface, neighbor id).
 LLDP_NEIGHBORS = Table(
     name="lldp-neighbor",
     source="lldp-neighbor",
     entity=(EntityElem("lldp"), EntityElem("interfaces"), EntityElem("interface", "name"), EntityElem("neighbors"),
             EntityElem("neighbor", "id")),
     leaves=tuple(Leaf(("state", name), i, LeafType.ENUM if name.endswith("-type") else LeafType.STRING, LLDP_MODELS)
-                 for i, name in enumerate(("id", "system-name", "chassis-id", "chassis-id-type", "port-id",
-                                           "port-id-type", "port-description", "management-address"))),
+                 for i, name in enumerate(LLDP_NEIGHBOR_STATE)),
 )
 
 #: IPv4 entry row layout: prefix, next-hop-group; keyed by prefix.

@@ -26,8 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-AFT = "/network-instances/network-instance[name=default]/afts"
+from flowtracer.schemas.openconfig import DEFAULT_AFT, LLDP_NEIGHBOR_STATE
 
+AFT = DEFAULT_AFT
 PATHS: tuple[str, ...] = (
     "/interfaces/interface[name=*]/ethernet/state/port-speed",
     "/interfaces/interface[name=*]/subinterfaces/subinterface[index=*]/ipv4/addresses/address[ip=*]/state",
@@ -104,8 +105,9 @@ def _uint(value: Any, what: str) -> int:
     return int(value)
 
 
-_LLDP_FIELDS = {"system-name": "system_name", "port-id": "port_id", "port-description": "port_description",
-                "chassis-id": "chassis_id", "management-address": "management_address"}
+#: LLDP state leaf -> Neighbor attribute, for the leaves a Neighbor keeps.
+_LLDP_FIELDS = {leaf: leaf.replace("-", "_") for leaf in LLDP_NEIGHBOR_STATE
+                if leaf.replace("-", "_") in Neighbor.__dataclass_fields__}
 
 
 def _names(elems: Elems) -> tuple[tuple[str, ...], dict[str, str]]:
