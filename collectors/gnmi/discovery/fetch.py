@@ -73,5 +73,10 @@ async def _read(target: Target, gnmi: Gnmi, timeout_s: float) -> tuple[SwitchFac
 async def read_all(targets: Sequence[Target], gnmi: Gnmi, timeout_s: float = 10.0
                    ) -> tuple[list[SwitchFacts], list[str]]:
     """Every target's facts (in target order) and the warnings about paths it does not serve."""
-    results = await asyncio.gather(*(_read(t, gnmi, timeout_s) for t in targets))
-    return [f for f, _ in results], [w for _, ws in results for w in ws]
+    # Every read ends (and closes its channel) before the first failure is raised, in target order.
+    results = await asyncio.gather(*(_read(t, gnmi, timeout_s) for t in targets), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    done = [r for r in results if not isinstance(r, BaseException)]
+    return [f for f, _ in done], [w for _, ws in done for w in ws]
