@@ -26,6 +26,7 @@ Paths follow openconfig/public:
 * ``openconfig-lldp``: ``/lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/{id,system-name,
   chassis-id,chassis-id-type,port-id,port-id-type,port-description,management-address}`` (the 0.2.x
   ``management-address`` leaf, which 1.0.0 deprecates for ``mgmt-addresses`` but devices still serve);
+  a port that is down has no neighbor;
 * ``openconfig-aft`` IPv4 entries: ``.../afts/ipv4-unicast/ipv4-entry[prefix]/state/{prefix,next-hop-group}``
   (``next-hop-group`` is augmented by ``openconfig-aft-network-instance``), one /32 per host NIC reached
   over an ECMP group;
@@ -314,7 +315,8 @@ def read_tick(state: SwitchState) -> Tick:
         addresses = {(port, "0", ip): (ip, plen) for port, (ip, plen) in state.addresses.items()}
         lldp = {(port, n.chassis_id): (n.chassis_id, n.system_name, n.chassis_id, n.chassis_id_type, n.port_id,
                                        n.port_id_type, n.port_description, n.management_address)
-                for port, n in state.lldp.items()}
+                for port, n in state.lldp.items()
+                if (i := state.interfaces.get(port)) is None or i.oper_up}  # a down port hears no one
         entries = {(prefix,): (prefix, gid) for prefix, gid in state.ipv4_entries.items()}
         return Tick(state.timestamp_ns, state.boot_epoch, {
             "interface": ifaces, "next-hop": nhs, "next-hop-group": groups, "next-hop-group-member": members,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from waiting import wait_for
 
 from flowtracer.main import cli
 from flowtracer.schemas.topology import load_topology
@@ -20,7 +21,7 @@ PASSWORD_ENV = "FT_TEST_DISCOVERY_PASSWORD"
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict]]:
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, SimRunner]]:
     """The default 16-host fabric, its switches asking for a username and a password (from env)."""
     mp = pytest.MonkeyPatch()
     mp.setenv(PASSWORD_ENV, "s3cret")
@@ -33,7 +34,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict]]
     runner = SimRunner(load_topology(generated), Workload(), d / "sim", opts)
     try:
         ready = runner.start()
-        yield generated, ready
+        yield generated, ready, runner
     finally:
         runner.stop()
         mp.undo()
@@ -44,8 +45,8 @@ def run(*args: str) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
-def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict], tmp_path: Path) -> None:
-    generated, ready = sim
+def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict, SimRunner], tmp_path: Path) -> None:
+    generated, ready, _ = sim
     targets = tmp_path / "targets.yaml"  # gnmic's form: keyed by address:port, plaintext, password from env
     targets.write_text(yaml.safe_dump({
         "credentials": {"username": "ft", "password_env": PASSWORD_ENV},
@@ -68,9 +69,9 @@ def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict], tmp_path
         1, "ecmp leaf02 toward leaf01, leaf03, leaf04: next hop Ethernet5 weight 1 in A, 3 in B\n", "")
 
 
-def test_ready_json_and_a_wrong_password(sim: tuple[Path, dict], tmp_path: Path,
+def test_ready_json_and_a_wrong_password(sim: tuple[Path, dict, SimRunner], tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    _, ready = sim
+    _, ready, _ = sim
     ready_file = tmp_path / "ready.json"
     ready_file.write_text(json.dumps(ready))
     # The ready JSON has no credentials: the switches refuse, and discovery says which one in one line.
@@ -84,6 +85,30 @@ def test_ready_json_and_a_wrong_password(sim: tuple[Path, dict], tmp_path: Path,
          "credentials": {"username": "ft", "password_env": "FT_WRONG"}} for n, a in ready["gnmi"].items()]}))
     code, _, err = run("topology", "discover", "--targets", str(targets))
     assert code == 1 and "UNAUTHENTICATED" in err and err.count("\n") == 1
+
+
+def test_a_cable_that_goes_down_is_seen(sim: tuple[Path, dict, SimRunner], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The switches stop hearing each other over LLDP and leaf02 withdraws the next hop: diff names both."""
+    generated, ready, runner = sim
+    assert runner.engine is not None
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(yaml.safe_dump({
+        "credentials": {"username": "ft", "password_env": PASSWORD_ENV},
+        "targets": [{"name": n, "address": a.rsplit(":", 1)[0], "port": int(a.rsplit(":", 1)[1])}
+                    for n, a in ready["gnmi"].items()]}))
+    out = tmp_path / "discovered.yaml"
+    engine = runner.engine
+    engine.inject("link_down", "leaf02:Ethernet6")
+    t0 = engine.now_ns
+    try:
+        wait_for(lambda: engine.now_ns > t0, 10, "a simulator tick after the fault")  # switches publish per tick
+        assert run("topology", "discover", "--targets", str(targets), "--out", str(out))[0] == 0
+    finally:
+        engine.inject("link_up", "leaf02:Ethernet6")
+    assert run("topology", "diff", str(generated), str(out)) == (1, (
+        "ecmp leaf02 toward leaf01, leaf03, leaf04: next hop Ethernet6 only in A\n"
+        "link leaf02:Ethernet6 - spine02:Ethernet2: only in A\n"), "")
 
 
 @pytest.mark.parametrize(("text", "message"), [
