@@ -45,14 +45,17 @@ def run(*args: str) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
-def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict, SimRunner], tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoding", ["proto", "json_ietf", "json"])
+def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict, SimRunner], tmp_path: Path,
+                                                encoding: str) -> None:
     generated, ready, _ = sim
     targets = tmp_path / "targets.yaml"  # gnmic's form: keyed by address:port, plaintext, password from env
     targets.write_text(yaml.safe_dump({
         "credentials": {"username": "ft", "password_env": PASSWORD_ENV},
         "targets": {addr: {"name": name, "insecure": True} for name, addr in ready["gnmi"].items()}}))
     out = tmp_path / "discovered.yaml"
-    code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out), "--name", "ft16")
+    code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out), "--name", "ft16",
+                       "--encoding", encoding)
     assert code == 0, err
     assert "discovered 6 switches, 8 links, 16 hosts, 4 ECMP groups" in err and "warning" not in err
     assert run("topology", "check", str(out))[0] == 0
