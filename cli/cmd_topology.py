@@ -111,12 +111,14 @@ def check_cmd(file: Path, as_json: bool) -> None:
 @click.option("--name", default="fabric", show_default=True, help="Fabric name written to the file.")
 @click.option("--encoding", type=click.Choice([e.value for e in Encoding]), default="proto", show_default=True,
               help="gNMI encoding of the Get requests.")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per Get request.")
-def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str, timeout: float) -> None:
-    """Read LLDP neighbors, interfaces and the AFT of every target over gNMI Get; write the topology."""
+@click.option("--rpc", type=click.Choice(["get", "once"]), default="get", show_default=True,
+              help="gNMI Get (Subscribe ONCE for a target without Get), or Subscribe ONCE for every target.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per gNMI call.")
+def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str, rpc: str, timeout: float) -> None:
+    """Read LLDP neighbors, interfaces and the AFT of every target over gNMI; write the topology."""
     try:
         targets = load_targets(targets_file)
-        facts, warnings = asyncio.run(read_all(targets, Gnmi(encoding=Encoding(encoding)), timeout))
+        facts, warnings = asyncio.run(read_all(targets, Gnmi(encoding=Encoding(encoding)), timeout, rpc))
     except ConfigError as e:
         click.echo(f"flowtracer topology discover: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)

@@ -16,6 +16,7 @@ from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.runner import RunnerOptions, SimRunner
+from flowtracer.sim.switches.server import GnmiServer
 
 PASSWORD_ENV = "FT_TEST_DISCOVERY_PASSWORD"
 
@@ -45,9 +46,10 @@ def run(*args: str) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("encoding", ["proto", "json_ietf", "json"])
+@pytest.mark.parametrize(("encoding", "rpc"), [("proto", "get"), ("json_ietf", "get"), ("json", "get"),
+                                               ("proto", "once")])
 def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict, SimRunner], tmp_path: Path,
-                                                encoding: str) -> None:
+                                                encoding: str, rpc: str) -> None:
     generated, ready, _ = sim
     targets = tmp_path / "targets.yaml"  # gnmic's form: keyed by address:port, plaintext, password from env
     targets.write_text(yaml.safe_dump({
@@ -55,7 +57,7 @@ def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict, SimRunner
         "targets": {addr: {"name": name, "insecure": True} for name, addr in ready["gnmi"].items()}}))
     out = tmp_path / "discovered.yaml"
     code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out), "--name", "ft16",
-                       "--encoding", encoding)
+                       "--encoding", encoding, "--rpc", rpc)
     assert code == 0, err
     assert "discovered 6 switches, 8 links, 16 hosts, 4 ECMP groups" in err and "warning" not in err
     assert run("topology", "check", str(out))[0] == 0
@@ -109,9 +111,28 @@ def test_a_cable_that_goes_down_is_seen(sim: tuple[Path, dict, SimRunner], tmp_p
         assert run("topology", "discover", "--targets", str(targets), "--out", str(out))[0] == 0
     finally:
         engine.inject("link_up", "leaf02:Ethernet6")
+        t1 = engine.now_ns
+        wait_for(lambda: engine.now_ns > t1, 10, "a simulator tick after the repair")
     assert run("topology", "diff", str(generated), str(out)) == (1, (
         "ecmp leaf02 toward leaf01, leaf03, leaf04: next hop Ethernet6 only in A\n"
         "link leaf02:Ethernet6 - spine02:Ethernet2: only in A\n"), "")
+
+
+def test_a_switch_without_get_is_read_with_once(sim: tuple[Path, dict, SimRunner], tmp_path: Path) -> None:
+    generated, ready, runner = sim
+    assert runner.engine is not None
+    no_get = GnmiServer({"leaf01": runner.engine.switch_states["leaf01"]}, credentials=("ft", "s3cret"),
+                        serve_get=False)
+    with no_get:
+        gnmi = {**ready["gnmi"], "leaf01": f"127.0.0.1:{no_get.port}"}
+        targets = tmp_path / "targets.yaml"
+        targets.write_text(yaml.safe_dump({
+            "credentials": {"username": "ft", "password_env": PASSWORD_ENV},
+            "targets": {a: {"name": n, "insecure": True} for n, a in gnmi.items()}}))
+        out = tmp_path / "discovered.yaml"
+        code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out))
+    assert code == 0 and err.startswith("warning: leaf01: Get is not implemented: read with Subscribe ONCE\n")
+    assert run("topology", "diff", str(generated), str(out)) == (0, "", "")
 
 
 @pytest.mark.parametrize(("text", "message"), [
