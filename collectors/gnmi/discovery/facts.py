@@ -20,6 +20,7 @@ whole subtree is not unpacked.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -128,7 +129,9 @@ def apply_update(facts: SwitchFacts, elems: Elems, value: Any) -> None:
                 facts.port_speeds[port] = port_speed_bps(value)
             elif names[2:] == ("subinterfaces", "subinterface", "ipv4", "addresses", "address", "state",
                                "prefix-length") and port not in facts.addresses:
-                facts.addresses[port] = f"{keys['address']}/{_uint(value, 'prefix-length')}"
+                # Checked here, so that building never meets an address it cannot parse.
+                plen = _uint(value, "prefix-length")
+                facts.addresses[port] = str(ipaddress.ip_interface(f"{keys['address']}/{plen}"))
         elif names[:3] == ("lldp", "interfaces", "interface") and names[-2] == "state":
             attr = _LLDP_FIELDS.get(names[-1])
             if attr is not None and names[3:5] == ("neighbors", "neighbor"):

@@ -30,6 +30,8 @@ def test_leaves_become_facts() -> None:
         (elems(f"{aft}/next-hop-groups/next-hop-group[id=4]/next-hops/next-hop[index=9]/state/weight"), "3"),
         (elems(f"{aft}/ipv4-unicast/ipv4-entry[prefix=10.0.0.2/32]/state/next-hop-group"), "4"),
         (elems("/interfaces/interface[name=E2]/ethernet/state/port-speed"), "SPEED_UNKNOWN"),
+        (elems("/interfaces/interface[name=E3]/subinterfaces/subinterface[index=0]/ipv4/addresses/"
+               "address[ip=300.1.1.1]/state/prefix-length"), 31),
         (elems("/interfaces/interface[name=E1]/state/counters/in-octets"), 5),  # not discovery's: ignored
     ])
     assert f.port_speeds == {"E1": 100 * G}
@@ -37,7 +39,8 @@ def test_leaves_become_facts() -> None:
     assert f.neighbors == {"E1": Neighbor(system_name="spine1", port_id="E7")}
     assert (f.next_hop_ip, f.next_hop_port, f.groups, f.routes) == ({9: "172.16.0.1"}, {9: "E1"}, {4: {9: 3}},
                                                                     {"10.0.0.2/32": 4})
-    assert f.problems == ["leaf1 /interfaces/interface/ethernet/state/port-speed: unknown port speed 'SPEED_UNKNOWN'"]
+    assert f.problems[0] == "leaf1 /interfaces/interface/ethernet/state/port-speed: unknown port speed 'SPEED_UNKNOWN'"
+    assert "300.1.1.1/31" in f.problems[1] and len(f.problems) == 2
     assert port_speed_bps("SPEED_2500MB") == 2_500_000_000 and port_speed_bps("400000000000") == 400 * G
 
 
