@@ -1,18 +1,24 @@
-"""``flowtracer topology``: generate fabrics and check topology files."""
+"""``flowtracer topology``: generate, check, discover (over gNMI) and compare topology files."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
 
 import click
 
-from flowtracer.exit_codes import EXIT_BAD_INPUT
+from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi
+from flowtracer.collectors.gnmi.discovery.build import build_topology
+from flowtracer.collectors.gnmi.discovery.fetch import DiscoveryError, read_all
+from flowtracer.collectors.gnmi.discovery.targets import endpoint, load_targets
+from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.ecmp_hash import HashAlgorithm
 from flowtracer.schemas.fabric import Fabric, summarize
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
+from flowtracer.schemas.topology_diff import diff_topologies
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 
 
@@ -28,7 +34,7 @@ class SpeedType(click.ParamType):
 
 @click.group()
 def topology() -> None:
-    """Generate fabric topologies and validate topology files."""
+    """Generate, validate, discover and compare fabric topologies."""
 
 
 @topology.command("generate")
@@ -95,3 +101,58 @@ def check_cmd(file: Path, as_json: bool) -> None:
                f"{summary['nics']} NICs on {summary['rails']} rail(s); {summary['switch_links']} switch links; "
                f"{summary['ecmp_groups']} ECMP groups; {lo}-{hi} equal-cost paths between leaves; "
                f"oversubscription {summary['oversubscription']}:1")
+
+
+@topology.command("discover")
+@click.option("--targets", "targets_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Targets YAML (like gnmic's targets file) or a simulator's ready JSON.")
+@click.option("--out", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the topology YAML here instead of stdout.")
+@click.option("--name", default="fabric", show_default=True, help="Fabric name written to the file.")
+@click.option("--encoding", type=click.Choice([e.value for e in Encoding]), default="proto", show_default=True,
+              help="gNMI encoding of the Get requests.")
+@click.option("--rpc", type=click.Choice(["get", "once"]), default="get", show_default=True,
+              help="gNMI Get (Subscribe ONCE for a target without Get), or Subscribe ONCE for every target.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per gNMI call.")
+def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str, rpc: str, timeout: float) -> None:
+    """Read LLDP neighbors, interfaces and the AFT of every target over gNMI; write the topology."""
+    try:
+        targets = load_targets(targets_file)
+        facts, warnings = asyncio.run(read_all(targets, Gnmi(encoding=Encoding(encoding)), timeout, rpc))
+    except ConfigError as e:
+        click.echo(f"flowtracer topology discover: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except (DiscoveryError, ConnectionError) as e:
+        click.echo(f"flowtracer topology discover: {e}", err=True)
+        sys.exit(EXIT_FAILURE)
+    try:
+        found = build_topology(facts, {t.name: endpoint(t) for t in targets}, name)
+    except TopologyError as e:
+        click.echo(f"flowtracer topology discover: what the switches say is not a valid fabric: {e}", err=True)
+        sys.exit(EXIT_FAILURE)
+    for w in (*warnings, *found.warnings):
+        click.echo(f"warning: {w}", err=True)
+    topo = found.topology
+    text = topo.to_yaml()
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+    click.echo(f"discovered {len(topo.switches)} switches, {len(topo.links)} links, {len(topo.hosts)} hosts, "
+               f"{len(topo.ecmp_groups)} ECMP groups" + (f": wrote {output}" if output else ""), err=True)
+
+
+@topology.command("diff")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+def diff_cmd(a: Path, b: Path) -> None:
+    """Name every difference between topology files A and B, one line each; exit 0 if none, 1 if any."""
+    try:
+        ta, tb = load_topology(a), load_topology(b)
+    except TopologyError as e:
+        click.echo(f"invalid topology: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    lines = diff_topologies(ta, tb)
+    for line in lines:
+        click.echo(line)
+    sys.exit(EXIT_FAILURE if lines else 0)

@@ -11,3 +11,13 @@ InterfaceCounters fields (index = position here)."""
 
 NEXT_HOP_COUNTERS: tuple[str, ...] = ("octets-forwarded", "packets-forwarded")
 """Next-hop counter leaves (openconfig-aft), index = position."""
+
+DEFAULT_AFT = "/network-instances/network-instance[name=default]/afts"
+"""The AFT of the default network instance (openconfig-network-instance, openconfig-aft)."""
+
+LLDP_NEIGHBOR_STATE: tuple[str, ...] = (
+    "id", "system-name", "chassis-id", "chassis-id-type", "port-id", "port-id-type", "port-description",
+    "management-address",
+)
+"""Leaves under /lldp/interfaces/interface/neighbors/neighbor/state (openconfig-lldp) that the simulator serves
+and discovery reads (``management-address`` is the 0.2.x leaf that 1.0.0 deprecates)."""

@@ -168,6 +168,28 @@ class Host(_Model):
         return v
 
 
+class EcmpGroupSpec(_Model):
+    """An ECMP group as a switch's forwarding table holds it (``topology discover`` writes these from the AFT).
+
+    ``members``: egress port -> weight (share of flows in proportion to it); ``destinations``: the leaves whose
+    hosts the group forwards to. Without any ``ecmp_groups`` the groups follow from the links (equal weights).
+    """
+
+    switch: str
+    destinations: tuple[str, ...]
+    members: dict[str, int]
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, v: dict[str, int]) -> dict[str, int]:
+        if not v:
+            raise ValueError("a group needs at least one member port")
+        for port, w in v.items():
+            if w < 1:
+                raise ValueError(f"weight of {port} is {w}: weights are integers >= 1")
+        return v
+
+
 class Defaults(_Model):
     """Values every switch gets unless it sets its own."""
 
@@ -192,6 +214,8 @@ class Topology(_Model):
     switches: tuple[Switch, ...]
     links: tuple[Link, ...] = ()
     hosts: tuple[Host, ...] = ()
+    #: As learnt from the switches (optional); see ``EcmpGroupSpec``.
+    ecmp_groups: tuple[EcmpGroupSpec, ...] = ()
 
     def switch(self, name: str) -> Switch:
         for s in self.switches:
@@ -360,6 +384,26 @@ def _cross_check(topo: Topology) -> Iterable[tuple[tuple[Any, ...], str]]:
                 yield (*here, "speed"), (
                     f"mismatched link speeds: NIC {format_speed(nic.speed)} but {node}:{port} is {format_speed(ps)}")
                 return
+
+    routed: dict[tuple[str, str], int] = {}
+    for gi, g in enumerate(topo.ecmp_groups):
+        here = ("ecmp_groups", gi)
+        if g.switch not in switches:
+            yield (*here, "switch"), f"unknown switch {g.switch!r}; known: {known}"
+            return
+        for port in g.members:
+            if not used.get((g.switch, port), "").startswith("links"):
+                yield (*here, "members"), f"{g.switch}:{port} is not the end of a link to another switch"
+                return
+        for dst in g.destinations:
+            if dst not in switches or switches[dst].role is not Role.LEAF:
+                yield (*here, "destinations"), f"{dst!r} is not a leaf of this fabric"
+                return
+            if (g.switch, dst) in routed:
+                yield (*here, "destinations"), (
+                    f"{g.switch} already reaches {dst} through ecmp_groups[{routed[(g.switch, dst)]}]")
+                return
+            routed[(g.switch, dst)] = gi
 
     has_spines = any(s.role is not Role.LEAF for s in topo.switches)
     for i, s in enumerate(topo.switches):

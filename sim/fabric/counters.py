@@ -7,6 +7,7 @@ lower rates, not drops). Next hops: one per member link of the switch's ECMP gro
 (``Fabric.ecmp_groups``), shared by the groups that use it, with the neighbor's address on that
 link as next-hop IP; a next hop counts the bytes the switch forwarded over it by an ECMP decision.
 A group whose member link is down loses that member (the next hop stays, its counters frozen).
+IPv4 entries: each host NIC's /32 points at the group the switch reaches the NIC's leaf through.
 
 Counters are kept as 64-bit totals since the switch booted; in counter32 mode they are published
 modulo 2**32. Next-hop indexes and group ids are drawn per boot, so they change on reboot.
@@ -68,6 +69,11 @@ class CounterBook:
         self.link_nh = np.full(n_links, -1, dtype=np.intp)
         #: switch -> [(group id string, next-hop positions in member order)]
         self.groups: dict[str, list[tuple[str, list[int]]]] = {s: [] for s in switches}
+        #: switch -> the IPv4 /32 prefixes (host NICs behind the group's destination leaves) of each group above
+        self.group_prefixes: dict[str, list[tuple[str, ...]]] = {s: [] for s in switches}
+        nic_prefixes: dict[str, list[str]] = {}
+        for ref in fabric.nics.values():
+            nic_prefixes.setdefault(ref.leaf, []).append(f"{ref.nic.ip}/32")
         for gid, group in fabric.ecmp_groups.items():
             members = []
             for m in group.members:
@@ -77,6 +83,8 @@ class CounterBook:
                     self.next_hops.append(NextHopDef(group.switch, li, m.src_port, p2p[(m.dst_node, m.dst_port)]))
                 members.append(int(self.link_nh[li]))
             self.groups[group.switch].append((gid, members))
+            self.group_prefixes[group.switch].append(
+                tuple(p for leaf in group.destinations for p in nic_prefixes.get(leaf, ())))
         self.if_tot = np.zeros((len(self.ifaces), len(INTERFACE_COUNTERS)), dtype=np.int64)
         self.nh_tot = np.zeros((len(self.next_hops), 2), dtype=np.int64)
         self._if_of_switch: dict[str, list[int]] = {s: [] for s in switches}
@@ -157,6 +165,8 @@ class CounterBook:
             groups[gid] = NextHopGroup(gid, {ids[nh]: 1 for nh in members
                                              if self.next_hops[nh].link not in down_links})
         state.groups = groups
+        state.ipv4_entries = {prefix: gid for gid, prefixes in zip(self.group_ids[sw], self.group_prefixes[sw],
+                                                                   strict=True) for prefix in prefixes}
 
     def record(self, state: SwitchState) -> dict[str, object]:
         """Compact JSON-able copy of what ``publish`` wrote (for ground truth); caller holds the lock."""

@@ -66,6 +66,7 @@ from flowtracer.sim.fabric.flows import (
 )
 from flowtracer.sim.fabric.ground_truth import GroundTruthWriter
 from flowtracer.sim.fabric.jobs import COMM_NAME, JobRun
+from flowtracer.sim.fabric.neighbors import lldp_neighbors, port_addresses
 from flowtracer.sim.fabric.rdma import NicEnd, QpnAllocator, QpPair, random_psn
 from flowtracer.sim.fabric.workload import Workload, WorkloadError
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
@@ -119,9 +120,11 @@ class Engine:
         self.counters = CounterBook(self.fabric, self.link_ids, p2p, workload.seed)
         names32 = {s.name for s in topology.switches} if counter32 is True else set(counter32 or ())
         self.switch_states: dict[str, SwitchState] = {}
+        lldp, addresses = lldp_neighbors(topology), port_addresses(topology)
         for s in topology.switches:
             st = SwitchState(s.name, counter_bits=32 if s.name in names32 else 64)
             self.counters.init_state(st)
+            st.lldp, st.addresses = lldp[s.name], addresses[s.name]
             st.timestamp_ns = st.last_clear_ns = start_ns
             for iface in st.interfaces.values():
                 iface.last_change_ns = start_ns

@@ -93,7 +93,7 @@ def value_codec(leaf: Leaf, encoding: int) -> ValueCodec:
     """The codec for a leaf in one encoding (gNMI 2.3; RFC 7951 for JSON_IETF)."""
     t = leaf.type
     if encoding == PROTO:
-        if t is LeafType.UINT64:
+        if t in (LeafType.UINT64, LeafType.UINT):
             return ValueCodec(varint, _TV_UINT, False)  # type: ignore[arg-type]
         if t is LeafType.BOOL:
             return ValueCodec(lambda v: b"\x01" if v else b"\x00", _TV_BOOL, False)
@@ -101,6 +101,8 @@ def value_codec(leaf: Leaf, encoding: int) -> ValueCodec:
     if encoding not in (JSON, JSON_IETF):
         raise ValueError(f"unsupported encoding {encoding}")
     tag = _TV_JSON if encoding == JSON else _TV_JSON_IETF
+    if t is LeafType.UINT:
+        return ValueCodec(lambda v: b"%d" % v, tag, True)  # type: ignore[operator]
     if t is LeafType.UINT64:
         fmt = b"%d" if encoding == JSON else b'"%d"'  # RFC 7951 6.1: 64-bit integers as JSON strings
         return ValueCodec(lambda v: fmt % v, tag, True)  # type: ignore[operator]

@@ -204,9 +204,17 @@ def _resolve(elems: tuple[ReqElem, ...], models: frozenset[str]) -> Selection:
                     entry[1].append(leaf)
     selectors = tuple(Selector(t, b, tuple(sorted(leaves, key=t.leaves.index)))
                       for (_, b), (t, leaves) in found.items())
+    # Wildcard: the path has one, or leaves out the key of a list at or right below its end ("/interfaces"). Lists
+    # deeper do not count: "/interfaces/interface[name=E1]" names one entry, subinterfaces and all.
     wildcard = (any(e.name in ("*", "...") or any(v == "*" for _, v in e.keys) for e in elems)
-                or any(None in s.binds for s in selectors))
+                or any(b is None and _depth(s.table, k) <= len(elems)
+                       for s in selectors for b, k in zip(s.binds, s.table.key_names, strict=True)))
     return Selection(path_str(elems), selectors, wildcard)
+
+
+def _depth(table: Table, key: str) -> int:
+    """Position in the table's entity path of the list keyed by ``key``."""
+    return next(i for i, e in enumerate(table.entity) if e.key == key and e.fixed is None)
 
 
 def entity_elems(table: Table, key: RowKey) -> list[tuple[str, dict[str, str]]]:

@@ -21,6 +21,15 @@ Paths follow openconfig/public:
   octets-forwarded,packets-forwarded}`` (the unified AFT counters subtree, openconfig-aft 3.x);
   ``next-hop-groups/next-hop-group[id]/state/id`` and
   ``next-hop-groups/next-hop-group[id]/next-hops/next-hop[index]/state/{index,weight}``;
+* ``openconfig-if-ip``: ``/interfaces/interface[name]/subinterfaces/subinterface[index=0]/ipv4/addresses/
+  address[ip]/state/{ip,prefix-length}`` (the port's /31 from ``schemas/addressing.py``);
+* ``openconfig-lldp``: ``/lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/{id,system-name,
+  chassis-id,chassis-id-type,port-id,port-id-type,port-description,management-address}`` (the 0.2.x
+  ``management-address`` leaf, which 1.0.0 deprecates for ``mgmt-addresses`` but devices still serve);
+  a port that is down has no neighbor;
+* ``openconfig-aft`` IPv4 entries: ``.../afts/ipv4-unicast/ipv4-entry[prefix]/state/{prefix,next-hop-group}``
+  (``next-hop-group`` is augmented by ``openconfig-aft-network-instance``), one /32 per host NIC reached
+  over an ECMP group;
 * ``openconfig-qos`` (>= 0.11.0, which added the ECN leaves), only while the congestion model is on
   (docs/congestion.md): ``/qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/
   {name,transmit-pkts,transmit-octets,dropped-pkts,dropped-octets,ecn-marked-pkts,max-queue-len}``,
@@ -34,6 +43,7 @@ import operator
 from dataclasses import dataclass
 from enum import Enum
 
+from flowtracer.schemas.openconfig import LLDP_NEIGHBOR_STATE
 from flowtracer.sim.fabric.congestion_counters import PRIORITIES, SWITCH_QUEUE_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS, SwitchState
 
@@ -42,6 +52,7 @@ class LeafType(Enum):
     """YANG base types as far as encoding is concerned (RFC 7951 quotes 64-bit integers)."""
 
     UINT64 = "uint64"  # counter64, timeticks64, uint64 keys
+    UINT = "uint"  # uint8..uint32: a bare JSON number (RFC 7951 quotes only 64-bit integers)
     STRING = "string"
     ENUM = "enumeration"
     IDENTITY = "identityref"
@@ -175,6 +186,45 @@ NEXT_HOP_GROUP_MEMBERS = Table(
     uint_keys=frozenset({"id", "index"}),
 )
 
+IP_MODELS = ("openconfig-interfaces", "openconfig-if-ip")
+
+#: IPv4 address row layout: ip, prefix-length; keyed by (interface, subinterface index, ip).
+IPV4_ADDRESSES = Table(
+    name="ipv4-address",
+    source="ipv4-address",
+    entity=(EntityElem("interfaces"), EntityElem("interface", "name"), EntityElem("subinterfaces"),
+            EntityElem("subinterface", "index"), EntityElem("ipv4"), EntityElem("addresses"),
+            EntityElem("address", "ip")),
+    leaves=(
+        Leaf(("state", "ip"), 0, LeafType.STRING, IP_MODELS),
+        Leaf(("state", "prefix-length"), 1, LeafType.UINT, IP_MODELS),
+    ),
+    uint_keys=frozenset({"index"}),
+)
+
+LLDP_MODELS = ("openconfig-lldp",)
+
+#: LLDP neighbor row layout: LLDP_NEIGHBOR_STATE in order; keyed by (interface, neighbor id).
+LLDP_NEIGHBORS = Table(
+    name="lldp-neighbor",
+    source="lldp-neighbor",
+    entity=(EntityElem("lldp"), EntityElem("interfaces"), EntityElem("interface", "name"), EntityElem("neighbors"),
+            EntityElem("neighbor", "id")),
+    leaves=tuple(Leaf(("state", name), i, LeafType.ENUM if name.endswith("-type") else LeafType.STRING, LLDP_MODELS)
+                 for i, name in enumerate(LLDP_NEIGHBOR_STATE)),
+)
+
+#: IPv4 entry row layout: prefix, next-hop-group; keyed by prefix.
+IPV4_ENTRIES = Table(
+    name="ipv4-entry",
+    source="ipv4-entry",
+    entity=(*_DEFAULT_NI, EntityElem("ipv4-unicast"), EntityElem("ipv4-entry", "prefix")),
+    leaves=(
+        Leaf(("state", "prefix"), 0, LeafType.STRING, AFT_MODELS),
+        Leaf(("state", "next-hop-group"), 1, LeafType.UINT64, AFT_MODELS),
+    ),
+)
+
 QOS_MODELS = ("openconfig-qos",)
 
 #: Queue row layout: name, then SWITCH_QUEUE_COUNTERS in order; keyed by (interface, queue name).
@@ -190,13 +240,15 @@ QUEUES = Table(
     ),
 )
 
-TABLES: tuple[Table, ...] = (INTERFACES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS, NEXT_HOP_GROUP_MEMBERS,
-                             QUEUES)
+TABLES: tuple[Table, ...] = (INTERFACES, IPV4_ADDRESSES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS,
+                             NEXT_HOP_GROUP_MEMBERS, IPV4_ENTRIES, LLDP_NEIGHBORS, QUEUES)
 
 #: (name, organization, version) for CapabilityResponse.supported_models.
 MODELS: tuple[tuple[str, str, str], ...] = (
     ("openconfig-interfaces", "OpenConfig working group", "3.7.1"),
     ("openconfig-if-ethernet", "OpenConfig working group", "2.14.0"),
+    ("openconfig-if-ip", "OpenConfig working group", "3.9.0"),
+    ("openconfig-lldp", "OpenConfig working group", "0.2.1"),
     ("openconfig-network-instance", "OpenConfig working group", "4.4.1"),
     ("openconfig-aft", "OpenConfig working group", "3.1.0"),
     ("openconfig-qos", "OpenConfig working group", "0.11.2"),
@@ -260,7 +312,13 @@ def read_tick(state: SwitchState) -> Tick:
             groups[(str(g.id),)] = (g.id,)
             for idx in sorted(g.next_hops):
                 members[(str(g.id), str(idx))] = (idx, g.next_hops[idx])
+        addresses = {(port, "0", ip): (ip, plen) for port, (ip, plen) in state.addresses.items()}
+        lldp = {(port, n.chassis_id): (n.chassis_id, n.system_name, n.chassis_id, n.chassis_id_type, n.port_id,
+                                       n.port_id_type, n.port_description, n.management_address)
+                for port, n in state.lldp.items()
+                if (i := state.interfaces.get(port)) is None or i.oper_up}  # a down port hears no one
+        entries = {(prefix,): (prefix, gid) for prefix, gid in state.ipv4_entries.items()}
         return Tick(state.timestamp_ns, state.boot_epoch, {
             "interface": ifaces, "next-hop": nhs, "next-hop-group": groups, "next-hop-group-member": members,
-            "queue": queues,
+            "queue": queues, "ipv4-address": addresses, "lldp-neighbor": lldp, "ipv4-entry": entries,
         })

@@ -86,12 +86,14 @@ class GnmiServer:
     the stream keeps going until cancelled, per gRPC semantics. ``max_workers`` caps concurrent
     RPCs (further ones get RESOURCE_EXHAUSTED); None = no cap. ``clock_offsets`` (switch name -> ns,
     > 0: ahead) skews the timestamps a switch sends, as a switch with a wrong clock would.
+    ``serve_get=False`` answers Get with UNIMPLEMENTED, as boxes that only stream do.
     """
 
     def __init__(self, states: Mapping[str, SwitchState], host: str = "127.0.0.1", port: int = 0, *,
                  default_target: str | None = None, tls: TlsFiles | None = None,
                  credentials: tuple[str, str] | None = None, cancel_on_half_close: bool = False,
-                 max_workers: int | None = None, clock_offsets: Mapping[str, int] | None = None) -> None:
+                 max_workers: int | None = None, clock_offsets: Mapping[str, int] | None = None,
+                 serve_get: bool = True) -> None:
         if not states:
             raise ValueError("GnmiServer needs at least one switch state")
         if default_target is not None and default_target not in states:
@@ -104,6 +106,7 @@ class GnmiServer:
         self.cancel_on_half_close = cancel_on_half_close
         self.max_workers = max_workers
         self.clock_offsets = dict(clock_offsets or {})
+        self.serve_get = serve_get
         self._credentials = (credentials[0].encode(), credentials[1].encode()) if credentials else None
         self._loop: LoopThread | None = None
         self._server: grpc.aio.Server | None = None
@@ -254,6 +257,8 @@ class GnmiServer:
 
     async def _get_rpc(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         request = _parse(gnmi_pb2.GetRequest, raw, "GetRequest")
+        if not self.serve_get:
+            raise GnmiError("UNIMPLEMENTED", "this target does not serve Get: use Subscribe")
         feed = self._feed_for(request.prefix.target)
         return gnmi_get.get(request, feed.tick(), feed.encoder, time.time_ns() + feed.clock_offset_ns)
 

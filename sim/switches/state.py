@@ -53,6 +53,24 @@ class NextHopGroup:
     next_hops: dict[int, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LldpNeighbor:
+    """What a port hears over LLDP from the device cabled to it (openconfig-lldp neighbor state).
+
+    ``port_description`` carries a host NIC's RDMA device (``mlx5_0``), as lldpd's
+    ``configure ports <netdev> lldp portdescription`` sets it; a switch sends its port name.
+    ``management_address`` is the neighbor's address on this cable (a host: its NIC address).
+    """
+
+    system_name: str
+    port_id: str
+    chassis_id: str
+    port_description: str = ""
+    management_address: str = ""
+    port_id_type: str = "INTERFACE_NAME"
+    chassis_id_type: str = "MAC_ADDRESS"
+
+
 @dataclass
 class Snapshot:
     """A consistent copy of a switch's state at ``timestamp_ns`` (ns since the Unix epoch)."""
@@ -102,6 +120,11 @@ class SwitchState:
         self.interfaces: dict[str, InterfaceState] = {}
         self.next_hops: dict[int, NextHop] = {}
         self.groups: dict[int, NextHopGroup] = {}
+        #: Static after start: port -> LLDP neighbor, port -> (IPv4 address, prefix length).
+        self.lldp: dict[str, LldpNeighbor] = {}
+        self.addresses: dict[str, tuple[str, int]] = {}
+        #: AFT IPv4 entries: prefix ("10.0.0.1/32") -> next-hop group id; ids change with ``groups``.
+        self.ipv4_entries: dict[str, int] = {}
         self._listeners: list[Listener] = []
         self._listeners_lock = threading.Lock()
 

@@ -21,9 +21,10 @@ from flowtracer.sim.switches.encode import (
     notification,
     path_message,
     prefix_field,
+    value_codec,
 )
 from flowtracer.sim.switches.paths import request_elems, resolve
-from flowtracer.sim.switches.schema import INTERFACES, Tick
+from flowtracer.sim.switches.schema import INTERFACES, IPV4_ADDRESSES, Tick
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 
 U64_MAX = 2**64 - 1
@@ -62,7 +63,8 @@ COUNTERS = (U64_MAX, 0, 127, 128, 2**32, 1, 2, 3, 4, 5)
 @pytest.mark.parametrize("encoding", [PROTO, JSON, JSON_IETF])
 def test_full_notification_every_leaf(encoding: int) -> None:
     t = tick(Ethernet1=iface_row("Ethernet1", COUNTERS))
-    sels = selectors("/interfaces/interface[name=*]")
+    # /interfaces also holds the subinterface addresses: only the interface table's leaves here.
+    sels = tuple(s for s in selectors("/interfaces/interface[name=*]") if s.table is INTERFACES)
     (resp,) = UpdateEncoder().full(t, sels, [[("Ethernet1",)]], encoding, prefix_field("leaf1"))
     msg = gnmi_pb2.SubscribeResponse.FromString(resp)
     assert msg.update.timestamp == TS
@@ -154,3 +156,11 @@ def test_unchanged_values_reuse_their_bytes_and_changed_ones_do_not() -> None:
         (resp,) = enc.full(t, sels, [[("E1",)]], PROTO, prefix_field())
         out.append(updates(resp)["interfaces/interface[name=E1]/state/counters/in-octets"].uint_val)
     assert out == [5, 5, 300, 300, 5]
+
+
+@pytest.mark.parametrize(("encoding", "payload"), [(JSON, b"31"), (JSON_IETF, b"31"), (PROTO, b"\x1f")])
+def test_small_integers_are_bare_json_numbers(encoding: int, payload: bytes) -> None:
+    """RFC 7951 quotes only 64-bit integers: a uint8 prefix-length is a number in JSON_IETF too."""
+    prefix_length = IPV4_ADDRESSES.leaves[1]
+    assert prefix_length.path == ("state", "prefix-length")
+    assert value_codec(prefix_length, encoding).payload(31) == payload

@@ -56,7 +56,8 @@ def test_resolve(path: str, expected: list[object]) -> None:
 def test_root_and_prefix() -> None:
     everything = sel("/")
     assert {t for t, _, _ in everything} == {"interface", "next-hop", "next-hop-counters", "next-hop-group",
-                                             "next-hop-group-member", "queue"}
+                                             "next-hop-group-member", "queue", "ipv4-address", "lldp-neighbor",
+                                             "ipv4-entry"}
     assert sel("state/oper-status", prefix="/interfaces/interface[name=E2]") == [
         ("interface", ("E2",), ("state/oper-status",))]
 

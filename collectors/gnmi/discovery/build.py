@@ -1,0 +1,199 @@
+"""Discovered switch facts -> a topology file (pure: no I/O).
+
+Rules, for a 2-tier leaf-spine fabric:
+
+* **Switches** are the gNMI targets. An LLDP neighbor whose system name is a target (or whose first
+  DNS label is) is a switch; any other neighbor is a host NIC.
+* **Roles**: a switch that hears a host is a leaf; one cabled to a leaf is a spine; one cabled only
+  to spines is a leaf without hosts.
+* **Links**: one per cable seen from either end, ``a`` the end with the lower IPv4 address (so the
+  order of the address plan in ``schemas/addressing.py`` is kept), else natural name order.
+* **Speeds**: ``defaults.port_speed`` is the most common speed of switch-to-switch ports; any other
+  port speed is declared under the switch's ``ports``.
+* **Hosts** come from LLDP neighbors of leaf ports: system name = host, port id = netdev, port
+  description = RDMA device (the netdev when empty), management address = NIC IP (a NIC without
+  one is left out, with a warning); rail = rank of the NIC's leaf among the host's leaves
+  (natural order), which is how rail-optimized fabrics are cabled.
+* **ECMP groups** come from the AFT: each IPv4 entry's next-hop group, its next hops' egress
+  ports (``interface-ref``, else the port whose subnet holds the next-hop address) and weights;
+  destinations are the leaves of the host NICs the entry's prefix covers. Entries covering no NIC
+  and a switch's own leaf are left out.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flowtracer.collectors.gnmi.discovery.facts import SwitchFacts
+from flowtracer.schemas.fabric import natural_key
+from flowtracer.schemas.topology import Topology, validate_topology
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """The built topology and what could not be explained, one line each."""
+
+    topology: Topology
+    warnings: tuple[str, ...]
+
+
+def _nat(s: str) -> tuple[object, ...]:
+    return natural_key(s)
+
+
+def _ip_key(addr: str | None) -> tuple[int, int]:
+    """Sort key by IPv4 address (no address sorts last)."""
+    if not addr:
+        return (1, 0)
+    return (0, int(ipaddress.ip_interface(addr).ip))
+
+
+def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping[str, Any]],
+                   name: str = "fabric") -> Discovered:
+    """Build and validate the topology of ``facts``; ``endpoints``: switch -> its ``gnmi`` mapping."""
+    warnings: list[str] = [p for f in facts for p in f.problems]
+    by_name = {f.name: f for f in facts}
+    labels = {n.split(".", 1)[0]: n for n in by_name}
+
+    def switch_of(system_name: str) -> str | None:
+        if system_name in by_name:
+            return system_name
+        return labels.get(system_name.split(".", 1)[0])
+
+    # -- cables and hosts as heard over LLDP ------------------------------------------------------
+    cables: dict[frozenset[tuple[str, str]], None] = {}
+    host_ports: list[tuple[str, str, Any]] = []  # (leaf, port, neighbor)
+    for f in facts:
+        for port, nb in sorted(f.neighbors.items(), key=lambda kv: _nat(kv[0])):
+            peer = switch_of(nb.system_name)
+            if peer is not None:
+                if not nb.port_id:
+                    warnings.append(f"{f.name}:{port}: LLDP neighbor {peer} sends no port id: cable left out")
+                    continue
+                cables[frozenset(((f.name, port), (peer, nb.port_id)))] = None
+            elif nb.system_name:
+                host_ports.append((f.name, port, nb))
+    leaves = {leaf for leaf, _, _ in host_ports}
+    neighbors: dict[str, set[str]] = {f.name: set() for f in facts}
+    for c in cables:
+        (s1, _), (s2, _) = sorted(c)
+        neighbors.setdefault(s1, set()).add(s2)
+        neighbors.setdefault(s2, set()).add(s1)
+    roles = {n: "leaf" if n in leaves or not (neighbors.get(n, set()) & leaves) else "spine" for n in by_name}
+
+    def addr(sw: str, port: str) -> str | None:
+        f = by_name.get(sw)
+        return f.addresses.get(port) if f else None
+
+    def speed(sw: str, port: str) -> int | None:
+        f = by_name.get(sw)
+        return f.port_speeds.get(port) if f else None
+
+    links = []
+    for c in sorted(cables, key=lambda c: min((_ip_key(addr(*e)), _nat(e[0]), _nat(e[1])) for e in c)):
+        a, b = sorted(c, key=lambda e: (_ip_key(addr(*e)), _nat(e[0]), _nat(e[1])))
+        links.append({"a": f"{a[0]}:{a[1]}", "b": f"{b[0]}:{b[1]}"})
+
+    fabric_speeds = Counter(s for c in cables for e in c if (s := speed(*e)))
+    default_speed = fabric_speeds.most_common(1)[0][0] if fabric_speeds else None
+
+    # -- hosts ------------------------------------------------------------------------------------
+    nics: dict[str, list[dict[str, Any]]] = {}
+    for leaf, port, nb in sorted(host_ports, key=lambda h: (_ip_key(addr(h[0], h[1])), _nat(h[0]), _nat(h[1]))):
+        try:
+            ip = str(ipaddress.ip_address(nb.management_address))
+        except ValueError:
+            warnings.append(f"{leaf}:{port}: host {nb.system_name} advertises no usable management address "
+                            f"({nb.management_address!r}): NIC left out")
+            continue
+        nic: dict[str, Any] = {"rdma_device": nb.port_description or nb.port_id, "netdev": nb.port_id or port,
+                               "ip": ip, "leaf": f"{leaf}:{port}"}
+        s = speed(leaf, port) or default_speed
+        if s:
+            nic["speed"] = s
+        nics.setdefault(nb.system_name, []).append(nic)
+    hosts = []
+    for host, host_nics in nics.items():
+        host_leaves = sorted({n["leaf"].split(":", 1)[0] for n in host_nics}, key=_nat)
+        for n in host_nics:
+            n["rail"] = host_leaves.index(n["leaf"].split(":", 1)[0])
+        hosts.append({"name": host, "nics": host_nics})
+
+    # -- switches ---------------------------------------------------------------------------------
+    switches = []
+    used_ports = {e for c in cables for e in c} | {(leaf, port) for leaf, port, _ in host_ports}
+    for n in sorted(by_name, key=lambda n: (roles[n] != "leaf", _nat(n))):
+        sw: dict[str, Any] = {"name": n, "role": roles[n]}
+        if n in endpoints:
+            sw["gnmi"] = dict(endpoints[n])
+        ports = {p: s for (s_name, p) in sorted(used_ports, key=lambda e: _nat(e[1])) if s_name == n
+                 and (s := speed(n, p)) and s != default_speed}
+        if ports:
+            sw["ports"] = ports
+        switches.append(sw)
+
+    groups = _groups(facts, hosts, warnings)
+    data: dict[str, Any] = {"name": name, "switches": switches, "links": links, "hosts": hosts}
+    if default_speed:
+        data["defaults"] = {"port_speed": default_speed}
+    if groups:
+        data["ecmp_groups"] = groups
+    return Discovered(validate_topology(data, "discovered topology"), tuple(warnings))
+
+
+def _groups(facts: Sequence[SwitchFacts], hosts: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
+    """ECMP groups from every switch's AFT, per the module docstring."""
+    nic_leaf = {ipaddress.ip_address(n["ip"]): n["leaf"].split(":", 1)[0] for h in hosts for n in h["nics"]}
+    out: list[dict[str, Any]] = []
+    for f in sorted(facts, key=lambda f: _nat(f.name)):
+        subnets = {ipaddress.ip_interface(a).network: p for p, a in f.addresses.items()}
+        # group id -> destination leaves, in natural order
+        dests: dict[int, set[str]] = {}
+        for prefix, gid in f.routes.items():
+            try:
+                net = ipaddress.ip_network(prefix, strict=False)
+            except ValueError:
+                warnings.append(f"{f.name}: ipv4-entry {prefix!r} is not an IPv4 prefix")
+                continue
+            reached = {leaf for ip, leaf in nic_leaf.items() if ip in net} - {f.name}
+            dests.setdefault(gid, set()).update(reached)
+        seen: dict[str, int] = {}
+        for gid in sorted(dests, key=lambda g: sorted(dests[g], key=_nat)):
+            if not dests[gid]:
+                continue
+            members: dict[str, int] = {}
+            for idx, weight in sorted(f.groups.get(gid, {}).items()):
+                port = f.next_hop_port.get(idx) or _port_by_subnet(f.next_hop_ip.get(idx), subnets)
+                if port is None:
+                    warnings.append(f"{f.name}: next hop {idx} of group {gid} has no interface-ref and its address "
+                                    f"{f.next_hop_ip.get(idx)!r} is on no port: left out")
+                    continue
+                members[port] = members.get(port, 0) + weight
+            if not members:
+                warnings.append(f"{f.name}: next-hop group {gid} has no usable member: left out")
+                continue
+            keep = []
+            for d in sorted(dests[gid], key=_nat):
+                if d in seen:
+                    warnings.append(f"{f.name}: {d} is reached through groups {seen[d]} and {gid}: kept {seen[d]}")
+                else:
+                    seen[d] = gid
+                    keep.append(d)
+            if keep:
+                out.append({"switch": f.name, "destinations": keep,
+                            "members": dict(sorted(members.items(), key=lambda kv: _nat(kv[0])))})
+    return out
+
+
+def _port_by_subnet(ip: str | None, subnets: Mapping[Any, str]) -> str | None:
+    if not ip:
+        return None
+    try:
+        a = ipaddress.ip_address(ip)
+    except ValueError:
+        return None
+    return next((p for net, p in subnets.items() if a in net), None)

@@ -1,0 +1,113 @@
+"""Read discovery's leaves from every target over gNMI Get or Subscribe ONCE (the I/O shell of discovery).
+
+Channels, TLS and credentials are the collector's (``channel.connection_for``). With Get: one
+GetRequest per path of ``facts.PATHS``, all targets at once; a path a switch does not serve
+(NOT_FOUND, INVALID_ARGUMENT) is one warning and the rest still counts. A switch that answers Get
+with UNIMPLEMENTED is asked again with one Subscribe ONCE for all paths (a warning says so), as is
+every switch with ``rpc="once"``. A switch that cannot be read at all fails discovery with one
+line naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2
+from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
+
+from flowtracer.collectors.gnmi.channel import connection_for
+from flowtracer.collectors.gnmi.config import Encoding, Gnmi, Target
+from flowtracer.collectors.gnmi.counters.paths import parse_path
+from flowtracer.collectors.gnmi.discovery.facts import PATHS, Elems, SwitchFacts, switch_facts
+
+_ENCODINGS = {Encoding.PROTO: gnmi_pb2.Encoding.PROTO, Encoding.JSON_IETF: gnmi_pb2.Encoding.JSON_IETF,
+              Encoding.JSON: gnmi_pb2.Encoding.JSON}
+#: Status codes that mean "this switch does not serve that path": warn and go on.
+_NOT_SERVED = {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT}
+
+
+class DiscoveryError(RuntimeError):
+    """A target could not be read; ``str()`` is one line naming it."""
+
+
+def _value(tv: gnmi_pb2.TypedValue) -> Any:
+    kind = tv.WhichOneof("value")
+    if kind in ("json_ietf_val", "json_val"):
+        return json.loads(getattr(tv, kind))
+    return getattr(tv, kind) if kind else None
+
+
+def leaves(notifications: Iterable[gnmi_pb2.Notification]) -> list[tuple[Elems, Any]]:
+    """(prefix + path elements, value) of every update of some notifications."""
+    out: list[tuple[Elems, Any]] = []
+    for n in notifications:
+        head = [(e.name, dict(e.key)) for e in n.prefix.elem]
+        for u in n.update:
+            out.append(([*head, *((e.name, dict(e.key)) for e in u.path.elem)], _value(u.val)))
+    return out
+
+
+def _failed(target: Target, e: grpc.aio.AioRpcError) -> DiscoveryError:
+    return DiscoveryError(f"target {target.name} ({target.address}:{target.port}): {e.code().name}: {e.details()}")
+
+
+async def _once(stub: gNMIStub, metadata: Any, gnmi: Gnmi, timeout_s: float) -> list[tuple[Elems, Any]]:
+    """Every path in one Subscribe ONCE: the notifications up to ``sync_response``."""
+    req = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(
+        mode=gnmi_pb2.SubscriptionList.Mode.ONCE, encoding=_ENCODINGS[gnmi.encoding],
+        subscription=[gnmi_pb2.Subscription(path=parse_path(text)) for text in PATHS]))
+    notifications = []
+    async for resp in stub.Subscribe(iter([req]), metadata=metadata, timeout=timeout_s):
+        if resp.sync_response:
+            break
+        if resp.HasField("update"):
+            notifications.append(resp.update)
+    return leaves(notifications)
+
+
+async def _read(target: Target, gnmi: Gnmi, timeout_s: float, rpc: str) -> tuple[SwitchFacts, list[str]]:
+    conn = await connection_for(target, gnmi)
+    warnings: list[str] = []
+    updates: list[tuple[Elems, Any]] = []
+    async with conn.open() as channel:
+        stub = gNMIStub(channel)
+        try:
+            for text in PATHS if rpc == "get" else ():
+                req = gnmi_pb2.GetRequest(path=[parse_path(text)], type=gnmi_pb2.GetRequest.DataType.STATE,
+                                          encoding=_ENCODINGS[gnmi.encoding])
+                try:
+                    resp = await stub.Get(req, metadata=conn.metadata, timeout=timeout_s)
+                except grpc.aio.AioRpcError as e:
+                    if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                        warnings.append(f"{target.name}: Get is not implemented: read with Subscribe ONCE")
+                        rpc, updates = "once", []
+                        break
+                    if e.code() not in _NOT_SERVED:
+                        raise
+                    warnings.append(f"{target.name}: {text}: {e.code().name}: {e.details()}")
+                    continue
+                updates += leaves(resp.notification)
+            if rpc == "once":
+                updates = await _once(stub, conn.metadata, gnmi, timeout_s)
+        except grpc.aio.AioRpcError as e:
+            raise _failed(target, e) from None
+    return switch_facts(target.name, updates), warnings
+
+
+async def read_all(targets: Sequence[Target], gnmi: Gnmi, timeout_s: float = 10.0, rpc: str = "get"
+                   ) -> tuple[list[SwitchFacts], list[str]]:
+    """Every target's facts (in target order) and the warnings about paths it does not serve.
+
+    ``rpc``: "get" (Subscribe ONCE for a target without Get) or "once" (Subscribe ONCE for all).
+    """
+    # Every read ends (and closes its channel) before the first failure is raised, in target order.
+    results = await asyncio.gather(*(_read(t, gnmi, timeout_s, rpc) for t in targets), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    done = [r for r in results if not isinstance(r, BaseException)]
+    return [f for f, _ in done], [w for _, ws in done for w in ws]
