@@ -20,7 +20,14 @@ Paths follow openconfig/public:
   and ``interface-ref/state/interface``; ``counters/next-hops/next-hop[index]/state/{index,
   octets-forwarded,packets-forwarded}`` (the unified AFT counters subtree, openconfig-aft 3.x);
   ``next-hop-groups/next-hop-group[id]/state/id`` and
-  ``next-hop-groups/next-hop-group[id]/next-hops/next-hop[index]/state/{index,weight}``.
+  ``next-hop-groups/next-hop-group[id]/next-hops/next-hop[index]/state/{index,weight}``;
+* ``openconfig-qos``: ``/qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/{name,
+  transmit-pkts,transmit-octets,dropped-pkts,dropped-octets,ecn-marked-pkts,ecn-marked-octets,max-queue-len}``;
+* per-priority PFC, which OpenConfig lacks, in SR Linux's layout (``srl_nokia-qos``):
+  ``/qos/interfaces/interface[interface-id]/pfc/statistics/pfc-priority[index]/{index,pfc-pause-frames-received,
+  pfc-pause-frames-generated}``.
+
+Queue and PFC rows exist only for what ``SwitchState.queues`` / ``.pfc`` hold (empty unless set).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import operator
 from dataclasses import dataclass
 from enum import Enum
 
-from flowtracer.sim.switches.state import INTERFACE_COUNTERS, SwitchState
+from flowtracer.sim.switches.state import INTERFACE_COUNTERS, PFC_COUNTERS, QUEUE_COUNTERS, SwitchState
 
 
 class LeafType(Enum):
@@ -169,7 +176,36 @@ NEXT_HOP_GROUP_MEMBERS = Table(
     uint_keys=frozenset({"id", "index"}),
 )
 
-TABLES: tuple[Table, ...] = (INTERFACES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS, NEXT_HOP_GROUP_MEMBERS)
+QOS_MODELS = ("openconfig-qos",)
+PFC_MODELS = ("srl_nokia-qos",)
+_QOS_IF = (EntityElem("qos"), EntityElem("interfaces"), EntityElem("interface", "interface-id"))
+
+#: Queue row layout: name, the QUEUE_COUNTERS in order, max-queue-len; keyed by (interface, queue name).
+QUEUES = Table(
+    name="queue",
+    source="queue",
+    entity=(*_QOS_IF, EntityElem("output"), EntityElem("queues"), EntityElem("queue", "name")),
+    leaves=(
+        Leaf(("state", "name"), 0, LeafType.STRING, QOS_MODELS),
+        *(Leaf(("state", c), 1 + i, LeafType.UINT64, QOS_MODELS, sampled=True) for i, c in enumerate(QUEUE_COUNTERS)),
+        Leaf(("state", "max-queue-len"), 1 + len(QUEUE_COUNTERS), LeafType.UINT64, QOS_MODELS, sampled=True),
+    ),
+)
+
+#: PFC row layout: priority, the PFC_COUNTERS in order; keyed by (interface, priority).
+PFC = Table(
+    name="pfc-priority",
+    source="pfc",
+    entity=(*_QOS_IF, EntityElem("pfc"), EntityElem("statistics"), EntityElem("pfc-priority", "index")),
+    leaves=(
+        Leaf(("index",), 0, LeafType.UINT64, PFC_MODELS),
+        *(Leaf((c,), 1 + i, LeafType.UINT64, PFC_MODELS, sampled=True) for i, c in enumerate(PFC_COUNTERS)),
+    ),
+    uint_keys=frozenset({"index"}),
+)
+
+TABLES: tuple[Table, ...] = (INTERFACES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS, NEXT_HOP_GROUP_MEMBERS, QUEUES,
+                             PFC)
 
 #: (name, organization, version) for CapabilityResponse.supported_models.
 MODELS: tuple[tuple[str, str, str], ...] = (
@@ -178,6 +214,8 @@ MODELS: tuple[tuple[str, str, str], ...] = (
     ("openconfig-network-instance", "OpenConfig working group", "4.4.1"),
     ("openconfig-aft", "OpenConfig working group", "3.1.0"),
     ("iana-if-type", "IANA", "2023-01-26"),
+    ("openconfig-qos", "OpenConfig working group", "2.2.0"),
+    ("srl_nokia-qos", "Nokia", "25.3"),
 )
 
 _SPEEDS = {
@@ -232,6 +270,12 @@ def read_tick(state: SwitchState) -> Tick:
             groups[(str(g.id),)] = (g.id,)
             for idx in sorted(g.next_hops):
                 members[(str(g.id), str(idx))] = (idx, g.next_hops[idx])
+        queues: dict[RowKey, Row] = {}
+        for (iface, qname), q in sorted(state.queues.items()):
+            queues[(iface, qname)] = (qname, *(q.counters.get(c, 0) for c in QUEUE_COUNTERS), q.max_queue_len)
+        pfc = {(iface, str(prio)): (prio, *(p.counters.get(c, 0) for c in PFC_COUNTERS))
+               for (iface, prio), p in sorted(state.pfc.items())}
         return Tick(state.timestamp_ns, state.boot_epoch, {
             "interface": ifaces, "next-hop": nhs, "next-hop-group": groups, "next-hop-group-member": members,
+            "queue": queues, "pfc": pfc,
         })
