@@ -11,3 +11,16 @@ InterfaceCounters fields (index = position here)."""
 
 NEXT_HOP_COUNTERS: tuple[str, ...] = ("octets-forwarded", "packets-forwarded")
 """Next-hop counter leaves (openconfig-aft), index = position."""
+
+QUEUE_COUNTERS: tuple[str, ...] = (
+    "transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-octets", "ecn-marked-pkts", "ecn-marked-octets",
+)
+"""openconfig-qos counter leaves under /qos/interfaces/interface/output/queues/queue/state that CongestionBatch
+carries, in the order of the QueueCounters fields (index = position here)."""
+
+QUEUE_WATERMARK = "max-queue-len"
+"""openconfig-qos queue watermark leaf (bytes; a high-water mark, not a counter)."""
+
+PFC_COUNTERS: tuple[str, ...] = ("pfc-pause-frames-received", "pfc-pause-frames-generated")
+"""Per-priority PFC leaves under /qos/interfaces/interface/pfc/statistics/pfc-priority[index] (SR Linux's layout;
+OpenConfig has none), in the order of the PfcCounters fields (received = rx, generated = tx)."""
