@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from flowtracer.collectors.gnmi.counters.column_deltas import DeltaState
 from flowtracer.collectors.gnmi.counters.decode import Samples
 from flowtracer.schemas.openconfig import PFC_COUNTERS, QUEUE_COUNTERS
@@ -121,25 +119,25 @@ class CongestionAssembler:
                                 collector_id=self.collector_id, sequence=self.sequence, received_ns=received_ns,
                                 session=self.session)
         qkeys = sorted(cur.queues)
-        for key, (cells, interval) in zip(qkeys, _deltas(self.queue_deltas, qkeys, [cur.queues[k] for k in qkeys], ts),
-                                          strict=True):
+        qcells = self.queue_deltas.update_sparse(qkeys, [cur.queues[k] for k in qkeys], ts)
+        for key, (cells, interval) in zip(qkeys, qcells, strict=True):
             wm = cur.watermarks.get(key)
             if not cells and wm is None:
                 continue
             q = QueueCounters(interface=key[0], queue=key[1], interval_ns=interval)
-            for i, c in cells.items():
-                getattr(q, _QUEUE_FIELDS[i]).CopyFrom(c)
+            for i, (v, d, st) in cells.items():
+                getattr(q, _QUEUE_FIELDS[i]).CopyFrom(Counter(value=v, delta=d, status=st))  # type: ignore[arg-type]
             if wm is not None:
                 q.max_queue_len_bytes, q.has_max_queue_len = wm, True
             batch.queues.append(q)
         pkeys = sorted(cur.pfc)
-        for key, (cells, interval) in zip(pkeys, _deltas(self.pfc_deltas, pkeys, [cur.pfc[k] for k in pkeys], ts),
+        for key, (cells, interval) in zip(pkeys, self.pfc_deltas.update_sparse(pkeys, [cur.pfc[k] for k in pkeys], ts),
                                           strict=True):
             if not cells:
                 continue
             p = PfcCounters(interface=key[0], priority=key[1], interval_ns=interval)
-            for i, c in cells.items():
-                getattr(p, _PFC_FIELDS[i]).CopyFrom(c)
+            for i, (v, d, st) in cells.items():
+                getattr(p, _PFC_FIELDS[i]).CopyFrom(Counter(value=v, delta=d, status=st))  # type: ignore[arg-type]
             batch.pfc.append(p)
         self._last_emitted_ns = max(self._last_emitted_ns, ts)
         if not batch.queues and not batch.pfc:  # everything was a duplicate or out of order
@@ -148,25 +146,3 @@ class CongestionAssembler:
         self.stats.batches += 1
         return [batch]
 
-
-def _deltas(state: DeltaState, keys: list[tuple[str, object]], values: list[dict[int, int]],
-            ts: int) -> list[tuple[dict[int, Counter], int]]:
-    """Run the delta rule on one instant's rows: per row, the Counter of each sampled counter that was
-    kept (not a duplicate or out of order) and the row's interval (ns)."""
-    if not keys:
-        return []
-    width = state.width
-    vals = np.zeros((len(keys), width), np.uint64)
-    present = np.zeros((len(keys), width), bool)
-    for r, row in enumerate(values):
-        for i, v in row.items():
-            vals[r, i] = v
-            present[r, i] = True
-    rows = state.rows(keys, keys)
-    res = state.update(DeltaState.block(rows), vals, present, ts, np.zeros((len(keys), 1), np.int64))
-    out: list[tuple[dict[int, Counter], int]] = []
-    for r in range(len(keys)):
-        cells = {i: Counter(value=int(vals[r, i]), delta=int(res.delta[r, i]), status=int(res.status[r, i]))
-                 for i in range(width) if present[r, i] and res.kept[r, i]}
-        out.append((cells, int(res.interval_ns[r])))
-    return out
