@@ -192,7 +192,7 @@ class Gnmi(_Model):
     updates_only: bool = False
     subscriptions: tuple[Subscription, ...] = DEFAULT_SUBSCRIPTIONS
     #: Also subscribe to the congestion leaves (CONGESTION_SUBSCRIPTIONS) and publish CongestionBatches. Off by
-    #: default: they go through the general decoder, not the fast path (docs/congestion-counters.md has the cost).
+    #: default: with 8 queues a port has more queue leaves than interface counters (docs/congestion-counters.md).
     congestion: bool = False
     #: Sample interval of the congestion subscriptions.
     congestion_interval: Duration = 1.0

@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 from flowtracer.collectors.gnmi.config import CollectorConfig, Target
 from flowtracer.collectors.gnmi.counters import native_loader
 from flowtracer.collectors.gnmi.counters.assembly import Batch
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
@@ -41,7 +42,6 @@ from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.schemas import topics
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
-from flowtracer.schemas.v1.counters_pb2 import CongestionBatch
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class CollectorService:
     def _emit(self, batch: Batch) -> None:
         self.sink.send(self.topic, topics.key(batch.switch), batch.SerializeToString())
 
-    def _emit_congestion(self, batch: CongestionBatch) -> None:
+    def _emit_congestion(self, batch: EncodedBatch) -> None:
         self.sink.send(self.congestion_topic, topics.key(batch.switch), batch.SerializeToString())
 
     # -- lifecycle -----------------------------------------------------------------------------

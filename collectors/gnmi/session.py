@@ -43,11 +43,11 @@ from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify
 from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.collectors.once import OncePerCause
-from flowtracer.schemas.v1.counters_pb2 import CongestionBatch
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +100,11 @@ class SessionStats:
 
 class TargetSession:
     """The connection loop of one target. ``emit(batch)`` receives every CounterBatch (or the same, serialized),
-    ``emit_congestion(batch)`` every CongestionBatch (None: they are built and dropped)."""
+    ``emit_congestion(batch)`` every CongestionBatch, serialized (None: they are built and dropped)."""
 
     def __init__(self, target: Target, gnmi: Gnmi, *, collector_id: str,
                  emit: Callable[[Batch], None], decoder: Decoder | None = None,
-                 emit_congestion: Callable[[CongestionBatch], None] | None = None) -> None:
+                 emit_congestion: Callable[[EncodedBatch], None] | None = None) -> None:
         self.target = target
         self.decoder = decoder or Decoder()
         self.fast = FastDecoder(self.decoder)  # this switch's repeating notification layouts
@@ -265,8 +265,14 @@ class TargetSession:
             try:
                 m = match(raw)
                 if m is not None:  # a layout seen before: its columns go to the assembler as they are
-                    st.counter_updates += m[0].counter_updates
-                    out = asm.add_part(m[0], m[1], time.time_ns())
+                    lay = m[0]
+                    st.counter_updates += lay.counter_updates
+                    out = asm.add_part(lay, m[1], time.time_ns()) if lay.counter_updates or len(lay.st_sel) else []
+                    if lay.cg:
+                        st.congestion_updates += lay.congestion_updates
+                        self._emit_congestion(self.congestion.add_part(lay, m[1], time.time_ns()))
+                        if self._grace is None:
+                            self._arm_grace()
                 else:  # parse and decode the general way
                     resp = SubscribeResponse.FromString(raw)
                     kind = resp.WhichOneof("response")
@@ -359,7 +365,7 @@ class TargetSession:
             self.stats.batches += 1
             self.emit(b)
 
-    def _emit_congestion(self, batches: list[CongestionBatch]) -> None:
+    def _emit_congestion(self, batches: list[EncodedBatch]) -> None:
         self.stats.congestion_batches += len(batches)
         if self.emit_congestion is not None:
             for b in batches:

@@ -376,7 +376,14 @@ def _keys_text(keys: dict[str, str]) -> str:
 # (RES_IF_COUNTER, interface, counter index) | (RES_NH_COUNTER, ni, next-hop index, counter index,
 # newer tree) | (RES_LEAF, handler, keys, names) | (RES_CONTAINER, names, keys) | (RES_ERROR, message)
 # | (RES_IGNORE,)
+# | (RES_QUEUE_COUNTER, interface, queue, counter index) | (RES_QUEUE_WATERMARK, interface, queue)
+# | (RES_PFC_COUNTER, interface, priority, counter index)
 RES_IGNORE, RES_IF_COUNTER, RES_NH_COUNTER, RES_LEAF, RES_CONTAINER, RES_ERROR = range(6)
+RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER = range(6, 9)
+#: The codes whose value is one uint64 counter (read by the fast paths).
+COUNTER_CODES = frozenset({RES_IF_COUNTER, RES_NH_COUNTER, RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER})
+_QUEUE_STATE = ("qos", "interfaces", "interface", "output", "queues", "queue", "state")
+_PFC_PRIORITY = ("qos", "interfaces", "interface", "pfc", "statistics", "pfc-priority")
 _Resolved = tuple[Any, ...]
 
 
@@ -411,6 +418,16 @@ class Decoder:
             if t[-1] in NEXT_HOP_COUNTERS and t[:3] == _AFT:
                 return (RES_NH_COUNTER, key_value(keys, "network-instance"), _index(keys, "next-hop"),
                         NEXT_HOP_COUNTERS.index(t[-1]), t[3] == "counters")
+            if t[:7] == _QUEUE_STATE:
+                where = (key_value(keys, "interface"), key_value(keys, "queue"))
+                if t[-1] == QUEUE_WATERMARK:
+                    return (RES_QUEUE_WATERMARK, *where)
+                return (RES_QUEUE_COUNTER, *where, QUEUE_COUNTERS.index(t[-1]))
+            if t[:6] == _PFC_PRIORITY:
+                prio = _index(keys, "pfc-priority")
+                if prio > 7:
+                    raise DecodeError(f"PFC priority {prio} is not 0-7")
+                return (RES_PFC_COUNTER, key_value(keys, "interface"), prio, PFC_COUNTERS.index(t[-1]))
         except DecodeError as e:
             return (RES_ERROR, f"/{'/'.join(t)}{_keys_text(keys)}: {e}")
         return (RES_LEAF, h, keys, t)
@@ -449,7 +466,7 @@ class Decoder:
                 cache = self._cache[pkey]  # a new dict if the cache was emptied
             code = r[0]
             tv = u.val
-            if code in (RES_IF_COUNTER, RES_NH_COUNTER):
+            if code in COUNTER_CODES:
                 v = tv.uint_val
                 if not v and tv.WhichOneof("value") != "uint_val":  # JSON, string, int_val, ...
                     try:
@@ -459,8 +476,14 @@ class Decoder:
                         continue
                 if code == RES_IF_COUNTER:
                     if_counters.append((r[1], r[2], v))
-                else:
+                elif code == RES_NH_COUNTER:
                     nh_counters.append((r[1], r[2], r[3], v, r[4]))
+                elif code == RES_QUEUE_COUNTER:
+                    s.queue_counters.append((r[1], r[2], r[3], v))
+                elif code == RES_PFC_COUNTER:
+                    s.pfc_counters.append((r[1], r[2], r[3], v))
+                else:
+                    s.queue_watermarks.append((r[1], r[2], v))
             elif code == RES_IGNORE:
                 s.ignored += 1
             elif code == RES_ERROR:

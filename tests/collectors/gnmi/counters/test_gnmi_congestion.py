@@ -174,3 +174,39 @@ def test_a_sample_older_than_its_instant_is_late_and_changes_nothing() -> None:
     assert (a.stats.late, a.queue_deltas.out_of_order) == (1, 1)
     out = a.add(d.decode(notification(T0 + 2 * S, [(f"{Q}/transmit-pkts", 8)])), 1) + a.flush(1)
     assert (out[0].queues[0].transmit_pkts.delta, out[0].queues[0].transmit_pkts.status) == (3, OK)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+def test_the_fast_path_gives_the_general_paths_bytes(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queue and PFC notifications read from a learnt layout (FastDecoder, as the session does) give the same
+    CongestionBatch bytes as the general decoder, resets and watermarks included; the bytes are canonical."""
+    from flowtracer.collectors.gnmi.counters import native_loader
+    from flowtracer.collectors.gnmi.counters.layout import FastDecoder
+    if not native:
+        monkeypatch.setattr(native_loader, "native", None)
+    seq = [(100, 10, 1), (150, 30, 4), (151, 31, 5), (20, 2, 0), (70, 9, 6), (71, 9, 6)]
+    msgs = [g.SubscribeResponse(update=_sample(T0 + k * S, *v, wm=4096 + k)) for k, v in enumerate(seq)]
+    d = Decoder()
+    fast = FastDecoder(d)
+    general = CongestionAssembler("leaf1", collector_id="t", interval_ns=S)
+    columns = CongestionAssembler("leaf1", collector_id="t", interval_ns=S)
+    a, b, parts = [], [], 0
+    for m in msgs:
+        raw = m.SerializeToString()
+        a += general.add(d.decode(m.update), 1)
+        hit = fast.match(raw)
+        if hit is None:
+            s = d.decode(m.update)
+            fast.learn(raw, m.update, s)
+            b += columns.add(s, 1)
+        else:
+            parts += 1
+            assert hit[0].congestion_updates == 4 and hit[0].counter_updates == 0
+            b += columns.add_part(hit[0], hit[1], 1)
+    a += general.flush(2)
+    b += columns.flush(2)
+    assert parts >= 3, "the layout was learnt and used"
+    assert [x.SerializeToString() for x in a] == [x.SerializeToString() for x in b]
+    for x in b:
+        assert CongestionBatch.FromString(x.SerializeToString()).SerializeToString() == x.SerializeToString()
+    assert [x.queues[0].transmit_pkts.status for x in b] == [BASELINE, OK, OK, RESET, OK, OK]
