@@ -30,10 +30,17 @@ from typing import Protocol
 
 import numpy as np
 
+from flowtracer.collectors.gnmi.counters import native_loader
 from flowtracer.collectors.gnmi.counters.column_deltas import DeltaState
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.decode import RES_PFC_COUNTER, RES_QUEUE_WATERMARK, Samples
-from flowtracer.collectors.gnmi.counters.wire import FixedBytes, counter_cells, repeated_messages, scalar_field
+from flowtracer.collectors.gnmi.counters.wire import (
+    FixedBytes,
+    counter_cells,
+    repeated_messages,
+    scalar_field,
+    tag_matrix,
+)
 from flowtracer.schemas.openconfig import PFC_COUNTERS, QUEUE_COUNTERS
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1.counters_pb2 import CongestionBatch, PfcCounters, QueueCounters
@@ -269,29 +276,56 @@ class CongestionAssembler:
     @staticmethod
     def _encode(g: _Grid, ts: int, make: type[QueueCounters] | type[PfcCounters], tag: int,
                 tags: tuple[bytes, ...], watermarks: dict[int, int]) -> bytes:
-        """The delta rule on the instant's rows of ``g`` and their repeated entries' bytes."""
+        """The delta rule on the instant's rows of ``g`` and their repeated entries' bytes: in one compiled pass
+        (``native.encode_grid``, as the interface counters) where the extension is built, else on numpy. A row is
+        written when one of its counters is kept; its watermark fields (10-11) sit between the interval and the
+        counters (the ``mid`` of ``encode_grid``: protobuf reads fields in any order)."""
         wrows = np.fromiter(watermarks, np.intp, len(watermarks))
-        if g.empty and not len(wrows):
+        if g.empty:
             return b""
         urows, vals, present = g.grid(wrows)
         g.reset_instant()
-        res = g.deltas.update(DeltaState.block(urows), vals, present, ts, np.zeros((len(urows), 1), np.int64))
+        deltas, block, n = g.deltas, DeltaState.block(urows), len(urows)
+        pre = g.fixed(urows, make)
+        mid = _watermark_fields(urows, wrows, watermarks) if len(wrows) else None
+        native = native_loader.native
+        if native is not None:
+            st = deltas.take(block)
+            tb, _, tl = tag_matrix(tags)
+            data, _, dup, ooo = native.encode_grid(
+                vals.ravel(), np.arange(vals.size, dtype=np.int64).reshape(vals.shape), present.view(np.uint8),
+                st.values, st.ts, st.clear, ts, np.zeros(n, np.int64), deltas.counter_bits, deltas.gap_ns, None,
+                pre.bytes, pre.lens, None if mid is None else mid[0], None if mid is None else mid[2], tb, tl, tag,
+                _INTERVAL_TAG)
+            deltas.put(block, st)
+            deltas.count_dropped(dup, ooo)
+            return data
+        res = deltas.update(block, vals, present, ts, np.zeros((n, 1), np.int64))
         kept = present & res.kept
         cells, cells_keep, cells_len = counter_cells(tags, vals, res.delta, res.status, kept)
         iv, iv_keep, iv_len = scalar_field(_INTERVAL_TAG, res.interval_ns.astype(_U64))
-        pre = g.fixed(urows, make)
-        parts = [(pre.bytes, pre.keep), (iv, iv_keep), (cells, cells_keep)]
+        parts = [(pre.bytes, pre.keep), (iv, iv_keep)]
         body = pre.lens + iv_len + cells_len
-        emit = kept.any(axis=1)
-        if watermarks:
-            has = np.zeros(len(urows), _U64)
-            wm = np.zeros(len(urows), _U64)
-            idx = np.searchsorted(urows, wrows)
-            wm[idx] = np.fromiter(watermarks.values(), _U64, len(watermarks))
-            has[idx] = 1
-            for t, v in ((_WM_TAG, wm), (_HAS_WM_TAG, has)):
-                b, k, n = scalar_field(t, v)
-                parts.append((b, k))
-                body = body + n
-            emit |= has.astype(bool)
-        return repeated_messages(tag, emit, parts, body)
+        if mid is not None:
+            parts.append((mid[0], mid[1]))
+            body = body + mid[2]
+        parts.append((cells, cells_keep))
+        return repeated_messages(tag, kept.any(axis=1), parts, body)
+
+
+def _watermark_fields(urows: np.ndarray, wrows: np.ndarray,
+                      watermarks: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """QueueCounters fields 10-11 (max_queue_len_bytes, has_max_queue_len) of ``urows``: (bytes left-aligned and
+    zero-padded (rows, w), keep mask, lengths int64)."""
+    wm = np.zeros(len(urows), _U64)
+    has = np.zeros(len(urows), _U64)
+    idx = np.searchsorted(urows, wrows)
+    wm[idx] = np.fromiter(watermarks.values(), _U64, len(watermarks))
+    has[idx] = 1
+    b1, k1, _ = scalar_field(_WM_TAG, wm)
+    b2, k2, _ = scalar_field(_HAS_WM_TAG, has)
+    b, k = np.concatenate([b1, b2], axis=1), np.concatenate([k1, k2], axis=1)
+    order = np.argsort(~k, axis=1, kind="stable")  # kept bytes first, in order
+    b, k = np.take_along_axis(b, order, 1), np.take_along_axis(k, order, 1)
+    b[~k] = 0
+    return np.ascontiguousarray(b), k, k.sum(axis=1).astype(np.int64)
