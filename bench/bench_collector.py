@@ -32,6 +32,10 @@ before and after they all stream.
 
     .venv/bin/python bench/bench_collector.py              # ~60 s on 2 cores
     .venv/bin/python bench/bench_collector.py --targets 20 --seconds 8 --interfaces 64 --next-hops 32
+
+``--queues Q --pfc-priorities P`` turn the congestion counters on (``gnmi.congestion``): a fourth notification
+per sample with Q egress queues x 7 openconfig-qos leaves and P PFC priorities x 2 leaves per interface, counted
+as counter updates like the others (raw decodes them too), so the ratios say what they cost.
 """
 
 from __future__ import annotations
@@ -81,7 +85,12 @@ def _template(updates: list[tuple[str, int | str]]) -> tuple[bytes, bytes]:
     return b"\x0a" + varint(body_len) + b"\x08", rest
 
 
-def _payload(interfaces: int, next_hops: int) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], int]:
+QUEUE_LEAVES = ("transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-octets", "ecn-marked-pkts",
+                "ecn-marked-octets", "max-queue-len")
+
+
+def _payload(interfaces: int, next_hops: int, queues: int = 0,
+             priorities: int = 0) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], int]:
     """(state templates, per-sample templates, counter updates per sample)."""
     ifc = [(f"/interfaces/interface[name=Ethernet{i}]/state/counters/{c}", 10**12 + i)
            for i in range(1, interfaces + 1) for c in COUNTERS]
@@ -98,14 +107,24 @@ def _payload(interfaces: int, next_hops: int) -> tuple[list[tuple[bytes, bytes]]
     state += [(f"{NI}/next-hop-groups/next-hop-group[id={k // 8}]/next-hops/next-hop[index={k}]/state/weight", 1)
               for k in range(next_hops)]
     per_sample = interfaces * len(COUNTERS) + 4 * next_hops
-    return [_template(state)], [_template(ifc), _template(legacy), _template(newer)], per_sample
+    samples = [_template(ifc), _template(legacy), _template(newer)]
+    if queues or priorities:
+        qos = "/qos/interfaces/interface[interface-id=Ethernet{}]"
+        cong: list[tuple[str, int | str]] = [
+            (f"{qos.format(i)}/output/queues/queue[name={q}]/state/{c}", 10**9 + q)
+            for i in range(1, interfaces + 1) for q in range(queues) for c in QUEUE_LEAVES]
+        cong += [(f"{qos.format(i)}/pfc/statistics/pfc-priority[index={p}]/pfc-pause-frames-{d}", 10**6 + p)
+                 for i in range(1, interfaces + 1) for p in range(3, 3 + priorities) for d in ("received", "generated")]
+        samples.append(_template(cong))
+        per_sample += len(cong)
+    return [_template(state)], samples, per_sample
 
 
 # -- the server process ------------------------------------------------------------------------
 
 
-def _serve(port_q: Any, interfaces: int, next_hops: int, paced: bool) -> None:
-    state, sample, _ = _payload(interfaces, next_hops)
+def _serve(port_q: Any, interfaces: int, next_hops: int, paced: bool, queues: int, priorities: int) -> None:
+    state, sample, _ = _payload(interfaces, next_hops, queues, priorities)
     sync = gnmi_pb2.SubscribeResponse(sync_response=True).SerializeToString()
     caps = gnmi_pb2.CapabilityResponse(supported_encodings=[gnmi_pb2.PROTO]).SerializeToString()
 
@@ -158,7 +177,7 @@ def _rates(samples: int, cpu_s: float, wall_s: float, per_sample: int) -> dict[s
 
 
 async def _raw(port: int, targets: int, seconds: float, parse: bool, per_sample: int,
-               decode: bool = True) -> dict[str, float]:
+               decode: bool = True, messages: int = 3) -> dict[str, float]:
     """Receive + decode (grpc's deserializer; ``decode=False``: bytes only) on ``targets`` streams;
     count sample instants."""
     counts = [0] * targets
@@ -174,7 +193,7 @@ async def _raw(port: int, targets: int, seconds: float, parse: bool, per_sample:
                 resp = await call.read()
                 if parse:
                     telemetryParser(resp)
-                counts[i] += 1  # messages: three per sample instant
+                counts[i] += 1  # messages: ``messages`` per sample instant
             call.cancel()
 
     tasks = [asyncio.create_task(one(i)) for i in range(targets)]
@@ -186,17 +205,18 @@ async def _raw(port: int, targets: int, seconds: float, parse: bool, per_sample:
     await asyncio.wait(tasks, timeout=5)
     for t in tasks:
         t.cancel()
-    return _rates((n1 - n0) // 3, c1 - c0, w1 - w0, per_sample)
+    return _rates((n1 - n0) // messages, c1 - c0, w1 - w0, per_sample)
 
 
-def _gnmi(interval_s: float) -> Gnmi:
+def _gnmi(interval_s: float, congestion: bool = False) -> Gnmi:
     return Gnmi(subscriptions=[Subscription(name="all", path="/interfaces", sample_interval=interval_s)],
-                start_spread=1.0, liveness_timeout=30.0, backoff=Backoff(base=0.5, cap=2.0))
+                start_spread=1.0, liveness_timeout=30.0, backoff=Backoff(base=0.5, cap=2.0), congestion=congestion)
 
 
 async def _collector(port: int, targets: int, seconds: float, kafka: TansuBroker, topic: str,
-                     interval_s: float, per_sample: int) -> tuple[dict[str, float], CollectorService]:
-    cfg = CollectorConfig(collector_id="bench", gnmi=_gnmi(interval_s),
+                     interval_s: float, per_sample: int, congestion: bool = False
+                     ) -> tuple[dict[str, float], CollectorService]:
+    cfg = CollectorConfig(collector_id="bench", gnmi=_gnmi(interval_s, congestion),
                           kafka=Kafka(bootstrap=kafka.bootstrap, topic=topic, idempotence=False))
     svc = CollectorService(cfg, [Target(name=f"sw{i:03d}", address="127.0.0.1", port=port) for i in range(targets)])
     task = asyncio.create_task(svc.run())
@@ -225,10 +245,11 @@ def _rss_mib() -> float:
 
 
 async def _memory(port: int, targets: int, kafka: TansuBroker, topic: str, seconds: float,
-                  per_sample: int) -> dict[str, float]:
+                  per_sample: int, congestion: bool = False) -> dict[str, float]:
     """``targets`` switches sampling once per second (a real fabric): keeps up? CPU? RSS?"""
     before = _rss_mib()
-    cfg = CollectorConfig(collector_id="bench-mem", gnmi=_gnmi(1.0).model_copy(update={"start_spread": 3.0}),
+    cfg = CollectorConfig(collector_id="bench-mem",
+                          gnmi=_gnmi(1.0, congestion).model_copy(update={"start_spread": 3.0}),
                           kafka=Kafka(bootstrap=kafka.bootstrap, topic=topic, idempotence=False))
     svc = CollectorService(cfg, [Target(name=f"m{i:03d}", address="127.0.0.1", port=port) for i in range(targets)])
     task = asyncio.create_task(svc.run())
@@ -258,40 +279,47 @@ def main() -> None:
     ap.add_argument("--memory-targets", type=int, default=200, help="targets of the memory run (0: skip it)")
     ap.add_argument("--memory-interfaces", type=int, default=32,
                     help="interfaces per target in the 200-target run (64 offers more than one process takes)")
+    ap.add_argument("--queues", type=int, default=0, help="egress queues per interface (congestion counters on)")
+    ap.add_argument("--pfc-priorities", type=int, default=0, help="PFC priorities per interface (congestion on)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
     ctx = mp.get_context("spawn")
     results: dict[str, Any] = {"targets": args.targets, "interfaces": args.interfaces, "next_hops": args.next_hops,
-                               "cpus": os.cpu_count()}
-    _, _, per_sample = _payload(args.interfaces, args.next_hops)
+                               "queues": args.queues, "pfc_priorities": args.pfc_priorities, "cpus": os.cpu_count()}
+    cong = (args.queues, args.pfc_priorities)
+    on = any(cong)
+    _, templates, per_sample = _payload(args.interfaces, args.next_hops, *cong)
+    msgs = len(templates)
     results["counter_updates_per_sample"] = per_sample
     procs = []
     try:
         ports = {}
         for paced, ifaces in ((False, args.interfaces), (True, args.memory_interfaces)):
             q = ctx.Queue()
-            p = ctx.Process(target=_serve, args=(q, ifaces, args.next_hops, paced), daemon=True)
+            p = ctx.Process(target=_serve, args=(q, ifaces, args.next_hops, paced, *cong), daemon=True)
             p.start()
             procs.append(p)
             ports[paced] = q.get(timeout=30)
         with TansuBroker() as kafka:
             topic = "bench-counters"
             kafka.create_topics({topic: 8, "bench-memory": 8})
-            results["raw"] = asyncio.run(_raw(ports[False], args.targets, args.seconds, False, per_sample))
-            results["pygnmi_parse"] = asyncio.run(_raw(ports[False], args.targets, args.seconds / 2, True, per_sample))
+            results["raw"] = asyncio.run(_raw(ports[False], args.targets, args.seconds, False, per_sample,
+                                              messages=msgs))
+            results["pygnmi_parse"] = asyncio.run(_raw(ports[False], args.targets, args.seconds / 2, True, per_sample,
+                                                       messages=msgs))
             results["receive_only"] = asyncio.run(_raw(ports[False], args.targets, args.seconds / 2, False, per_sample,
-                                                       decode=False))
+                                                       decode=False, messages=msgs))
             results["collector"], _ = asyncio.run(
-                _collector(ports[False], args.targets, args.seconds, kafka, topic, 1.0, per_sample))
+                _collector(ports[False], args.targets, args.seconds, kafka, topic, 1.0, per_sample, on))
             results["ratio"] = {k: round(results["collector"][k] / results["raw"][k], 3)
                                 for k in ("updates_per_s", "updates_per_cpu_s")}
             results["kernels"] = native_loader.describe()
             native, native_loader.native = native_loader.native, None
             try:
                 results["collector_numpy"], _ = asyncio.run(
-                    _collector(ports[False], args.targets, args.seconds / 2, kafka, topic, 1.0, per_sample))
+                    _collector(ports[False], args.targets, args.seconds / 2, kafka, topic, 1.0, per_sample, on))
             finally:
                 native_loader.native = native
             results["ratio"]["to_receive_only_per_cpu_s"] = round(
@@ -301,7 +329,8 @@ def main() -> None:
             if args.memory_targets > 0:  # 0 = throughput runs only
                 results["memory"] = asyncio.run(_memory(ports[True], args.memory_targets, kafka, "bench-memory",
                                                         args.seconds,
-                                                        _payload(args.memory_interfaces, args.next_hops)[2]))
+                                                        _payload(args.memory_interfaces, args.next_hops, *cong)[2],
+                                                        on))
     finally:
         for p in procs:
             p.terminate()

@@ -21,3 +21,16 @@ LLDP_NEIGHBOR_STATE: tuple[str, ...] = (
 )
 """Leaves under /lldp/interfaces/interface/neighbors/neighbor/state (openconfig-lldp) that the simulator serves
 and discovery reads (``management-address`` is the 0.2.x leaf that 1.0.0 deprecates)."""
+
+QUEUE_COUNTERS: tuple[str, ...] = (
+    "transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-octets", "ecn-marked-pkts", "ecn-marked-octets",
+)
+"""openconfig-qos counter leaves under /qos/interfaces/interface/output/queues/queue/state that CongestionBatch
+carries, in the order of the QueueCounters fields (index = position here)."""
+
+QUEUE_WATERMARK = "max-queue-len"
+"""openconfig-qos queue watermark leaf (bytes; a high-water mark, not a counter)."""
+
+PFC_COUNTERS: tuple[str, ...] = ("pfc-pause-frames-received", "pfc-pause-frames-generated")
+"""Per-priority PFC leaves under /qos/interfaces/interface/pfc/statistics/pfc-priority[index] (SR Linux's layout;
+OpenConfig has none), in the order of the PfcCounters fields (received = rx, generated = tx)."""

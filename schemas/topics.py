@@ -31,6 +31,11 @@ COUNTERS = Topic(
     "flowtracer.counters.v1", "CounterBatch", "switch name",
     "one batch per switch per sample instant, from the gNMI collectors",
 )
+SWITCH_CONGESTION = Topic(
+    "flowtracer.switch-congestion.v1", "CongestionBatch", "switch name",
+    "per switch per sample instant: queue counters (ECN marks, drops, watermark) and PFC pauses, from the gNMI "
+    "collectors (opt-in); co-partitioned with the counters",
+)
 FLOWS = Topic(
     "flowtracer.flows.v1", "FlowBatch", "leaf the batch's NICs attach to",
     "one batch per host and leaf per window, from the host agents",
@@ -92,7 +97,7 @@ FABRIC_CHANGELOG = Topic(
     compacted=True,
 )
 
-INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES)
+INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
@@ -103,7 +108,8 @@ CHANGELOG_TOPICS: tuple[Topic, ...] = (STATE_CHANGELOG, FABRIC_CHANGELOG)
 the processor, which names its tables, and the deployment, which creates their topics."""
 
 DEFAULT_PARTITIONS = 8
-"""Partitions of the input topics; counters, flows and path traces must have the same count (co-partitioning)."""
+"""Partitions of the input topics; counters, flows, path traces and switch congestion must have the same count
+(co-partitioning)."""
 
 
 def internal_name(app_id: str, topic: Topic) -> str:

@@ -117,6 +117,11 @@ class AgentConfig(BaseModel):
     sysfs_root: Path = Path("/sys/class/infiniband")
     #: Port totals only (no rdma tool needed, no flows).
     sysfs_only: bool = False
+    #: Read each RDMA port's netdev PFC counters with ``ethtool -S`` every window (one process per netdev and
+    #: window; mlx5 names, docs/congestion-counters.md). The hw_counters congestion counters are read anyway.
+    ethtool_pfc: bool = False
+    #: The ethtool program and any prefix (e.g. ["nsenter", "-t", "1", "-n", "ethtool"]).
+    ethtool_command: list[str] = ["ethtool"]
     #: How often the GID tables are re-read (they change only when addresses change).
     gid_refresh: timedelta = timedelta(seconds=60)
     #: NCCL_DEBUG=INFO log file(s), a glob (e.g. /var/log/nccl/*.log); required by source nccl-log.
@@ -173,7 +178,7 @@ class AgentConfig(BaseModel):
             raise ValueError("must divide a second or be a whole number of seconds, so windows align across hosts")
         return v
 
-    @field_validator("rdma_command")
+    @field_validator("rdma_command", "ethtool_command")
     @classmethod
     def _command(cls, v: list[str]) -> list[str]:
         if not v or not v[0]:

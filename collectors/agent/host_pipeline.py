@@ -21,6 +21,7 @@ import numpy as np
 from flowtracer.collectors.agent.flow_cache import FlowCache, FlowTemplate, intern_id, is_range
 from flowtracer.collectors.agent.flow_wire import NCCL_TAG, encode_flows
 from flowtracer.collectors.agent.host_window import EncodedBatch, HostSample, PipelineConfig, WindowStats
+from flowtracer.collectors.agent.nic_congestion import NicCongestionTracker
 from flowtracer.collectors.agent.peers.matching import Endpoint, PeerDirectory
 from flowtracer.collectors.agent.port_windows import PortDelta, PortTracker, Totals
 from flowtracer.collectors.agent.psn_bounds import psn_bounds
@@ -55,6 +56,7 @@ class HostPipeline:
         self.qps = QpTracker(default_mtu=cfg.default_mtu, frame_overhead=cfg.frame_overhead,
                              initial_psn=cfg.initial_psn)
         self.ports = PortTracker()
+        self.congestion = NicCongestionTracker()
         self.nccl = NcclLog()
         self._gids: dict[tuple[str, int], list[Gid]] = {}
         self._netdev_mtu: dict[tuple[str, int], int] = {}
@@ -154,6 +156,8 @@ class HostPipeline:
         port_deltas = self.ports.update(_totals(sample.sysfs),
                                         None if sample.sysfs_before is None else _totals(sample.sysfs_before))
         error_bound = self._bounds(w, port_deltas, mtu)
+        congestion = self.congestion.update({k: pv.hw_counters for k, pv in sample.sysfs.ports.items()}, sample.pfc,
+                                            sample.taken_ns)
         malformed = sample.malformed + self.nccl.malformed - self._nccl_malformed
         self._nccl_malformed = self.nccl.malformed
         stats.malformed = malformed
@@ -172,7 +176,7 @@ class HostPipeline:
             s = src.get((p.device, p.port)) or _NO_SRC
             batches.setdefault(s[2], _Batch()).ports.append(pb.PortTotals(
                 rdma_device=p.device, port=p.port, netdev=s[1], tx_bytes=p.tx_bytes, rx_bytes=p.rx_bytes,
-                tx_packets=p.tx_packets, rx_packets=p.rx_packets))
+                tx_packets=p.tx_packets, rx_packets=p.rx_packets, congestion=congestion.get((p.device, p.port))))
         if not batches:
             batches[""] = _Batch()
         out = []

@@ -27,6 +27,9 @@ class HostSample:
     #: Port counters read just before the QP snapshot (``sysfs`` is read just after); None when
     #: both come from one instant (the simulator's snapshots).
     sysfs_before: SysfsView | None = None
+    #: Per-priority PFC counters of each port's netdev (``ethtool_stats.pfc_stats``: priority -> {index into
+    #: PFC_STATS: value}) by (device, port); empty when not read (``ethtool_pfc`` off, or ethtool failed).
+    pfc: dict[tuple[str, int], dict[int, dict[int, int]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

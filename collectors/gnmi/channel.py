@@ -36,8 +36,8 @@ ENCODING_NAMES = {Encoding.PROTO: "PROTO", Encoding.JSON_IETF: "JSON_IETF", Enco
 def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
     """The subscriptions a target gets (all, or the ones it names)."""
     if not target.subscriptions:
-        return list(gnmi.subscriptions)
-    return [s for s in gnmi.subscriptions if s.name in target.subscriptions]
+        return list(gnmi.all_subscriptions)
+    return [s for s in gnmi.all_subscriptions if s.name in target.subscriptions]
 
 
 def subscribe_request(subs: list[Subscription], gnmi: Gnmi) -> SubscribeRequest:

@@ -27,7 +27,7 @@ from flowtracer.schemas.durations import parse_duration as parse_duration  # re-
 from flowtracer.schemas.kafka_security import KafkaSecurity
 from flowtracer.schemas.security import Credentials as SharedCredentials
 from flowtracer.schemas.security import SecretError, TlsConfig
-from flowtracer.schemas.topics import COUNTERS
+from flowtracer.schemas.topics import COUNTERS, SWITCH_CONGESTION
 from flowtracer.schemas.topology import Topology
 
 
@@ -100,6 +100,15 @@ DEFAULT_SUBSCRIPTIONS: tuple[Subscription, ...] = (
     Subscription(name="aft-counters", path=f"{_NI}/counters/next-hops/next-hop[index=*]/state"),
 )
 """Interface counters and both next-hop counter trees at 1 s SAMPLE; state ON_CHANGE."""
+
+CONGESTION_SUBSCRIPTIONS: tuple[Subscription, ...] = (
+    Subscription(name="queue-counters",
+                 path="/qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state"),
+    Subscription(name="pfc-counters", path="/qos/interfaces/interface[interface-id=*]/pfc/statistics"),
+)
+"""What ``gnmi.congestion: true`` adds (SAMPLE every ``gnmi.congestion_interval``): egress-queue counters and
+watermark (openconfig-qos) and per-priority PFC pause frames (SR Linux's layout); docs/congestion-counters.md says
+which platform has which."""
 
 
 class Tls(TlsConfig):
@@ -182,6 +191,11 @@ class Gnmi(_Model):
     origin: str = ""
     updates_only: bool = False
     subscriptions: tuple[Subscription, ...] = DEFAULT_SUBSCRIPTIONS
+    #: Also subscribe to the congestion leaves (CONGESTION_SUBSCRIPTIONS) and publish CongestionBatches. Off by
+    #: default: with 8 queues a port has more queue leaves than interface counters (docs/congestion-counters.md).
+    congestion: bool = False
+    #: Sample interval of the congestion subscriptions.
+    congestion_interval: Duration = 1.0
     connect_timeout: Duration = 10.0
     #: No message for this long = stalled stream (cancel, reconnect). 0 = max(heartbeat
     #: intervals, 3 x the shortest sample interval), at least 2 s.
@@ -211,6 +225,9 @@ class Gnmi(_Model):
     def _subs(cls, v: tuple[Subscription, ...]) -> tuple[Subscription, ...]:
         if not v:
             raise ValueError("at least one subscription is needed")
+        names = {s.name for s in v}
+        if clash := sorted(names & {s.name for s in CONGESTION_SUBSCRIPTIONS}):
+            raise ValueError(f"subscription name(s) {', '.join(clash)} are reserved for gnmi.congestion")
         seen: set[str] = set()
         for i, s in enumerate(v):
             if s.name in seen:
@@ -220,20 +237,28 @@ class Gnmi(_Model):
                 raise ValueError(f"subscription {s.name!r}: SAMPLE needs a sample_interval > 0")
         return v
 
+    @property
+    def all_subscriptions(self) -> tuple[Subscription, ...]:
+        """``subscriptions``, plus CONGESTION_SUBSCRIPTIONS when ``congestion`` is on: what targets get."""
+        if not self.congestion:
+            return self.subscriptions
+        return self.subscriptions + tuple(s.model_copy(update={"sample_interval": self.congestion_interval})
+                                          for s in CONGESTION_SUBSCRIPTIONS)
+
     def liveness_s(self) -> float:
         """The stalled-stream timeout in seconds (0 = none: only ON_CHANGE without heartbeat)."""
         if self.liveness_timeout > 0:
             return self.liveness_timeout
-        samples = [s.sample_interval for s in self.subscriptions if s.mode is not Mode.ON_CHANGE]
-        beats = [s.heartbeat_interval for s in self.subscriptions if s.heartbeat_interval > 0]
+        samples = [s.sample_interval for s in self.all_subscriptions if s.mode is not Mode.ON_CHANGE]
+        beats = [s.heartbeat_interval for s in self.all_subscriptions if s.heartbeat_interval > 0]
         if not samples and not beats:
             return 0.0
         return max(2.0, 3 * min(samples) if samples else 0.0, max(beats) * 1.5 if beats else 0.0)
 
     def interval_ns(self, family: str) -> int:
         """Shortest sample interval (ns) of the SAMPLE subscriptions under ``family``
-        ("/interfaces" or "/network-instances"); 0 when none samples it."""
-        ivs = [s.sample_interval_ns for s in self.subscriptions
+        ("/interfaces", "/network-instances" or "/qos"); 0 when none samples it."""
+        ivs = [s.sample_interval_ns for s in self.all_subscriptions
                if s.mode is Mode.SAMPLE and family in s.path]
         return min(ivs) if ivs else 0
 
@@ -244,6 +269,8 @@ class Kafka(_Model):
 
     bootstrap: str = "127.0.0.1:9092"
     topic: str = COUNTERS.name
+    #: Where CongestionBatches go (only produced when the switches send queue or PFC leaves).
+    congestion_topic: str = SWITCH_CONGESTION.name
     acks: str = "all"
     linger: Duration = 0.02
     idempotence: bool | None = None
@@ -357,7 +384,7 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
             except ValidationError as e:
                 err = e.errors()[0]
                 raise ConfigError(f"targets[{i}].{fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
-    names = {s.name for s in cfg.gnmi.subscriptions}
+    names = {s.name for s in cfg.gnmi.all_subscriptions}
     for t in base.values():
         unknown = [s for s in t.subscriptions if s not in names]
         if unknown:

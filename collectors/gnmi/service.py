@@ -4,7 +4,8 @@
 (a session is a coroutine, not a thread: 200+ targets per process), with at most
 ``gnmi.max_concurrent_connects`` connecting at once and the first connects spread over
 ``gnmi.start_spread``. Every CounterBatch goes to one ``KafkaSink`` (topic
-``flowtracer.counters.v1``, key = switch name). ``run()`` returns after ``stop()``: sessions
+``flowtracer.counters.v1``, key = switch name), every CongestionBatch to the same sink (topic
+``flowtracer.switch-congestion.v1``, same key). ``run()`` returns after ``stop()``: sessions
 cancel their calls, open batches are emitted, and the sink is flushed.
 
 Metrics (own registry; /metrics and /healthz when ``metrics.port`` is set), per target label
@@ -12,7 +13,8 @@ Metrics (own registry; /metrics and /healthz when ``metrics.port`` is set), per 
 ``..._updates_total`` (counter values received), ``..._updates_per_second`` (process, last
 10 s), ``..._reconnects_total``, ``..._connection_failures_total{reason}``, ``..._decode_errors_total``,
 ``..._malformed_messages_total{reason}`` (messages skipped, the stream kept), ``..._batches_total``,
-``..._samples_dropped_total{reason}``, ``..._target_info{state,error_class}``; Kafka:
+``..._samples_dropped_total{reason}``, ``..._target_info{state,error_class}``,
+``..._congestion_updates_total``, ``..._congestion_batches_total``; Kafka:
 ``flowtracer_kafka_sent_ok_total``, ``..._send_failed_total``, ``..._dropped_total{reason}``,
 ``..._buffered``.
 """
@@ -32,6 +34,7 @@ from prometheus_client.registry import Collector
 from flowtracer.collectors.gnmi.config import CollectorConfig, Target
 from flowtracer.collectors.gnmi.counters import native_loader
 from flowtracer.collectors.gnmi.counters.assembly import Batch
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
@@ -69,8 +72,10 @@ class CollectorService:
             producer_config={"batch_size": k.batch_size, **kafka_python_kwargs(k.security)})
         self._own_sink = sink is None
         self.topic = k.topic
+        self.congestion_topic = k.congestion_topic
         decoder = Decoder()  # shared: the switches of a fabric repeat the same paths
-        self.sessions = [TargetSession(t, cfg.gnmi, collector_id=cfg.collector_id, emit=self._emit, decoder=decoder)
+        self.sessions = [TargetSession(t, cfg.gnmi, collector_id=cfg.collector_id, emit=self._emit, decoder=decoder,
+                                     emit_congestion=self._emit_congestion)
                          for t in self.targets]
         self._rates: collections.deque[tuple[float, int]] = collections.deque()
         self._stopping: asyncio.Event | None = None
@@ -83,6 +88,9 @@ class CollectorService:
 
     def _emit(self, batch: Batch) -> None:
         self.sink.send(self.topic, topics.key(batch.switch), batch.SerializeToString())
+
+    def _emit_congestion(self, batch: EncodedBatch) -> None:
+        self.sink.send(self.congestion_topic, topics.key(batch.switch), batch.SerializeToString())
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -205,6 +213,13 @@ class _GnmiMetrics(Collector):
                               ("no_timestamp", a.stats.invalid), ("unmapped_next_hop", a.stats.unmapped)):
                 drop.add_metric([t, reason], n)
             late.add_metric([t], a.stats.late)
+        cupd = CounterMetricFamily(f"{p}_congestion_updates", "Queue and PFC leaves received (gnmi.congestion).",
+                                   labels=["target"])
+        cbat = CounterMetricFamily(f"{p}_congestion_batches", "CongestionBatches emitted.", labels=["target"])
+        for s in self.svc.sessions:
+            cupd.add_metric([s.name], s.stats.congestion_updates)
+            cbat.add_metric([s.name], s.stats.congestion_batches)
+        yield from (cupd, cbat)
         rate = GaugeMetricFamily(f"{p}_updates_per_second", "Counter values received per second (last 10 s).")
         rate.add_metric([], self.svc.updates_per_second())
         yield from (up, since, info, upd, rec, fail, dec, bad, bat, drop, late, rate)

@@ -8,7 +8,9 @@
 2. read SubscribeResponses as bytes; a message laid out like one seen before is read by the
    ``FastDecoder``, any other is parsed and decoded the general way (``Decoder``); the samples
    are merged into the switch's ``BatchAssembler``; completed CounterBatches go to ``emit``.
-   sync_response and a grace timer close open batches. A message that fails to parse, decode or
+   sync_response and a grace timer close open batches. Queue and PFC samples (``/qos``, opt-in) go to
+   the switch's ``CongestionAssembler`` and leave as CongestionBatches through ``emit_congestion``.
+   A message that fails to parse, decode or
    assemble is skipped and counted (``stats.malformed``, logged once per cause): one bad message
    never ends the stream.
 3. a watchdog cancels the call when nothing arrived for the liveness timeout (a stalled stream:
@@ -44,6 +46,8 @@ from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify, ma
 from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
+from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.collectors.once import OncePerCause
@@ -82,6 +86,9 @@ class SessionStats:
     session: int = 0
     messages: int = 0
     counter_updates: int = 0
+    #: Queue and PFC leaves received (counters and watermarks).
+    congestion_updates: int = 0
+    congestion_batches: int = 0
     decode_errors: int = 0
     #: Messages skipped because they could not be read, by reason: ``unparseable`` (not a
     #: SubscribeResponse) or ``undecodable`` (parsed, but decoding or assembling it failed).
@@ -98,10 +105,12 @@ class SessionStats:
 
 
 class TargetSession:
-    """The connection loop of one target. ``emit(batch)`` receives every CounterBatch (or the same, serialized)."""
+    """The connection loop of one target. ``emit(batch)`` receives every CounterBatch (or the same, serialized),
+    ``emit_congestion(batch)`` every CongestionBatch, serialized (None: they are built and dropped)."""
 
     def __init__(self, target: Target, gnmi: Gnmi, *, collector_id: str,
-                 emit: Callable[[Batch], None], decoder: Decoder | None = None) -> None:
+                 emit: Callable[[Batch], None], decoder: Decoder | None = None,
+                 emit_congestion: Callable[[EncodedBatch], None] | None = None) -> None:
         self.target = target
         self.decoder = decoder or Decoder()
         self.fast = FastDecoder(self.decoder)  # this switch's repeating notification layouts
@@ -112,6 +121,9 @@ class TargetSession:
             target.name, collector_id=collector_id, counter_bits=target.counter_bits,
             if_interval_ns=gnmi.interval_ns("/interfaces"), nh_interval_ns=gnmi.interval_ns("/network-instances"),
             gap_factor=gnmi.gap_factor)
+        self.congestion = CongestionAssembler(target.name, collector_id=collector_id, counter_bits=target.counter_bits,
+                                              interval_ns=gnmi.interval_ns("/qos"), gap_factor=gnmi.gap_factor)
+        self.emit_congestion = emit_congestion
         self.backoff = Backoff(gnmi.backoff.base, gnmi.backoff.cap, gnmi.backoff.reset_after)
         self.liveness_s = gnmi.liveness_s()
         self._subs = subscriptions_for(target, gnmi)
@@ -232,6 +244,7 @@ class TargetSession:
             await call.write(self._request)
         self.stats.session += 1
         self._emit_all(self.assembler.start_session(self.stats.session))
+        self._emit_congestion(self.congestion.start_session(self.stats.session))
         self.stats.state = State.SYNCING
         self.stats.last_rx = time.monotonic()
         log.info("gNMI %s: subscribed (session %d, %d paths, %s)", self.where, self.stats.session,
@@ -274,13 +287,20 @@ class TargetSession:
             try:
                 m = match(raw)
                 if m is not None:  # a layout seen before: its columns go to the assembler as they are
-                    st.counter_updates += m[0].counter_updates
-                    out = asm.add_part(m[0], m[1], time.time_ns())
+                    lay = m[0]
+                    st.counter_updates += lay.counter_updates
+                    out = asm.add_part(lay, m[1], time.time_ns()) if lay.counter_updates or len(lay.st_sel) else []
+                    if lay.cg:
+                        st.congestion_updates += lay.congestion_updates
+                        self._emit_congestion(self.congestion.add_part(lay, m[1], time.time_ns()))
+                        if self._grace is None:
+                            self._arm_grace()
                 else:  # parse and decode the general way
                     resp = SubscribeResponse.FromString(raw)
                     kind = resp.WhichOneof("response")
                     if kind == "sync_response":
                         out = asm.sync()
+                        self._emit_congestion(self.congestion.flush(time.time_ns()))
                     elif kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
                         st.decode_errors += 1
                         log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
@@ -295,6 +315,11 @@ class TargetSession:
                             log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
                         st.counter_updates += len(s.if_counters) + len(s.nh_counters)
                         out = asm.add(s, time.time_ns())
+                        if s.congestion_updates:
+                            st.congestion_updates += s.congestion_updates
+                            self._emit_congestion(self.congestion.add(s, time.time_ns()))
+                            if self._grace is None:
+                                self._arm_grace()
             except Exception as e:  # see above: one message never ends the stream
                 self._skip_malformed(raw, e)
                 continue
@@ -344,12 +369,14 @@ class TargetSession:
         """
         handle, self._grace = self._grace, None
         if self.assembler.open_since is None:
+            self._emit_congestion(self.congestion.flush(time.time_ns()))
             return
         grace = self.gnmi.batch_grace
         lag = asyncio.get_running_loop().time() - handle.when() if handle is not None else 0.0
         quiet = time.monotonic() - self.stats.last_rx
         if quiet >= grace * 0.9 and lag < min(0.02, grace / 4):
             self._emit_all(self.assembler.flush())
+            self._emit_congestion(self.congestion.flush(time.time_ns()))
         else:
             self._arm_grace(max(grace - quiet, grace / 4))
 
@@ -360,8 +387,15 @@ class TargetSession:
             self.stats.batches += 1
             self.emit(b)
 
+    def _emit_congestion(self, batches: list[EncodedBatch]) -> None:
+        self.stats.congestion_batches += len(batches)
+        if self.emit_congestion is not None:
+            for b in batches:
+                self.emit_congestion(b)
+
     def _flush_emit(self) -> None:
         self._emit_all(self.assembler.flush())
+        self._emit_congestion(self.congestion.flush(time.time_ns()))
 
     async def _close_call(self) -> None:
         """Cancel the call for real (RST_STREAM) and close the channel."""

@@ -104,3 +104,65 @@ class NextHopCounters(_message.Message):
     octets_forwarded: _common_pb2.Counter
     packets_forwarded: _common_pb2.Counter
     def __init__(self, group: _Optional[str] = ..., index: _Optional[int] = ..., egress_interface: _Optional[str] = ..., next_hop_ip: _Optional[str] = ..., weight: _Optional[int] = ..., interval_ns: _Optional[int] = ..., octets_forwarded: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., packets_forwarded: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ...) -> None: ...
+
+class CongestionBatch(_message.Message):
+    __slots__ = ("schema_version", "switch", "timestamp_ns", "collector_id", "sequence", "received_ns", "session", "queues", "pfc")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    COLLECTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_NS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    PFC_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    switch: str
+    timestamp_ns: int
+    collector_id: str
+    sequence: int
+    received_ns: int
+    session: int
+    queues: _containers.RepeatedCompositeFieldContainer[QueueCounters]
+    pfc: _containers.RepeatedCompositeFieldContainer[PfcCounters]
+    def __init__(self, schema_version: _Optional[int] = ..., switch: _Optional[str] = ..., timestamp_ns: _Optional[int] = ..., collector_id: _Optional[str] = ..., sequence: _Optional[int] = ..., received_ns: _Optional[int] = ..., session: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueCounters, _Mapping]]] = ..., pfc: _Optional[_Iterable[_Union[PfcCounters, _Mapping]]] = ...) -> None: ...
+
+class QueueCounters(_message.Message):
+    __slots__ = ("interface", "queue", "interval_ns", "transmit_pkts", "transmit_octets", "dropped_pkts", "dropped_octets", "ecn_marked_pkts", "ecn_marked_octets", "max_queue_len_bytes", "has_max_queue_len")
+    INTERFACE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_NS_FIELD_NUMBER: _ClassVar[int]
+    TRANSMIT_PKTS_FIELD_NUMBER: _ClassVar[int]
+    TRANSMIT_OCTETS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_OCTETS_FIELD_NUMBER: _ClassVar[int]
+    ECN_MARKED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    ECN_MARKED_OCTETS_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_LEN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HAS_MAX_QUEUE_LEN_FIELD_NUMBER: _ClassVar[int]
+    interface: str
+    queue: str
+    interval_ns: int
+    transmit_pkts: _common_pb2.Counter
+    transmit_octets: _common_pb2.Counter
+    dropped_pkts: _common_pb2.Counter
+    dropped_octets: _common_pb2.Counter
+    ecn_marked_pkts: _common_pb2.Counter
+    ecn_marked_octets: _common_pb2.Counter
+    max_queue_len_bytes: int
+    has_max_queue_len: bool
+    def __init__(self, interface: _Optional[str] = ..., queue: _Optional[str] = ..., interval_ns: _Optional[int] = ..., transmit_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., transmit_octets: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., dropped_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., dropped_octets: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., ecn_marked_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., ecn_marked_octets: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., max_queue_len_bytes: _Optional[int] = ..., has_max_queue_len: _Optional[bool] = ...) -> None: ...
+
+class PfcCounters(_message.Message):
+    __slots__ = ("interface", "priority", "interval_ns", "pause_frames_rx", "pause_frames_tx")
+    INTERFACE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_NS_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_FRAMES_RX_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_FRAMES_TX_FIELD_NUMBER: _ClassVar[int]
+    interface: str
+    priority: int
+    interval_ns: int
+    pause_frames_rx: _common_pb2.Counter
+    pause_frames_tx: _common_pb2.Counter
+    def __init__(self, interface: _Optional[str] = ..., priority: _Optional[int] = ..., interval_ns: _Optional[int] = ..., pause_frames_rx: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., pause_frames_tx: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ...) -> None: ...

@@ -1,3 +1,4 @@
+from flowtracer.schemas.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -149,7 +150,7 @@ class NcclTag(_message.Message):
     def __init__(self, comm_id: _Optional[str] = ..., rank: _Optional[int] = ..., nranks: _Optional[int] = ..., peer_rank: _Optional[int] = ..., channel: _Optional[int] = ..., collective: _Optional[str] = ..., op_count: _Optional[int] = ...) -> None: ...
 
 class PortTotals(_message.Message):
-    __slots__ = ("rdma_device", "port", "netdev", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets")
+    __slots__ = ("rdma_device", "port", "netdev", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "congestion")
     RDMA_DEVICE_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     NETDEV_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +158,7 @@ class PortTotals(_message.Message):
     RX_BYTES_FIELD_NUMBER: _ClassVar[int]
     TX_PACKETS_FIELD_NUMBER: _ClassVar[int]
     RX_PACKETS_FIELD_NUMBER: _ClassVar[int]
+    CONGESTION_FIELD_NUMBER: _ClassVar[int]
     rdma_device: str
     port: int
     netdev: str
@@ -164,4 +166,43 @@ class PortTotals(_message.Message):
     rx_bytes: int
     tx_packets: int
     rx_packets: int
-    def __init__(self, rdma_device: _Optional[str] = ..., port: _Optional[int] = ..., netdev: _Optional[str] = ..., tx_bytes: _Optional[int] = ..., rx_bytes: _Optional[int] = ..., tx_packets: _Optional[int] = ..., rx_packets: _Optional[int] = ...) -> None: ...
+    congestion: NicCongestion
+    def __init__(self, rdma_device: _Optional[str] = ..., port: _Optional[int] = ..., netdev: _Optional[str] = ..., tx_bytes: _Optional[int] = ..., rx_bytes: _Optional[int] = ..., tx_packets: _Optional[int] = ..., rx_packets: _Optional[int] = ..., congestion: _Optional[_Union[NicCongestion, _Mapping]] = ...) -> None: ...
+
+class NicCongestion(_message.Message):
+    __slots__ = ("interval_ns", "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err", "pfc")
+    INTERVAL_NS_FIELD_NUMBER: _ClassVar[int]
+    NP_ECN_MARKED_ROCE_PACKETS_FIELD_NUMBER: _ClassVar[int]
+    NP_CNP_SENT_FIELD_NUMBER: _ClassVar[int]
+    RP_CNP_HANDLED_FIELD_NUMBER: _ClassVar[int]
+    RP_CNP_IGNORED_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PACKET_SEQ_ERR_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_ACK_TIMEOUT_ERR_FIELD_NUMBER: _ClassVar[int]
+    IMPLIED_NAK_SEQ_ERR_FIELD_NUMBER: _ClassVar[int]
+    PFC_FIELD_NUMBER: _ClassVar[int]
+    interval_ns: int
+    np_ecn_marked_roce_packets: _common_pb2.Counter
+    np_cnp_sent: _common_pb2.Counter
+    rp_cnp_handled: _common_pb2.Counter
+    rp_cnp_ignored: _common_pb2.Counter
+    out_of_sequence: _common_pb2.Counter
+    packet_seq_err: _common_pb2.Counter
+    local_ack_timeout_err: _common_pb2.Counter
+    implied_nak_seq_err: _common_pb2.Counter
+    pfc: _containers.RepeatedCompositeFieldContainer[NicPfc]
+    def __init__(self, interval_ns: _Optional[int] = ..., np_ecn_marked_roce_packets: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., np_cnp_sent: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., rp_cnp_handled: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., rp_cnp_ignored: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., out_of_sequence: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., packet_seq_err: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., local_ack_timeout_err: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., implied_nak_seq_err: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., pfc: _Optional[_Iterable[_Union[NicPfc, _Mapping]]] = ...) -> None: ...
+
+class NicPfc(_message.Message):
+    __slots__ = ("priority", "rx_pause", "tx_pause", "rx_pause_duration_us", "tx_pause_duration_us")
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RX_PAUSE_FIELD_NUMBER: _ClassVar[int]
+    TX_PAUSE_FIELD_NUMBER: _ClassVar[int]
+    RX_PAUSE_DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    TX_PAUSE_DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    priority: int
+    rx_pause: _common_pb2.Counter
+    tx_pause: _common_pb2.Counter
+    rx_pause_duration_us: _common_pb2.Counter
+    tx_pause_duration_us: _common_pb2.Counter
+    def __init__(self, priority: _Optional[int] = ..., rx_pause: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., tx_pause: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., rx_pause_duration_us: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., tx_pause_duration_us: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ...) -> None: ...

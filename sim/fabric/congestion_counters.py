@@ -6,25 +6,34 @@ and priority (``SWITCH_PFC_COUNTERS``); NIC counters are per RDMA port with the 
 integers since boot except ``max-queue-len``, a per-tick watermark (bytes). RoCE traffic is priority
 and queue ``ROCE_PRIORITY``; the other priorities exist and stay 0.
 
-Where they are published (None while the model is off): ``InterfaceState.congestion`` (switch
-interface: name -> tuple of 8 ints, index = queue / priority) and ``PortCounters.congestion`` (NIC
-port: name -> int). The engine replaces these dicts at every tick end, never mutates them, so a
-shallow copy taken under the lock is a consistent snapshot. Tuples keep the gNMI server's deep copy
-cheap.
+Where they are published: the switch's ``SwitchState.queues`` (``QueueState`` per interface and queue
+"0".."7") and ``SwitchState.pfc`` (``PfcState`` per interface and priority 0..7), the representation the
+simulated gNMI server serves (``sim/switches/schema.py``; empty while the model is off), and
+``PortCounters.congestion`` (NIC port: name -> int; None while off). All are written at every tick end under
+the state's lock.
 """
 
 from __future__ import annotations
+
+from flowtracer.schemas.openconfig import PFC_COUNTERS, QUEUE_COUNTERS, QUEUE_WATERMARK
+from flowtracer.sim.switches.state import SwitchState
 
 #: The priority (PFC class, egress queue) RoCE uses by convention.
 ROCE_PRIORITY = 3
 PRIORITIES = 8
 
-#: Per (switch, interface, queue). ``max-queue-len`` is a watermark (bytes, deepest in the last tick).
-SWITCH_QUEUE_COUNTERS = ("transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-octets", "ecn-marked-pkts",
-                         "max-queue-len")
-#: Per (switch, interface, priority).
+#: Per (switch, interface, queue): the served openconfig-qos leaves (``QueueState.counters``), then the watermark
+#: ``max-queue-len`` (``QueueState.max_queue_len``, bytes, deepest in the last tick).
+SWITCH_QUEUE_COUNTERS = (*QUEUE_COUNTERS, QUEUE_WATERMARK)
+#: Per (switch, interface, priority), the simulator's (SAI-like) names.
 SWITCH_PFC_COUNTERS = ("pfc-tx-pause-frames", "pfc-rx-pause-frames", "pfc-tx-pause-duration-us",
                        "pfc-rx-pause-duration-us")
+#: Key of each SWITCH_PFC_COUNTERS name in ``PfcState.counters``: the frames under SR Linux's served leaves (received
+#: = rx, generated = tx); the durations under their own names, kept for ground truth but not served (no SR Linux leaf).
+PFC_STATE_KEYS: dict[str, str] = {
+    "pfc-rx-pause-frames": PFC_COUNTERS[0], "pfc-tx-pause-frames": PFC_COUNTERS[1],
+    "pfc-tx-pause-duration-us": "pfc-tx-pause-duration-us", "pfc-rx-pause-duration-us": "pfc-rx-pause-duration-us",
+}
 #: Per NIC port, sysfs ``/sys/class/infiniband/<dev>/ports/<port>/hw_counters/<name>``.
 NIC_HW_COUNTERS = ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored",
                    "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err")
@@ -43,13 +52,20 @@ GT_NIC_FIELDS = NIC_HW_COUNTERS + NIC_PFC_COUNTERS
 CAUSES = ("collision", "incast", "degraded_link", "pause", "nic_stall", "oversubscribed")
 
 
-#: Every per-interface counter name: ``InterfaceState.congestion[name]`` is a tuple of 8 values (queue/priority 0..7).
+#: Every per-interface counter name, the order of ``counters.jsonl``'s ``congestion`` values.
 SWITCH_COUNTERS = SWITCH_QUEUE_COUNTERS + SWITCH_PFC_COUNTERS
 
 
-def zero_interface() -> dict[str, tuple[int, ...]]:
-    """An interface's congestion counters, all 0: name -> one value per queue / priority."""
-    return dict.fromkeys(SWITCH_COUNTERS, (0,) * PRIORITIES)
+def published(state: SwitchState, interface: str, priority: int = ROCE_PRIORITY) -> dict[str, int] | None:
+    """One interface's queue and PFC counters of ``priority`` as ``state`` holds them, by SWITCH_COUNTERS name
+    (packets, bytes, frames, µs); None when it has none (model off). The caller holds the state's lock."""
+    q, p = state.queues.get((interface, str(priority))), state.pfc.get((interface, priority))
+    if q is None or p is None:
+        return None
+    out = {c: q.counters[c] for c in QUEUE_COUNTERS}
+    out[QUEUE_WATERMARK] = q.max_queue_len or 0
+    out.update((c, p.counters[PFC_STATE_KEYS[c]]) for c in SWITCH_PFC_COUNTERS)
+    return out
 
 
 def zero_nic() -> dict[str, int]:

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from flowtracer.schemas.fabric import Fabric, natural_key
-from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY, SWITCH_COUNTERS
+from flowtracer.sim.fabric.congestion_counters import SWITCH_COUNTERS, published
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS, InterfaceState, NextHop, NextHopGroup, SwitchState
 
 _IN_OCT, _OUT_OCT, _IN_PKT, _OUT_PKT, _IN_UC, _OUT_UC = range(6)
@@ -182,8 +182,8 @@ class CounterBook:
                        for gid, (name, _m) in zip(self.group_ids[state.name], self.groups[state.name], strict=True)},
         }
         # The congestion model's counters as published (priority ROCE_PRIORITY, SWITCH_COUNTERS order).
-        cong = {name: [i.congestion[c][ROCE_PRIORITY] for c in SWITCH_COUNTERS]
-                for name, i in state.interfaces.items() if i.congestion is not None}
+        cong = {name: [vals[c] for c in SWITCH_COUNTERS]
+                for name in state.interfaces if (vals := published(state, name)) is not None}
         if cong:
             out["congestion"] = cong
         return out

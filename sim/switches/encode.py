@@ -189,6 +189,8 @@ class _EntryCodec:
         out = []
         for item in self.items:
             v = row[item[0]]
+            if v is None:  # a leaf this entry does not report (a queue without a watermark)
+                continue
             if v == item[4]:
                 out.append(item[5])
                 continue

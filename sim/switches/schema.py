@@ -30,11 +30,14 @@ Paths follow openconfig/public:
 * ``openconfig-aft`` IPv4 entries: ``.../afts/ipv4-unicast/ipv4-entry[prefix]/state/{prefix,next-hop-group}``
   (``next-hop-group`` is augmented by ``openconfig-aft-network-instance``), one /32 per host NIC reached
   over an ECMP group;
-* ``openconfig-qos`` (>= 0.11.0, which added the ECN leaves), only while the congestion model is on
-  (docs/congestion.md): ``/qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/
-  {name,transmit-pkts,transmit-octets,dropped-pkts,dropped-octets,ecn-marked-pkts,max-queue-len}``,
-  queues named "0".."7" (RoCE is queue 3). PFC has no OpenConfig leaf; its counters stay in the
-  ``SwitchState`` until part 1 of issue #18 picks the platforms' native paths.
+* ``openconfig-qos`` (2.2.0): ``/qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/{name,
+  transmit-pkts,transmit-octets,dropped-pkts,dropped-octets,ecn-marked-pkts,ecn-marked-octets,max-queue-len}``;
+* per-priority PFC, which OpenConfig lacks, in SR Linux's layout (``srl_nokia-qos``):
+  ``/qos/interfaces/interface[interface-id]/pfc/statistics/pfc-priority[index]/{index,pfc-pause-frames-received,
+  pfc-pause-frames-generated}``.
+
+Queue and PFC rows exist only for what ``SwitchState.queues`` / ``.pfc`` hold: empty unless set (by a test, or by
+the congestion model while it is on, docs/congestion.md: queues "0".."7", priorities 0..7).
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from flowtracer.schemas.openconfig import LLDP_NEIGHBOR_STATE
-from flowtracer.sim.fabric.congestion_counters import PRIORITIES, SWITCH_QUEUE_COUNTERS
-from flowtracer.sim.switches.state import INTERFACE_COUNTERS, SwitchState
+from flowtracer.sim.switches.state import INTERFACE_COUNTERS, PFC_COUNTERS, QUEUE_COUNTERS, SwitchState
 
 
 class LeafType(Enum):
@@ -226,22 +228,35 @@ IPV4_ENTRIES = Table(
 )
 
 QOS_MODELS = ("openconfig-qos",)
+PFC_MODELS = ("srl_nokia-qos",)
+_QOS_IF = (EntityElem("qos"), EntityElem("interfaces"), EntityElem("interface", "interface-id"))
 
-#: Queue row layout: name, then SWITCH_QUEUE_COUNTERS in order; keyed by (interface, queue name).
+#: Queue row layout: name, the QUEUE_COUNTERS in order, max-queue-len; keyed by (interface, queue name).
 QUEUES = Table(
     name="queue",
     source="queue",
-    entity=(EntityElem("qos"), EntityElem("interfaces"), EntityElem("interface", "interface-id"),
-            EntityElem("output"), EntityElem("queues"), EntityElem("queue", "name")),
+    entity=(*_QOS_IF, EntityElem("output"), EntityElem("queues"), EntityElem("queue", "name")),
     leaves=(
         Leaf(("state", "name"), 0, LeafType.STRING, QOS_MODELS),
-        *(Leaf(("state", c), 1 + i, LeafType.UINT64, QOS_MODELS, sampled=True)
-          for i, c in enumerate(SWITCH_QUEUE_COUNTERS)),
+        *(Leaf(("state", c), 1 + i, LeafType.UINT64, QOS_MODELS, sampled=True) for i, c in enumerate(QUEUE_COUNTERS)),
+        Leaf(("state", "max-queue-len"), 1 + len(QUEUE_COUNTERS), LeafType.UINT64, QOS_MODELS, sampled=True),
     ),
 )
 
+#: PFC row layout: priority, the PFC_COUNTERS in order; keyed by (interface, priority).
+PFC = Table(
+    name="pfc-priority",
+    source="pfc",
+    entity=(*_QOS_IF, EntityElem("pfc"), EntityElem("statistics"), EntityElem("pfc-priority", "index")),
+    leaves=(
+        Leaf(("index",), 0, LeafType.UINT64, PFC_MODELS),
+        *(Leaf((c,), 1 + i, LeafType.UINT64, PFC_MODELS, sampled=True) for i, c in enumerate(PFC_COUNTERS)),
+    ),
+    uint_keys=frozenset({"index"}),
+)
+
 TABLES: tuple[Table, ...] = (INTERFACES, IPV4_ADDRESSES, NEXT_HOPS, NEXT_HOP_COUNTERS, NEXT_HOP_GROUPS,
-                             NEXT_HOP_GROUP_MEMBERS, IPV4_ENTRIES, LLDP_NEIGHBORS, QUEUES)
+                             NEXT_HOP_GROUP_MEMBERS, IPV4_ENTRIES, LLDP_NEIGHBORS, QUEUES, PFC)
 
 #: (name, organization, version) for CapabilityResponse.supported_models.
 MODELS: tuple[tuple[str, str, str], ...] = (
@@ -251,8 +266,9 @@ MODELS: tuple[tuple[str, str, str], ...] = (
     ("openconfig-lldp", "OpenConfig working group", "0.2.1"),
     ("openconfig-network-instance", "OpenConfig working group", "4.4.1"),
     ("openconfig-aft", "OpenConfig working group", "3.1.0"),
-    ("openconfig-qos", "OpenConfig working group", "0.11.2"),
     ("iana-if-type", "IANA", "2023-01-26"),
+    ("openconfig-qos", "OpenConfig working group", "2.2.0"),
+    ("srl_nokia-qos", "Nokia", "25.3"),
 )
 
 _SPEEDS = {
@@ -292,12 +308,7 @@ def read_tick(state: SwitchState) -> Tick:
     with state.lock:
         clear = state.last_clear_ns
         ifaces: dict[RowKey, Row] = {}
-        queues: dict[RowKey, Row] = {}
         for i in state.interfaces.values():
-            if i.congestion is not None:
-                cols = [i.congestion[c] for c in SWITCH_QUEUE_COUNTERS]
-                for q in range(PRIORITIES):
-                    queues[(i.name, str(q))] = (str(q), *(col[q] for col in cols))
             try:
                 counters = _COUNTERS(i.counters)
             except KeyError:  # an engine that keeps only some counters: the rest read 0
@@ -318,7 +329,12 @@ def read_tick(state: SwitchState) -> Tick:
                 for port, n in state.lldp.items()
                 if (i := state.interfaces.get(port)) is None or i.oper_up}  # a down port hears no one
         entries = {(prefix,): (prefix, gid) for prefix, gid in state.ipv4_entries.items()}
+        queues: dict[RowKey, Row] = {}
+        for (iface, qname), q in sorted(state.queues.items()):
+            queues[(iface, qname)] = (qname, *(q.counters.get(c, 0) for c in QUEUE_COUNTERS), q.max_queue_len)
+        pfc = {(iface, str(prio)): (prio, *(p.counters.get(c, 0) for c in PFC_COUNTERS))
+               for (iface, prio), p in sorted(state.pfc.items())}
         return Tick(state.timestamp_ns, state.boot_epoch, {
             "interface": ifaces, "next-hop": nhs, "next-hop-group": groups, "next-hop-group-member": members,
-            "queue": queues, "ipv4-address": addresses, "lldp-neighbor": lldp, "ipv4-entry": entries,
+            "queue": queues, "pfc": pfc, "ipv4-address": addresses, "lldp-neighbor": lldp, "ipv4-entry": entries,
         })

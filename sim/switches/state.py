@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from flowtracer.schemas.openconfig import INTERFACE_COUNTERS
+from flowtracer.schemas.openconfig import INTERFACE_COUNTERS, PFC_COUNTERS, QUEUE_COUNTERS
 
 
 @dataclass
@@ -29,9 +29,27 @@ class InterfaceState:
     oper_up: bool = True
     last_change_ns: int = 0
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(INTERFACE_COUNTERS, 0))
-    #: RoCE congestion counters (docs/congestion.md, ``sim/fabric/congestion_counters.py``): name -> one value
-    #: per queue / priority 0..7; None while the congestion model is off. Replaced, never mutated, per tick.
-    congestion: dict[str, tuple[int, ...]] | None = None
+
+
+@dataclass
+class QueueState:
+    """One egress queue of a port. Counters are absolute (packets / bytes), keyed by QUEUE_COUNTERS names;
+    ``max_queue_len`` is the watermark in bytes (``None``: the switch does not report it)."""
+
+    interface: str
+    name: str
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(QUEUE_COUNTERS, 0))
+    max_queue_len: int | None = None
+
+
+@dataclass
+class PfcState:
+    """PFC pause frames of one port and priority (0-7), absolute, keyed by PFC_COUNTERS names (served). Other
+    keys are kept but not served (the simulator's pause durations in µs, which SR Linux has no leaf for)."""
+
+    interface: str
+    priority: int
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PFC_COUNTERS, 0))
 
 
 @dataclass
@@ -83,6 +101,8 @@ class Snapshot:
     interfaces: dict[str, InterfaceState]
     next_hops: dict[int, NextHop]
     groups: dict[int, NextHopGroup]
+    queues: dict[tuple[str, str], QueueState] = field(default_factory=dict)
+    pfc: dict[tuple[str, int], PfcState] = field(default_factory=dict)
 
 
 class EventKind(Enum):
@@ -125,6 +145,10 @@ class SwitchState:
         self.addresses: dict[str, tuple[str, int]] = {}
         #: AFT IPv4 entries: prefix ("10.0.0.1/32") -> next-hop group id; ids change with ``groups``.
         self.ipv4_entries: dict[str, int] = {}
+        #: Congestion counters, written by whatever models congestion (the engine, or a test setting them):
+        #: egress queues keyed (interface, queue name), PFC keyed (interface, priority). Empty: none served.
+        self.queues: dict[tuple[str, str], QueueState] = {}
+        self.pfc: dict[tuple[str, int], PfcState] = {}
         self._listeners: list[Listener] = []
         self._listeners_lock = threading.Lock()
 
@@ -133,7 +157,7 @@ class SwitchState:
         with self.lock:
             return Snapshot(self.name, self.boot_epoch, self.timestamp_ns, self.last_clear_ns, self.counter_bits,
                             copy.deepcopy(self.interfaces), copy.deepcopy(self.next_hops),
-                            copy.deepcopy(self.groups))
+                            copy.deepcopy(self.groups), copy.deepcopy(self.queues), copy.deepcopy(self.pfc))
 
     def add_listener(self, listener: Listener) -> None:
         with self._listeners_lock:

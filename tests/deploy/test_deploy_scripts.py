@@ -139,7 +139,7 @@ def test_topic_plan_is_what_the_stages_and_the_processor_need() -> None:
     assert plan["flowtracer.path-traces.v1"].configs["cleanup.policy"] == "compact"
     assert all(t.configs["min.insync.replicas"] == "2" for t in plan.values())
     strict = {n for n, t in plan.items() if t.strict}
-    assert strict == {"flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.path-traces.v1",
+    assert strict == {"flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.path-traces.v1", "flowtracer.switch-congestion.v1",
                       "proc-a.flowtracer.attributions.v1",
                       "proc-b.flowtracer.attributions.v1", "proc-a.flowtracer.group-fim.v1",
                       "proc-b.flowtracer.group-fim.v1", "proc-a-stage-state-changelog", "proc-b-stage-state-changelog",

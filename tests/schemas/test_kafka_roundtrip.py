@@ -16,8 +16,26 @@ from kafka.partitioner import murmur2
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1.common_pb2 import Counter, DeltaStatus
-from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters, OperStatus
-from flowtracer.schemas.v1.flows_pb2 import ByteSource, Flow, FlowBatch, NcclTag, PortTotals, QpState, QpType
+from flowtracer.schemas.v1.counters_pb2 import (
+    CongestionBatch,
+    CounterBatch,
+    InterfaceCounters,
+    NextHopCounters,
+    OperStatus,
+    PfcCounters,
+    QueueCounters,
+)
+from flowtracer.schemas.v1.flows_pb2 import (
+    ByteSource,
+    Flow,
+    FlowBatch,
+    NcclTag,
+    NicCongestion,
+    NicPfc,
+    PortTotals,
+    QpState,
+    QpType,
+)
 from flowtracer.testbed.tansu import TansuBroker
 
 PARTITIONS = topics.DEFAULT_PARTITIONS
@@ -101,6 +119,24 @@ def counter_batch(switch: str, sequence: int) -> CounterBatch:
     )
 
 
+def _c(value: int, delta: int, status: int = DeltaStatus.DELTA_STATUS_GAP) -> Counter:
+    return Counter(value=value, delta=delta, status=status)  # type: ignore[arg-type]
+
+
+def congestion_batch(switch: str, sequence: int) -> CongestionBatch:
+    """A CongestionBatch with every field set somewhere."""
+    ts = T0_NS + sequence * INTERVAL_NS
+    queues = [QueueCounters(interface="Ethernet1/1", queue="3", interval_ns=INTERVAL_NS, transmit_pkts=_c(10**9, 10**6),
+                            transmit_octets=_c(4 * 10**12, 4 * 10**9), dropped_pkts=_c(7, 1), dropped_octets=_c(7000, 1000),
+                            ecn_marked_pkts=_c(5_000, 500), ecn_marked_octets=_c(20_000_000, 2_000_000),
+                            max_queue_len_bytes=1_048_576, has_max_queue_len=True)]
+    pfc = [PfcCounters(interface="Ethernet1/1", priority=3, interval_ns=INTERVAL_NS, pause_frames_rx=_c(12, 2),
+                       pause_frames_tx=_c(30, 4, DeltaStatus.DELTA_STATUS_RESET))]
+    return CongestionBatch(schema_version=topics.SCHEMA_VERSION, switch=switch, timestamp_ns=ts,
+                           collector_id="collector-a", sequence=sequence, received_ns=ts + 1, session=2,
+                           queues=queues, pfc=pfc)
+
+
 def flow_batch(host: str, leaf: str, sequence: int) -> FlowBatch:
     """A FlowBatch with every field set somewhere: flows with and without NcclTag, all QP and
     byte-source kinds in use, and port totals."""
@@ -130,6 +166,14 @@ def flow_batch(host: str, leaf: str, sequence: int) -> FlowBatch:
         PortTotals(
             rdma_device="mlx5_0", port=1, netdev="ens1f0np0", tx_bytes=12_500_000_000,
             rx_bytes=3_100_000, tx_packets=3_000_000, rx_packets=800,
+            congestion=NicCongestion(
+                interval_ns=INTERVAL_NS, np_ecn_marked_roce_packets=_c(40_000, 1_200), np_cnp_sent=_c(9_000, 300),
+                rp_cnp_handled=_c(7_000, 250), rp_cnp_ignored=_c(3, 1), out_of_sequence=_c(12, 2),
+                packet_seq_err=_c(5, 1), local_ack_timeout_err=_c(2, 2),
+                implied_nak_seq_err=_c(1, 1),
+                pfc=[NicPfc(priority=3, rx_pause=_c(100, 10), tx_pause=_c(50, 5), rx_pause_duration_us=_c(900, 90),
+                            tx_pause_duration_us=_c(400, 40))],
+            ),
         ),
         PortTotals(rdma_device="mlx5_1", port=1, netdev="ens2f0np0"),
     ]
@@ -208,6 +252,8 @@ def consume_all(
 def test_messages_are_fully_populated() -> None:
     assert_fully_populated([counter_batch("leaf-01", 1)])
     assert_fully_populated([flow_batch("gpu-node-01", "leaf-01", 1)])
+    assert_fully_populated([congestion_batch("leaf-01", 1)])
+    assert CongestionBatch.FromString(congestion_batch("leaf-01", 1).SerializeToString()) == congestion_batch("leaf-01", 1)
 
 
 @pytest.mark.timeout(120)

@@ -36,7 +36,7 @@ def test_plan_without_a_policy_asks_only_what_the_contract_needs() -> None:
         "proc-fabric-state-changelog"}
     assert all(t.configs in ({}, COMPACT) for t in plan.values()), "no retention or replication without a policy"
     assert {n for n, t in plan.items() if t.strict} == {
-        "flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.path-traces.v1",
+        "flowtracer.counters.v1", "flowtracer.flows.v1", "flowtracer.path-traces.v1", "flowtracer.switch-congestion.v1",
         "proc.flowtracer.attributions.v1", "proc.flowtracer.group-fim.v1", "proc-stage-state-changelog",
         "proc-fabric-state-changelog"}
 

@@ -7,8 +7,9 @@ the QPs of the caller's pid namespace). The command prefix is configurable (``["
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
+
+from flowtracer.collectors.agent.sources.program import ProgramError, run_program
 
 
 class RdmaToolError(RuntimeError):
@@ -27,24 +28,17 @@ def run_rdma(command: Sequence[str], args: Sequence[str], timeout_s: float = 5.0
     any other non-zero exit (with the tool's stderr).
     """
     argv = [*command, "-j", *args]
-    shown = " ".join(argv)
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise RdmaUnavailable(
-            f"cannot run {command[0]!r}: not found. Install iproute2 (it provides 'rdma'), set the command "
-            f"with --rdma-command, or run with --sysfs-only for port totals without flows") from None
-    except PermissionError:
-        raise RdmaUnavailable(f"cannot run {command[0]!r}: permission denied") from None
-    except subprocess.TimeoutExpired:
-        raise RdmaToolError(f"'{shown}' did not finish within {timeout_s:g} s") from None
-    except OSError as e:
-        raise RdmaUnavailable(f"cannot run {command[0]!r}: {e.strerror or e}") from None
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
-        if "NETLINK_RDMA" in err:
+        return run_program(argv, timeout_s)
+    except ProgramError as e:
+        if e.not_found:
             raise RdmaUnavailable(
-                f"'{shown}' failed: {err}: this kernel has no RDMA support loaded (no ib_core / RDMA "
-                f"devices); run with --sysfs-only, or on a host with RDMA NICs")
-        raise RdmaToolError(f"'{shown}' failed: {err}")
-    return proc.stdout
+                f"{e}. Install iproute2 (it provides 'rdma'), set the command with --rdma-command, or run with "
+                f"--sysfs-only for port totals without flows") from None
+        if e.missing:
+            raise RdmaUnavailable(str(e)) from None
+        if "NETLINK_RDMA" in e.stderr:
+            raise RdmaUnavailable(
+                f"{e}: this kernel has no RDMA support loaded (no ib_core / RDMA "
+                f"devices); run with --sysfs-only, or on a host with RDMA NICs") from None
+        raise RdmaToolError(str(e)) from None

@@ -21,11 +21,12 @@ from typing import Protocol
 
 from flowtracer.collectors.agent.config import AgentConfig, ConfigError
 from flowtracer.collectors.agent.host_window import HostSample
+from flowtracer.collectors.agent.sources.ethtool_stats import parse_ethtool_stats, pfc_stats, read_ethtool_stats
 from flowtracer.collectors.agent.sources.guard import PartGuard
 from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogTail
 from flowtracer.collectors.agent.sources.rdma_json import Parsed, parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
-from flowtracer.collectors.agent.sources.sysfs import read_sysfs
+from flowtracer.collectors.agent.sources.sysfs import SysfsView, read_sysfs
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class LinuxSource:
         self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
         self._nccl = GlobTail(cfg.nccl_log) if cfg.nccl_log else None
         self.guard = PartGuard(f"agent {self.host}")
+        self._netdevs: dict[tuple[str, int], str] = {}  # (device, port) -> netdev, from the last GID read
         probe = read_sysfs(cfg.sysfs_root, gids=False)
         if not probe.root_exists or not probe.ports:
             raise SourceUnavailable(
@@ -162,8 +164,23 @@ class LinuxSource:
         if self._nccl is not None:
             lines = g.read("nccl_log", self._nccl.read_lines, [])
             malformed += self._nccl.take_dropped()  # over-long log lines
+        pfc: dict[tuple[str, int], dict[int, dict[int, int]]] = {}
+        if self.cfg.ethtool_pfc:
+            for key, nd in self._port_netdevs(sysfs).items():
+                text = g.read("ethtool", lambda nd=nd: read_ethtool_stats(nd, self.cfg.ethtool_command), None)
+                if text is not None:
+                    stats, bad = parse_ethtool_stats(text)
+                    malformed += bad
+                    pfc[key] = pfc_stats(stats)
         return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, lines, malformed + sysfs.malformed,
-                           sysfs_before=before)]
+                           sysfs_before=before, pfc=pfc)]
+
+    def _port_netdevs(self, sysfs: SysfsView) -> dict[tuple[str, int], str]:
+        """Each port's netdev, from this read's GID tables or the last that had them (GIDs are re-read rarely)."""
+        for key, pv in sysfs.ports.items():
+            if pv.netdev:
+                self._netdevs[key] = pv.netdev
+        return {k: self._netdevs[k] for k in sysfs.ports if k in self._netdevs}
 
     def _qps(self) -> Parsed | None:
         """``rdma resource show qp``, parsed; None when the tool failed (logged)."""

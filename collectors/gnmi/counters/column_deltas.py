@@ -29,7 +29,7 @@ oracle (tests/collectors/gnmi/delta_oracle.py) on random sequences.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,3 +213,21 @@ class DeltaState:
         self.put(rows, st)
         self.count_dropped(r.duplicates, r.out_of_order)
         return r
+
+    def update_sparse(self, keys: Sequence[Hashable], rows: Sequence[Mapping[int, int]], ts: int
+                      ) -> list[tuple[dict[int, tuple[int, int, int]], int]]:
+        """``update`` for a few rows given as {counter index: value} (the counters sampled), keyed by ``keys``
+        (their own idents; no last-clear): per row, {index: (value, delta, DeltaStatus)} of the counters kept
+        (not duplicates or out of order) and the row's interval (ns). Values outside uint64 are not sampled."""
+        if not keys:
+            return []
+        vals = np.zeros((len(keys), self.width), _U64)
+        present = np.zeros(vals.shape, bool)
+        for r, row in enumerate(rows):
+            for i, v in row.items():
+                if 0 <= v < 2**64:
+                    vals[r, i], present[r, i] = v, True
+        res = self.update(self.block(self.rows(keys, keys)), vals, present, ts, np.zeros((len(keys), 1), np.int64))
+        return [({i: (int(vals[r, i]), int(res.delta[r, i]), int(res.status[r, i]))
+                  for i in range(self.width) if present[r, i] and res.kept[r, i]}, int(res.interval_ns[r]))
+                for r in range(len(keys))]

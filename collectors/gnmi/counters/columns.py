@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
+from google.protobuf.message import Message
 
 from flowtracer.collectors.gnmi.counters import native_loader
 from flowtracer.collectors.gnmi.counters.column_deltas import DeltaState
@@ -188,23 +189,24 @@ class InstantPlan:
 
 
 class EncodedBatch:
-    """A CounterBatch already serialized (``data``). The service only needs ``switch`` and
+    """A CounterBatch (or ``message_type``) already serialized (``data``). The service only needs ``switch`` and
     ``SerializeToString()``; any other attribute, and ``==``, read the parsed message (tests, logs)."""
 
-    __slots__ = ("_msg", "data", "switch")
+    __slots__ = ("_msg", "_type", "data", "switch")
 
-    def __init__(self, switch: str, data: bytes) -> None:
+    def __init__(self, switch: str, data: bytes, message_type: type[Message] = CounterBatch) -> None:
         self.switch = switch
         self.data = data
-        self._msg: CounterBatch | None = None
+        self._type = message_type
+        self._msg: Message | None = None
 
     def SerializeToString(self) -> bytes:  # the protobuf name: both kinds of batch read alike
         return self.data
 
-    def message(self) -> CounterBatch:
-        """The parsed CounterBatch."""
+    def message(self) -> Message:
+        """The parsed message (a CounterBatch unless told otherwise)."""
         if self._msg is None:
-            self._msg = CounterBatch.FromString(self.data)
+            self._msg = self._type.FromString(self.data)
         return self._msg
 
     def __getattr__(self, name: str) -> object:

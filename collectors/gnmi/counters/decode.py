@@ -2,7 +2,8 @@
 
 One ``gnmi.Notification`` becomes one ``Samples``: interface counters, interface state, next-hop
 counters (both AFT counter trees), next-hop attributes (IP, interface-ref) and next-hop-group
-membership, plus deletes and per-update decode errors. Nothing here does I/O or keeps state.
+membership, egress-queue counters and watermarks (openconfig-qos) and per-priority PFC pause
+frames, plus deletes and per-update decode errors. Nothing here does I/O or keeps state.
 
 What it understands:
 
@@ -14,7 +15,8 @@ What it understands:
   one JSON object per update, flattened here (list entries keyed by their YANG list key).
 * Timestamps as ns since the epoch; a device that sends s, ms or us is recognised by magnitude.
 * Keys from the path elements: ``interface[name]``, ``network-instance[name]``,
-  ``next-hop[index]``, ``next-hop-group[id]``. A wildcard (``*``) key in a response is an error.
+  ``next-hop[index]``, ``next-hop-group[id]``; under ``/qos``: ``interface[interface-id]``,
+  ``queue[name]``, ``pfc-priority[index]``. A wildcard (``*``) key in a response is an error.
 
 Why not pygnmi's ``telemetryParser``: it builds dicts of strings for every update, drops the
 origin and turns timestamp 0 into None; measured ~10x slower than this module (bench/).
@@ -34,7 +36,13 @@ from typing import Any
 
 from pygnmi.spec.v080.gnmi_pb2 import Notification, Path, TypedValue
 
-from flowtracer.schemas.openconfig import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
+from flowtracer.schemas.openconfig import (
+    INTERFACE_COUNTERS,
+    NEXT_HOP_COUNTERS,
+    PFC_COUNTERS,
+    QUEUE_COUNTERS,
+    QUEUE_WATERMARK,
+)
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
 
 # Interface state fields (Samples.if_state): values are ints (OperStatus, ns, bit/s).
@@ -44,7 +52,9 @@ NH_IP, NH_INTERFACE = "ip", "interface"
 
 #: YANG list key leaf per list name, to flatten JSON lists and to read path keys.
 LIST_KEYS = {"interface": "name", "network-instance": "name", "next-hop": "index", "next-hop-group": "id",
-             "subinterface": "index"}
+             "subinterface": "index", "queue": "name", "pfc-priority": "index"}
+#: Lists whose key leaf has another name in another model: openconfig-qos keys its interfaces by interface-id.
+ALT_LIST_KEYS = {"interface": "interface-id"}
 _OC_ORIGINS = frozenset({"", "openconfig"})
 
 
@@ -69,6 +79,12 @@ class Samples:
     nhg_members: list[tuple[str, str, int, int]] = field(default_factory=list)
     #: ("interface", name) | ("next-hop", ni, index) | ("group", ni, id) | ("member", ni, id, index)
     deletes: list[tuple[Any, ...]] = field(default_factory=list)
+    #: (interface, queue name, index into QUEUE_COUNTERS, value)
+    queue_counters: list[tuple[str, str, int, int]] = field(default_factory=list)
+    #: (interface, queue name, max-queue-len in bytes)
+    queue_watermarks: list[tuple[str, str, int]] = field(default_factory=list)
+    #: (interface, PFC priority 0-7, index into PFC_COUNTERS, value)
+    pfc_counters: list[tuple[str, int, int, int]] = field(default_factory=list)
     #: One line per update that could not be decoded (path and reason).
     errors: list[str] = field(default_factory=list)
     #: Updates that decoded but are not leaves we use (other counters, other models).
@@ -78,6 +94,11 @@ class Samples:
     def counter_updates(self) -> int:
         """Counter leaves in this notification (interface + next-hop)."""
         return len(self.if_counters) + len(self.nh_counters)
+
+    @property
+    def congestion_updates(self) -> int:
+        """Queue and PFC leaves in this notification (counters and watermarks)."""
+        return len(self.queue_counters) + len(self.queue_watermarks) + len(self.pfc_counters)
 
 
 class DecodeError(ValueError):
@@ -226,6 +247,25 @@ def _nhg_index(s: Samples, keys: dict[str, str], v: Any) -> None:
     s.nhg_members.append((key_value(keys, "network-instance"), key_value(keys, "next-hop-group"), _uint(v), 0))
 
 
+def _queue_counter(i: int) -> Handler:
+    def h(s: Samples, keys: dict[str, str], v: Any) -> None:
+        s.queue_counters.append((key_value(keys, "interface"), key_value(keys, "queue"), i, _uint(v)))
+    return h
+
+
+def _queue_watermark(s: Samples, keys: dict[str, str], v: Any) -> None:
+    s.queue_watermarks.append((key_value(keys, "interface"), key_value(keys, "queue"), _uint(v)))
+
+
+def _pfc_counter(i: int) -> Handler:
+    def h(s: Samples, keys: dict[str, str], v: Any) -> None:
+        prio = _index(keys, "pfc-priority")
+        if prio > 7:
+            raise DecodeError(f"PFC priority {prio} is not 0-7")
+        s.pfc_counters.append((key_value(keys, "interface"), prio, i, _uint(v)))
+    return h
+
+
 #: Interface state leaves that are device timestamps (uint64 time ticks, scaled by normalize_timestamp).
 IF_TIMETICKS: dict[tuple[str, ...], str] = {
     (*_IF, "state", "counters", "last-clear"): LAST_CLEAR_NS,
@@ -251,6 +291,12 @@ def _build_table() -> dict[tuple[str, ...], Handler]:
     member = (*_AFT, "next-hop-groups", "next-hop-group", "next-hops", "next-hop")
     t[(*member, "state", "weight")] = _nhg_member
     t[(*member, "state", "index")] = _nhg_index
+    queue = ("qos", "interfaces", "interface", "output", "queues", "queue", "state")
+    for i, c in enumerate(QUEUE_COUNTERS):
+        t[(*queue, c)] = _queue_counter(i)
+    t[(*queue, QUEUE_WATERMARK)] = _queue_watermark
+    for i, c in enumerate(PFC_COUNTERS):
+        t[("qos", "interfaces", "interface", "pfc", "statistics", "pfc-priority", c)] = _pfc_counter(i)
     return t
 
 
@@ -299,8 +345,9 @@ def _flatten(s: Samples, names: tuple[str, ...], keys: dict[str, str], obj: dict
                 s.ignored += 1
                 continue
             for item in v:
-                if isinstance(item, dict) and LIST_KEYS[k] in item:
-                    _flatten(s, sub, {**keys, k: str(item[LIST_KEYS[k]])}, item)
+                kname = LIST_KEYS[k] if not isinstance(item, dict) or LIST_KEYS[k] in item else ALT_LIST_KEYS.get(k, "")
+                if isinstance(item, dict) and kname in item:
+                    _flatten(s, sub, {**keys, k: str(item[kname])}, item)
                 else:
                     s.errors.append(f"/{'/'.join(sub)}: list entry without key {LIST_KEYS[k]!r}")
         else:
@@ -329,7 +376,14 @@ def _keys_text(keys: dict[str, str]) -> str:
 # (RES_IF_COUNTER, interface, counter index) | (RES_NH_COUNTER, ni, next-hop index, counter index,
 # newer tree) | (RES_LEAF, handler, keys, names) | (RES_CONTAINER, names, keys) | (RES_ERROR, message)
 # | (RES_IGNORE,)
+# | (RES_QUEUE_COUNTER, interface, queue, counter index) | (RES_QUEUE_WATERMARK, interface, queue)
+# | (RES_PFC_COUNTER, interface, priority, counter index)
 RES_IGNORE, RES_IF_COUNTER, RES_NH_COUNTER, RES_LEAF, RES_CONTAINER, RES_ERROR = range(6)
+RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER = range(6, 9)
+#: The codes whose value is one uint64 counter (read by the fast paths).
+COUNTER_CODES = frozenset({RES_IF_COUNTER, RES_NH_COUNTER, RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER})
+_QUEUE_STATE = ("qos", "interfaces", "interface", "output", "queues", "queue", "state")
+_PFC_PRIORITY = ("qos", "interfaces", "interface", "pfc", "statistics", "pfc-priority")
 _Resolved = tuple[Any, ...]
 
 
@@ -364,6 +418,16 @@ class Decoder:
             if t[-1] in NEXT_HOP_COUNTERS and t[:3] == _AFT:
                 return (RES_NH_COUNTER, key_value(keys, "network-instance"), _index(keys, "next-hop"),
                         NEXT_HOP_COUNTERS.index(t[-1]), t[3] == "counters")
+            if t[:7] == _QUEUE_STATE:
+                where = (key_value(keys, "interface"), key_value(keys, "queue"))
+                if t[-1] == QUEUE_WATERMARK:
+                    return (RES_QUEUE_WATERMARK, *where)
+                return (RES_QUEUE_COUNTER, *where, QUEUE_COUNTERS.index(t[-1]))
+            if t[:6] == _PFC_PRIORITY:
+                prio = _index(keys, "pfc-priority")
+                if prio > 7:
+                    raise DecodeError(f"PFC priority {prio} is not 0-7")
+                return (RES_PFC_COUNTER, key_value(keys, "interface"), prio, PFC_COUNTERS.index(t[-1]))
         except DecodeError as e:
             return (RES_ERROR, f"/{'/'.join(t)}{_keys_text(keys)}: {e}")
         return (RES_LEAF, h, keys, t)
@@ -402,7 +466,7 @@ class Decoder:
                 cache = self._cache[pkey]  # a new dict if the cache was emptied
             code = r[0]
             tv = u.val
-            if code in (RES_IF_COUNTER, RES_NH_COUNTER):
+            if code in COUNTER_CODES:
                 v = tv.uint_val
                 if not v and tv.WhichOneof("value") != "uint_val":  # JSON, string, int_val, ...
                     try:
@@ -412,8 +476,14 @@ class Decoder:
                         continue
                 if code == RES_IF_COUNTER:
                     if_counters.append((r[1], r[2], v))
-                else:
+                elif code == RES_NH_COUNTER:
                     nh_counters.append((r[1], r[2], r[3], v, r[4]))
+                elif code == RES_QUEUE_COUNTER:
+                    s.queue_counters.append((r[1], r[2], r[3], v))
+                elif code == RES_PFC_COUNTER:
+                    s.pfc_counters.append((r[1], r[2], r[3], v))
+                else:
+                    s.queue_watermarks.append((r[1], r[2], v))
             elif code == RES_IGNORE:
                 s.ignored += 1
             elif code == RES_ERROR:

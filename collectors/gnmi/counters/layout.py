@@ -12,7 +12,8 @@ update, and its ``Samples`` come from the layout's keys.
 
 Learnt only from plain notifications: one ``update`` (no sync_response, error, extension), no
 deletes, each update a path plus a ``uint_val`` that the general decoder resolved to an interface
-counter, a next-hop counter, last-clear / last-change, or a leaf it ignores (any value). Values
+counter, a next-hop counter, last-clear / last-change, a queue or PFC counter or queue watermark, or a
+leaf it ignores (any value). Values
 fit 9 varint bytes (< 2^63). Everything else (JSON, strings, deletes, new paths, another length,
 any other byte) gets None and goes the general way. ``Samples`` are equal to the general
 decoder's, field by field (tests/collectors/gnmi/test_gnmi_fast_decode.py).
@@ -32,6 +33,9 @@ from flowtracer.collectors.gnmi.counters.decode import (
     RES_IGNORE,
     RES_LEAF,
     RES_NH_COUNTER,
+    RES_PFC_COUNTER,
+    RES_QUEUE_COUNTER,
+    RES_QUEUE_WATERMARK,
     DecodeError,
     Decoder,
     Samples,
@@ -149,6 +153,9 @@ class Layout:
     nh_keys: tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], tuple[bool, ...]]  # ni, index, counter, newer
     st_sel: np.ndarray
     st_keys: tuple[tuple[str, ...], tuple[str, ...]]  # interface, state field (time ticks)
+    #: Congestion slots by kind (RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER): (slots, (interface,
+    #: queue or priority) per slot, counter index per slot (0 for watermarks)).
+    cg: dict[int, tuple[np.ndarray, tuple[tuple[str, object], ...], np.ndarray]]
     ignored: int
     probe: np.ndarray  # intp: a few fixed (non-slot) byte positions, spread over the message ...
     probe_bytes: np.ndarray  # ... and their bytes: refuses another layout of the same length cheaply
@@ -179,6 +186,11 @@ class Layout:
         """Interface and next-hop counter values in a message of this layout."""
         return len(self.if_sel) + len(self.nh_sel)
 
+    @property
+    def congestion_updates(self) -> int:
+        """Queue and PFC values (counters and watermarks) in a message of this layout."""
+        return sum(len(sel) for sel, _, _ in self.cg.values())
+
     def timestamp(self, vals: np.ndarray) -> int:
         """The notification timestamp (ns, 0 = none) of a message read as ``vals``."""
         return normalize_timestamp(int(vals[self.ts_slot])) if self.ts_slot >= 0 else 0
@@ -198,6 +210,16 @@ class Layout:
             s.nh_counters = list(zip(names, idx, ci, vals[self.nh_sel].tolist(), newer, strict=True))
         s.if_state = self.if_state(vals)
         s.ignored = self.ignored
+        for kind, (sel, keys, idx) in self.cg.items():
+            v = vals[sel].tolist()
+            if kind == RES_QUEUE_WATERMARK:
+                s.queue_watermarks = [(k[0], k[1], x) for k, x in zip(keys, v, strict=True)]
+            else:
+                rows = [(k[0], k[1], i, x) for k, i, x in zip(keys, idx.tolist(), v, strict=True)]
+                if kind == RES_QUEUE_COUNTER:
+                    s.queue_counters = rows  # type: ignore[assignment]
+                else:
+                    s.pfc_counters = rows  # type: ignore[assignment]
         return s
 
 
@@ -213,6 +235,7 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
     nh_keys: tuple[list[str], list[int], list[int], list[bool]] = ([], [], [], [])
     st_sel: list[int] = []
     st_keys: tuple[list[str], list[str]] = ([], [])
+    cg: dict[int, tuple[list[int], list[tuple[str, object]], list[int]]] = {}
     ignored = 0
     prefix = n.prefix if n.HasField("prefix") else None
     for u, span in zip(n.update, spans, strict=True):
@@ -233,6 +256,11 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
             nh_sel.append(len(slots))
             for col, v in zip(nh_keys, r[1:], strict=True):
                 col.append(v)
+        elif code in (RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER):
+            sel, keys, idx = cg.setdefault(code, ([], [], []))
+            sel.append(len(slots))
+            keys.append((r[1], r[2]))
+            idx.append(r[3] if code != RES_QUEUE_WATERMARK else 0)
         elif code == RES_LEAF and r[3] in IF_TIMETICKS:
             try:
                 name = key_value(r[2], "interface")
@@ -259,7 +287,9 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
     return Layout(expected, slot_bytes, shifts, starts, 0 if ts is not None else -1,
                    np.array(if_sel, np.intp), (tuple(if_keys[0]), tuple(if_keys[1])),
                    np.array(nh_sel, np.intp), tuple(tuple(c) for c in nh_keys),  # type: ignore[arg-type]
-                   np.array(st_sel, np.intp), (tuple(st_keys[0]), tuple(st_keys[1])), ignored,
+                   np.array(st_sel, np.intp), (tuple(st_keys[0]), tuple(st_keys[1])),
+                   {k: (np.array(a, np.intp), tuple(b), np.array(c, np.intp)) for k, (a, b, c) in cg.items()},
+                   ignored,
                    probe, expected[probe], pos[order], lens.astype(np.int64)[order], order.astype(np.int64))
 
 
@@ -306,7 +336,8 @@ class FastDecoder:
         self._misses += 1
         if self._misses % 256 == 0:  # try again now and then after learning paused
             self._credit = max(self._credit, 1)
-        if self._credit <= 0 or not s.counter_updates or s.errors or s.deletes or n.delete:
+        if (self._credit <= 0 or not (s.counter_updates or s.congestion_updates) or s.errors or s.deletes
+                or n.delete):
             return
         self._credit -= 1
         try:

@@ -15,6 +15,7 @@ from flowtracer.collectors.agent.sources.sysfs import SysfsView, read_sysfs
 from flowtracer.schemas.roce import rocev2_udp_sport
 from flowtracer.schemas.topology import parse_topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
+from flowtracer.schemas.v1.common_pb2 import DeltaStatus
 
 TOPOLOGY = """
 switches:
@@ -49,6 +50,9 @@ def _second_sample_files(fixtures: Path, tmp: Path) -> tuple[bytes, bytes, Path]
     c = root / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "counters"
     (c / "port_xmit_data").write_text(f"{123456789 + 1_000_000}\n")
     (c / "port_xmit_packets").write_text(f"{300000 + 1016}\n")
+    hw = c.parent / "hw_counters"
+    (hw / "np_cnp_sent").write_text("24\n")  # 17 -> 24
+    (hw / "out_of_sequence").write_text("1\n")  # 3 -> 1: the counters were reset
     return json.dumps(qps).encode(), json.dumps(stat).encode(), root / "class" / "infiniband"
 
 
@@ -61,10 +65,10 @@ def test_two_samples_of_fixture_files_give_these_batches(fixtures: Path, tmp_pat
     nccl = (fixtures / "nccl" / "node01.log").read_text().splitlines()
 
     def run(t: int, qp_text: bytes, stat_text: bytes, sysfs: SysfsView,
-            lines: list[str]) -> list[pb.FlowBatch]:
+            lines: list[str], pause: int) -> list[pb.FlowBatch]:
         qps, stat = parse_res_qp(qp_text), parse_stat_qp(stat_text)
         s = HostSample("node01", t, qps.records, stat.records, sysfs, lines, qps.malformed + stat.malformed
-                       + sysfs.malformed)
+                       + sysfs.malformed, pfc={("mlx5_0", 1): {3: {0: pause, 2: 10 * pause}}})
         sp = HostSample("node02", t, peer_qps, None, SysfsView())
         peers = PeerDirectory()
         pipe.prepare(s, peers)
@@ -75,10 +79,10 @@ def test_two_samples_of_fixture_files_give_these_batches(fixtures: Path, tmp_pat
 
     first = run(T1, (fixtures / "rdma" / "res_qp.json").read_bytes(),
                 (fixtures / "rdma" / "stat_qp.json").read_bytes(),
-                read_sysfs(fixtures / "sysfs" / "class" / "infiniband"), nccl)
+                read_sysfs(fixtures / "sysfs" / "class" / "infiniband"), nccl, 5)
     assert first == []  # baselines only
     qp_text, stat_text, sysfs_root = _second_sample_files(fixtures, tmp_path)
-    leaf1, leaf2 = run(T2, qp_text, stat_text, read_sysfs(sysfs_root), [])
+    leaf1, leaf2 = run(T2, qp_text, stat_text, read_sysfs(sysfs_root), [], 12)
 
     assert (leaf1.leaf, leaf1.host, leaf1.window_start_ns, leaf1.window_end_ns, leaf1.sequence) == (
         "leaf1", "node01", T1, T2, 1)
@@ -103,6 +107,16 @@ def test_two_samples_of_fixture_files_give_these_batches(fixtures: Path, tmp_pat
     (port1,) = leaf1.ports
     assert (port1.rdma_device, port1.tx_bytes, port1.tx_packets, port1.netdev) == (
         "mlx5_0", 4_000_000, 1016, "ens1f0np0")
+    # The NIC's congestion counters over the window: the ones it exposes, with the one delta rule.
+    cong = port1.congestion
+    ok, reset = DeltaStatus.DELTA_STATUS_OK, DeltaStatus.DELTA_STATUS_RESET
+    assert (cong.interval_ns, cong.np_cnp_sent.delta, cong.np_cnp_sent.status) == (T2 - T1, 7, ok)
+    assert (cong.rp_cnp_handled.value, cong.rp_cnp_handled.delta, cong.rp_cnp_handled.status) == (9, 0, ok)
+    assert (cong.out_of_sequence.value, cong.out_of_sequence.delta, cong.out_of_sequence.status) == (1, 0, reset)
+    assert not cong.HasField("np_ecn_marked_roce_packets")  # not in this NIC's hw_counters: absent, not 0
+    (prio3,) = cong.pfc
+    assert (prio3.priority, prio3.rx_pause.delta, prio3.rx_pause_duration_us.delta) == (3, 7, 70)
+    assert not prio3.HasField("tx_pause")
     (f133,) = leaf2.flows  # kernel NFS/RDMA QP on the rail-1 NIC: its peer is no host we know
     assert (f133.src_ip, f133.dst_ip, f133.pid, f133.comm, f133.tx_packets, f133.dscp) == (
         "10.0.2.11", "", 0, "rpcrdma", 20, 3)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from flowtracer.schemas.fabric import Fabric
-from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY
+from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY, published
 from flowtracer.sim.fabric.congestion_math import (
     ActiveFlows,
     CongestionParams,
@@ -200,17 +200,23 @@ def test_published_counters_equal_ground_truth(tmp_path: Path) -> None:
     sc = scenario("incast")
     e, gt = run(sc, tmp_path, 3)
     w = gt.congestion_in(START, START + 3 * G)
-    iface = e.switch_states["leaf04"].interfaces["Ethernet4"]
-    assert iface.congestion is not None
-    q = {k: v[ROCE_PRIORITY] for k, v in iface.congestion.items()}
+    st = e.switch_states["leaf04"]
+    iface = st.interfaces["Ethernet4"]
+    q = published(st, "Ethernet4")
+    assert q is not None
     assert q["ecn-marked-pkts"] == w.ports["leaf04:Ethernet4"]["ecn-marked-pkts"] > 0
+    assert q["ecn-marked-octets"] == q["ecn-marked-pkts"] * (4096 + 62)  # the model marks full packets
     assert q["transmit-octets"] == iface.counters["out-octets"] > 0
     assert q["transmit-pkts"] == iface.counters["out-unicast-pkts"]
     assert q["max-queue-len"] == gt.congestion[-1]["ports"]["leaf04:Ethernet4"][0]  # the last tick's watermark
-    assert all(v[p] == 0 for v in iface.congestion.values() for p in range(8) if p != ROCE_PRIORITY)
-    spine_port = e.switch_states["leaf04"].interfaces["Ethernet5"].congestion
+    others = [published(st, "Ethernet4", p) for p in range(8) if p != ROCE_PRIORITY]
+    assert len(st.queues) == len(st.pfc) == 8 * len(st.interfaces)
+    assert all(o is not None and not any(o.values()) for o in others)
+    spine_port = published(st, "Ethernet5")
     assert spine_port is not None
-    assert spine_port["pfc-tx-pause-frames"][ROCE_PRIORITY] == w.ports["leaf04:Ethernet5"]["pfc-tx-pause-frames"] > 0
+    assert spine_port["pfc-tx-pause-frames"] == w.ports["leaf04:Ethernet5"]["pfc-tx-pause-frames"] > 0
+    # Served under SR Linux's leaf: the frames this port sent (tx) are the ones it generated.
+    assert st.pfc[("Ethernet5", ROCE_PRIORITY)].counters["pfc-pause-frames-generated"] == spine_port["pfc-tx-pause-frames"]
     port = e.host_states["host16"].ports[("mlx5_0", 1)]
     assert port.congestion is not None
     assert port.congestion["np_cnp_sent"] == w.nics["host16:mlx5_0"]["np_cnp_sent"] > 0
@@ -254,7 +260,7 @@ def test_model_off_publishes_nothing(tmp_path: Path) -> None:
     off = validate_workload(sc.workload.model_dump(mode="json", exclude={"congestion"}), "off")
     e, gt = run(CongestionScenario("off", sc.topology, off, {}), tmp_path, 1)
     assert gt.congestion == []
-    assert all(i.congestion is None for s in e.switch_states.values() for i in s.interfaces.values())
+    assert all(not s.queues and not s.pfc for s in e.switch_states.values())
     assert all(p.congestion is None for h in e.host_states.values() for p in h.ports.values())
 
 

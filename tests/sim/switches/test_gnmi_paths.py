@@ -48,6 +48,10 @@ COUNTERS = ("state/counters/in-octets", "state/counters/out-octets", "state/coun
      [("next-hop-group", ("3",), ("state/id",)), ("next-hop-group-member", ("3", None), ("state/index", "state/weight"))]),
     ("/network-instances/network-instance[name=*]/afts/next-hop-groups/next-hop-group/state/id",
      [("next-hop-group", (None,), ("state/id",))]),
+    ("/qos/interfaces/interface[interface-id=E2]/output/queues/queue[name=*]/state/ecn-marked-pkts",
+     [("queue", ("E2", None), ("state/ecn-marked-pkts",))]),
+    ("/qos/interfaces/interface[interface-id=*]/pfc/statistics/pfc-priority[index=03]",
+     [("pfc-priority", (None, "3"), ("index", "pfc-pause-frames-received", "pfc-pause-frames-generated"))]),
 ])
 def test_resolve(path: str, expected: list[object]) -> None:
     assert sel(path) == expected
@@ -56,8 +60,8 @@ def test_resolve(path: str, expected: list[object]) -> None:
 def test_root_and_prefix() -> None:
     everything = sel("/")
     assert {t for t, _, _ in everything} == {"interface", "next-hop", "next-hop-counters", "next-hop-group",
-                                             "next-hop-group-member", "queue", "ipv4-address", "lldp-neighbor",
-                                             "ipv4-entry"}
+                                             "next-hop-group-member", "queue", "pfc-priority", "ipv4-address",
+                                             "lldp-neighbor", "ipv4-entry"}
     assert sel("state/oper-status", prefix="/interfaces/interface[name=E2]") == [
         ("interface", ("E2",), ("state/oper-status",))]
 

@@ -26,6 +26,7 @@ from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 from waiting import wait_for
 
+from flowtracer.sim.fabric.congestion_counters import SWITCH_QUEUE_COUNTERS, published
 from flowtracer.sim.fabric.congestion_scenarios import scenario
 from flowtracer.sim.fabric.engine import Engine as FabricEngine
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
@@ -172,23 +173,26 @@ def test_get(server: GnmiServer, switch: SwitchState) -> None:
 
 
 def test_get_qos_queues_of_the_congestion_model() -> None:
-    """With the congestion model on, every interface serves 8 OpenConfig QoS queues (RoCE in queue 3)
-    with the counters the engine published."""
+    """With the congestion model on, every interface serves 8 OpenConfig QoS queues (RoCE in queue 3) and 8 PFC
+    priorities in SR Linux's layout, with the counters the engine published."""
     sc = scenario("incast")
     e = FabricEngine(sc.topology, sc.workload, start_ns=1_700_000_000 * 10**9)
     e.advance(2)
     st = e.switch_states["leaf04"]
-    cong = st.interfaces["Ethernet4"].congestion
-    assert cong is not None
+    cong = [c for q in range(8) if (c := published(st, "Ethernet4", q)) is not None]
+    assert len(cong) == 8
     with GnmiServer({"leaf04": st}) as srv, client(srv.port) as gc:
-        r = gc.get(path=["/qos/interfaces/interface[interface-id=Ethernet4]/output/queues/queue[name=*]/state"],
-                   encoding="json_ietf")
-    got = {u["path"]: u["val"] for u in r["notification"][0]["update"]}
+        r = gc.get(path=["/qos/interfaces/interface[interface-id=Ethernet4]/output/queues/queue[name=*]/state",
+                         "/qos/interfaces/interface[interface-id=Ethernet4]/pfc/statistics"], encoding="json_ietf")
+    got = {u["path"]: u["val"] for n in r["notification"] for u in n["update"]}
     base = "qos/interfaces/interface[interface-id=Ethernet4]/output/queues/queue[name={q}]/state/{leaf}"
-    assert len(got) == 8 * 7
-    for leaf in ("transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-octets", "ecn-marked-pkts",
-                 "max-queue-len"):
-        assert [got[base.format(q=q, leaf=leaf)] for q in range(8)] == [str(v) for v in cong[leaf]]
+    pfc = "qos/interfaces/interface[interface-id=Ethernet4]/pfc/statistics/pfc-priority[index={q}]/{leaf}"
+    assert len(got) == 8 * 8 + 8 * 3
+    for leaf in SWITCH_QUEUE_COUNTERS:
+        assert [got[base.format(q=q, leaf=leaf)] for q in range(8)] == [str(c[leaf]) for c in cong]
+    for leaf, name in (("pfc-pause-frames-received", "pfc-rx-pause-frames"),
+                       ("pfc-pause-frames-generated", "pfc-tx-pause-frames")):
+        assert [got[pfc.format(q=q, leaf=leaf)] for q in range(8)] == [str(c[name]) for c in cong]
     assert int(got[base.format(q=3, leaf="ecn-marked-pkts")]) > 0
     assert int(got[base.format(q=3, leaf="transmit-octets")]) == st.interfaces["Ethernet4"].counters["out-octets"]
 
