@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from flowtracer.schemas.log_rate_limit import RepeatFilter
+
 FORMATS = ("text", "json")
 
 
@@ -31,6 +33,8 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    # A broker outage makes the Kafka clients repeat the same lines ~100 times a second: rate-limit them.
+    handler.addFilter(RepeatFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

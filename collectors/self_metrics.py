@@ -23,6 +23,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
+from flowtracer.schemas.log_rate_limit import register_suppressed
+
 log = logging.getLogger(__name__)
 
 Health = Callable[[], tuple[bool, dict[str, Any]]]
@@ -66,6 +68,7 @@ class SelfMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        register_suppressed(self.registry)  # the Kafka client's log lines dropped as repeats (process-wide)
         self.health: Health = _always_ok
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

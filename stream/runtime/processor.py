@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.log_rate_limit import register_suppressed
 from flowtracer.schemas.topics import partition_for
 from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2
 from flowtracer.stream.analytics.collisions import CollisionRule
@@ -62,6 +63,7 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
+        register_suppressed(r)  # aiokafka's log lines dropped as repeats (process-wide, schemas/log_rate_limit.py)
         self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
         self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
                                     registry=r)
