@@ -17,6 +17,7 @@ every stage's metrics registry exposes the one process-wide counter (``register_
 from __future__ import annotations
 
 import logging
+import threading
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -49,6 +50,9 @@ class RepeatFilter(logging.Filter):
         self.max_keys = max_keys
         # key -> (created of the last record passed (s), records suppressed since); insertion order = age
         self.keys: dict[tuple[str, str], tuple[float, int]] = {}
+        # Handler.handle calls filters outside the handler's lock, and the Kafka clients log from their own
+        # threads (kafka-python's sender, the collector's sessions): the check-and-update must be atomic.
+        self.lock = threading.Lock()
 
     def limited(self, name: str) -> bool:
         """Whether records of logger *name* are rate-limited (it is one of the loggers or below one)."""
@@ -57,6 +61,11 @@ class RepeatFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not self.limited(record.name):
             return True
+        with self.lock:
+            return self.admit(record)
+
+    def admit(self, record: logging.LogRecord) -> bool:
+        """The rule for a record of a limited logger (caller holds ``lock``)."""
         key = (record.name, str(record.msg))
         seen = self.keys.get(key)
         if seen is not None and record.created - seen[0] < self.interval_s:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -110,3 +111,20 @@ def test_the_filter_on_the_handler_drops_repeats_from_child_loggers() -> None:
     finally:
         log.removeHandler(handler)
     assert seen == ["Group Coordinator Request failed: NodeNotReadyError"]
+
+
+def test_records_from_many_threads_are_counted_exactly() -> None:
+    """kafka-python logs from its own threads, and handlers call filters outside their lock."""
+    f, registry = fresh(interval_s=1e9)
+    passed: list[bool] = []
+
+    def burst() -> None:
+        ok = [f.filter(record("kafka.net.manager", "Connection failed: %s", ("refused",), 1.0)) for _ in range(500)]
+        passed.extend(ok)  # list.extend is atomic under the GIL
+
+    threads = [threading.Thread(target=burst) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert passed.count(True) == 1 and counted(registry, "kafka.net.manager") == 3999
