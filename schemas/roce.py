@@ -7,6 +7,9 @@ ROCEV2_UDP_DPORT = 4791
 
 IP_PROTO_UDP = 17
 
+ROCE_PRIORITY = 3
+"""The PFC priority and egress queue RoCE traffic uses by convention (the simulator's and the processor's)."""
+
 
 def rocev2_udp_sport(lqpn: int, rqpn: int) -> int:
     """UDP source port of a RoCEv2 RC QP with flow label 0, as upstream Linux mlx5 computes it.

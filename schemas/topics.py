@@ -56,6 +56,15 @@ COLLISIONS = Topic(
     "flowtracer.collisions.v1", "Collision", "ECMP group id",
     "heavy flows sharing a member while a sibling member idles",
 )
+LINK_CONGESTION = Topic(
+    "flowtracer.link-congestion.v1", "LinkCongestion", "directed link id",
+    "per link and window: PFC pauses each way, ECN marks, drops and queue watermark, from the switch congestion "
+    "counters",
+)
+NIC_CONGESTION = Topic(
+    "flowtracer.nic-congestion.v1", "NicCongestionSample", "NIC name <host>:<rdma_device>",
+    "per NIC port and window: CNPs, ECN-marked packets received, retransmission signals and PFC pauses",
+)
 DEAD_LETTER = Topic(
     "flowtracer.dead-letter.v1", "DeadLetter", "the original key",
     "records the processor could not use, with the reason",
@@ -98,7 +107,8 @@ FABRIC_CHANGELOG = Topic(
 )
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
-OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, DEAD_LETTER)
+OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
+                                     DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

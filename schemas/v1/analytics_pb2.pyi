@@ -149,6 +149,108 @@ class Collision(_message.Message):
     confidence: float
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
 
+class LinkCongestion(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "pfc_pauses_received", "pfc_pauses_received_roce", "pfc_pauses_sent", "pfc_pauses_sent_roce", "pfc_valid", "ecn_marked_pkts", "ecn_marked_pkts_roce", "ecn_valid", "dropped_pkts", "dropped_pkts_roce", "dropped_octets", "dropped_octets_roce", "drops_valid", "queue_watermark_bytes", "queue_watermark_bytes_roce", "watermark_valid")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    SRC_NODE_FIELD_NUMBER: _ClassVar[int]
+    SRC_PORT_FIELD_NUMBER: _ClassVar[int]
+    DST_NODE_FIELD_NUMBER: _ClassVar[int]
+    DST_PORT_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_RECEIVED_ROCE_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_SENT_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_SENT_ROCE_FIELD_NUMBER: _ClassVar[int]
+    PFC_VALID_FIELD_NUMBER: _ClassVar[int]
+    ECN_MARKED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    ECN_MARKED_PKTS_ROCE_FIELD_NUMBER: _ClassVar[int]
+    ECN_VALID_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_PKTS_ROCE_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_OCTETS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_OCTETS_ROCE_FIELD_NUMBER: _ClassVar[int]
+    DROPS_VALID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WATERMARK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WATERMARK_BYTES_ROCE_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_VALID_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    link: str
+    src_node: str
+    src_port: str
+    dst_node: str
+    dst_port: str
+    pfc_pauses_received: int
+    pfc_pauses_received_roce: int
+    pfc_pauses_sent: int
+    pfc_pauses_sent_roce: int
+    pfc_valid: bool
+    ecn_marked_pkts: int
+    ecn_marked_pkts_roce: int
+    ecn_valid: bool
+    dropped_pkts: int
+    dropped_pkts_roce: int
+    dropped_octets: int
+    dropped_octets_roce: int
+    drops_valid: bool
+    queue_watermark_bytes: int
+    queue_watermark_bytes_roce: int
+    watermark_valid: bool
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., link: _Optional[str] = ..., src_node: _Optional[str] = ..., src_port: _Optional[str] = ..., dst_node: _Optional[str] = ..., dst_port: _Optional[str] = ..., pfc_pauses_received: _Optional[int] = ..., pfc_pauses_received_roce: _Optional[int] = ..., pfc_pauses_sent: _Optional[int] = ..., pfc_pauses_sent_roce: _Optional[int] = ..., pfc_valid: _Optional[bool] = ..., ecn_marked_pkts: _Optional[int] = ..., ecn_marked_pkts_roce: _Optional[int] = ..., ecn_valid: _Optional[bool] = ..., dropped_pkts: _Optional[int] = ..., dropped_pkts_roce: _Optional[int] = ..., dropped_octets: _Optional[int] = ..., dropped_octets_roce: _Optional[int] = ..., drops_valid: _Optional[bool] = ..., queue_watermark_bytes: _Optional[int] = ..., queue_watermark_bytes_roce: _Optional[int] = ..., watermark_valid: _Optional[bool] = ...) -> None: ...
+
+class NicCongestionSample(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "nic", "host", "leaf", "port", "netdev", "ecn_marked_received", "cnp_sent", "cnp_handled", "cnp_ignored", "cnp_valid", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err", "retransmit_valid", "pfc_pauses_received", "pfc_pauses_received_roce", "pfc_pauses_sent", "pfc_pauses_sent_roce", "pfc_valid")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    NIC_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    LEAF_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    NETDEV_FIELD_NUMBER: _ClassVar[int]
+    ECN_MARKED_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    CNP_SENT_FIELD_NUMBER: _ClassVar[int]
+    CNP_HANDLED_FIELD_NUMBER: _ClassVar[int]
+    CNP_IGNORED_FIELD_NUMBER: _ClassVar[int]
+    CNP_VALID_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PACKET_SEQ_ERR_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_ACK_TIMEOUT_ERR_FIELD_NUMBER: _ClassVar[int]
+    IMPLIED_NAK_SEQ_ERR_FIELD_NUMBER: _ClassVar[int]
+    RETRANSMIT_VALID_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_RECEIVED_ROCE_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_SENT_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_SENT_ROCE_FIELD_NUMBER: _ClassVar[int]
+    PFC_VALID_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    nic: str
+    host: str
+    leaf: str
+    port: int
+    netdev: str
+    ecn_marked_received: int
+    cnp_sent: int
+    cnp_handled: int
+    cnp_ignored: int
+    cnp_valid: bool
+    out_of_sequence: int
+    packet_seq_err: int
+    local_ack_timeout_err: int
+    implied_nak_seq_err: int
+    retransmit_valid: bool
+    pfc_pauses_received: int
+    pfc_pauses_received_roce: int
+    pfc_pauses_sent: int
+    pfc_pauses_sent_roce: int
+    pfc_valid: bool
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., nic: _Optional[str] = ..., host: _Optional[str] = ..., leaf: _Optional[str] = ..., port: _Optional[int] = ..., netdev: _Optional[str] = ..., ecn_marked_received: _Optional[int] = ..., cnp_sent: _Optional[int] = ..., cnp_handled: _Optional[int] = ..., cnp_ignored: _Optional[int] = ..., cnp_valid: _Optional[bool] = ..., out_of_sequence: _Optional[int] = ..., packet_seq_err: _Optional[int] = ..., local_ack_timeout_err: _Optional[int] = ..., implied_nak_seq_err: _Optional[int] = ..., retransmit_valid: _Optional[bool] = ..., pfc_pauses_received: _Optional[int] = ..., pfc_pauses_received_roce: _Optional[int] = ..., pfc_pauses_sent: _Optional[int] = ..., pfc_pauses_sent_roce: _Optional[int] = ..., pfc_valid: _Optional[bool] = ...) -> None: ...
+
 class DeadLetter(_message.Message):
     __slots__ = ("schema_version", "topic", "partition", "offset", "key", "value", "reason", "received_ns", "worker", "sink", "http_status", "window_end_ns")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]

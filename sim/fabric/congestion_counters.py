@@ -16,10 +16,9 @@ the state's lock.
 from __future__ import annotations
 
 from flowtracer.schemas.openconfig import PFC_COUNTERS, QUEUE_COUNTERS, QUEUE_WATERMARK
+from flowtracer.schemas.roce import ROCE_PRIORITY
 from flowtracer.sim.switches.state import SwitchState
 
-#: The priority (PFC class, egress queue) RoCE uses by convention.
-ROCE_PRIORITY = 3
 PRIORITIES = 8
 
 #: Per (switch, interface, queue): the served openconfig-qos leaves (``QueueState.counters``), then the watermark

@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flowtracer.schemas.fabric import DirectedLink, Fabric
-from flowtracer.schemas.v1 import common_pb2, counters_pb2
-
-#: Counter statuses whose delta is the exact increase over exactly one sample interval.
-_TRUSTED = (common_pb2.DELTA_STATUS_OK, common_pb2.DELTA_STATUS_WRAPPED)
+from flowtracer.schemas.v1 import counters_pb2
+from flowtracer.stream.analytics.window_delta import TRUSTED_STATUSES, interval_fits
 
 
 @dataclass
@@ -49,14 +47,13 @@ class LinkIndex:
         """
         out: dict[str, int] = {}
         sw = batch.switch
-        tolerance = hop_ns // 10
         for itf in batch.interfaces:
-            if abs(itf.interval_ns - hop_ns) > tolerance:
+            if not interval_fits(itf.interval_ns, hop_ns):
                 continue
             lid = self.out_link.get((sw, itf.name))
-            if lid is not None and itf.out_octets.status in _TRUSTED:
+            if lid is not None and itf.out_octets.status in TRUSTED_STATUSES:
                 out[lid] = itf.out_octets.delta
             hid = self.in_host_link.get((sw, itf.name))
-            if hid is not None and itf.in_octets.status in _TRUSTED:
+            if hid is not None and itf.in_octets.status in TRUSTED_STATUSES:
                 out[hid] = itf.in_octets.delta
         return out

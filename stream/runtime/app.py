@@ -92,7 +92,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     raw = {"key_serializer": "raw", "value_serializer": "raw"}
     attributions = topics.internal_name(cfg.app_id, topics.ATTRIBUTIONS)
     group_fim = topics.internal_name(cfg.app_id, topics.GROUP_FIM)
-    inputs = app.topic(topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name, attributions, **raw)
+    inputs = app.topic(topics.COUNTERS.name, topics.SWITCH_CONGESTION.name, topics.FLOWS.name, topics.PATH_TRACES.name,
+                       attributions, **raw)
     group_fim_in = app.topic(group_fim, **raw)
     out = {t.name: app.topic(t.name, **raw) for t in topics.OUTPUT_TOPICS}
     out[topics.ATTRIBUTIONS.name] = app.topic(attributions, **raw)
@@ -149,6 +150,10 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             futures.append(await send(topics.FIM.name, topics.key(f.group), f.SerializeToString()))
         for c in e.collisions:
             futures.append(await send(topics.COLLISIONS.name, topics.key(c.group), c.SerializeToString()))
+        for lc in e.link_congestion:
+            futures.append(await send(topics.LINK_CONGESTION.name, topics.key(lc.link), lc.SerializeToString()))
+        for nc in e.nic_congestion:
+            futures.append(await send(topics.NIC_CONGESTION.name, topics.key(nc.nic), nc.SerializeToString()))
         for dest, ab in e.attributions:
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:

@@ -11,6 +11,7 @@ from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2, traces_
 
 _TYPES: dict[str, type[Message]] = {
     topics.COUNTERS.name: counters_pb2.CounterBatch,
+    topics.SWITCH_CONGESTION.name: counters_pb2.CongestionBatch,
     topics.FLOWS.name: flows_pb2.FlowBatch,
     topics.PATH_TRACES.name: traces_pb2.PathTrace,
     topics.ATTRIBUTIONS.name: internal_pb2.AttributionBatch,
@@ -38,9 +39,9 @@ def decode(topic: str, value: bytes | None) -> Message:
     if version != topics.SCHEMA_VERSION:
         raise BadRecord(f"unknown schema_version {version} in {cls.__name__} (this processor reads "
                         f"{topics.SCHEMA_VERSION})")
-    if isinstance(msg, counters_pb2.CounterBatch):
+    if isinstance(msg, (counters_pb2.CounterBatch, counters_pb2.CongestionBatch)):
         if not msg.switch or msg.timestamp_ns <= 0:
-            raise BadRecord("CounterBatch without switch or timestamp_ns")
+            raise BadRecord(f"{cls.__name__} without switch or timestamp_ns")
     elif isinstance(msg, flows_pb2.FlowBatch):
         if not msg.host or not msg.leaf or msg.window_end_ns <= msg.window_start_ns:
             raise BadRecord("FlowBatch without host, leaf or a window with end after start")
@@ -75,7 +76,7 @@ class Stamps:
 
 def event_time(msg: Message) -> Stamps | None:
     """The stamps of an input record; None for the processor's own internal records."""
-    if isinstance(msg, counters_pb2.CounterBatch):
+    if isinstance(msg, (counters_pb2.CounterBatch, counters_pb2.CongestionBatch)):
         return Stamps("switch", msg.switch, msg.timestamp_ns, msg.received_ns)
     if isinstance(msg, flows_pb2.FlowBatch):
         return Stamps("host", msg.host, msg.window_end_ns, msg.received_ns)

@@ -237,6 +237,8 @@ class Processor:
         elif isinstance(msg, counters_pb2.CounterBatch):
             holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
             holds += self.links_stage(partition).add_counters(msg, token, now_ns)
+        elif isinstance(msg, counters_pb2.CongestionBatch):
+            holds += self.links_stage(partition).add_congestion(msg, token, now_ns)
         elif isinstance(msg, internal_pb2.AttributionBatch):
             holds += self.links_stage(partition).add_attributions(msg, token, now_ns)
         elif isinstance(msg, internal_pb2.GroupFimBatch):

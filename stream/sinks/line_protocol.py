@@ -1,6 +1,6 @@
 """The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
-functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``)
-to lines.
+functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``,
+``LinkCongestion``, ``NicCongestionSample``) to lines.
 
 :data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
 by it (a field is formatted by its declared type, a tag or field it does not name cannot be
@@ -22,7 +22,8 @@ Rules every line follows:
 
 Series per measurement: ``link_load`` 2 x cables x resolvers; ``path_load`` NIC pairs that
 exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: the largest one);
-``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link).
+``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link);
+``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters.
 
 | measurement | key | kind | holds | absent when |
 | --- | --- | --- | --- | --- |
@@ -64,6 +65,42 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 |  | `flow_bytes` | int field | bytes |  |
 |  | `top_bytes` | int field | bytes |  |
 |  | `flows` | string field | text |  |
+| `link_congestion` | `link` | tag | link id |  |
+|  | `src_node` | tag | switch or host |  |
+|  | `dst_node` | tag | switch or host |  |
+|  | `pfc_pauses_received` | int field | frames | pfc_valid=0 |
+|  | `pfc_pauses_received_roce` | int field | frames (priority 3) | pfc_valid=0 |
+|  | `pfc_pauses_sent` | int field | frames | pfc_valid=0 |
+|  | `pfc_pauses_sent_roce` | int field | frames (priority 3) | pfc_valid=0 |
+|  | `ecn_marked_pkts` | int field | packets | ecn_valid=0 |
+|  | `ecn_marked_pkts_roce` | int field | packets (queue 3) | ecn_valid=0 |
+|  | `dropped_pkts` | int field | packets | drops_valid=0 |
+|  | `dropped_pkts_roce` | int field | packets (queue 3) | drops_valid=0 |
+|  | `dropped_octets` | int field | bytes | drops_valid=0 |
+|  | `dropped_octets_roce` | int field | bytes (queue 3) | drops_valid=0 |
+|  | `queue_watermark_bytes` | int field | bytes | watermark_valid=0 |
+|  | `queue_watermark_bytes_roce` | int field | bytes (queue 3) | watermark_valid=0 |
+|  | `pfc_valid` | int field | 0 or 1 |  |
+|  | `ecn_valid` | int field | 0 or 1 |  |
+|  | `drops_valid` | int field | 0 or 1 |  |
+|  | `watermark_valid` | int field | 0 or 1 |  |
+| `nic_congestion` | `nic` | tag | NIC name |  |
+|  | `leaf` | tag | switch |  |
+|  | `ecn_marked_received` | int field | packets | cnp_valid=0 |
+|  | `cnp_sent` | int field | packets | cnp_valid=0 |
+|  | `cnp_handled` | int field | packets | cnp_valid=0 |
+|  | `cnp_ignored` | int field | packets | cnp_valid=0 |
+|  | `out_of_sequence` | int field | events | retransmit_valid=0 |
+|  | `packet_seq_err` | int field | events | retransmit_valid=0 |
+|  | `local_ack_timeout_err` | int field | events | retransmit_valid=0 |
+|  | `implied_nak_seq_err` | int field | events | retransmit_valid=0 |
+|  | `pfc_pauses_received` | int field | frames | pfc_valid=0 |
+|  | `pfc_pauses_received_roce` | int field | frames (priority 3) | pfc_valid=0 |
+|  | `pfc_pauses_sent` | int field | frames | pfc_valid=0 |
+|  | `pfc_pauses_sent_roce` | int field | frames (priority 3) | pfc_valid=0 |
+|  | `cnp_valid` | int field | 0 or 1 |  |
+|  | `retransmit_valid` | int field | 0 or 1 |  |
+|  | `pfc_valid` | int field | 0 or 1 |  |
 
 Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
 ``src_nic``/``dst_nic`` are topology NIC names ``<host>:<rdma_device>``; ``path`` is the
@@ -182,7 +219,50 @@ COLLISION = Measurement(
            "flow_count": "flows", "flow_bytes": "bytes", "top_bytes": "bytes", "flows": "text"},
 )
 
-MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION)}
+#: Validity flag of each congestion field group (``<flag>``: the group's fields, left out while it is 0).
+_LINK_CONGESTION_GROUPS = {
+    "pfc_valid": ("pfc_pauses_received", "pfc_pauses_received_roce", "pfc_pauses_sent", "pfc_pauses_sent_roce"),
+    "ecn_valid": ("ecn_marked_pkts", "ecn_marked_pkts_roce"),
+    "drops_valid": ("dropped_pkts", "dropped_pkts_roce", "dropped_octets", "dropped_octets_roce"),
+    "watermark_valid": ("queue_watermark_bytes", "queue_watermark_bytes_roce"),
+}
+_NIC_CONGESTION_GROUPS = {
+    "cnp_valid": ("ecn_marked_received", "cnp_sent", "cnp_handled", "cnp_ignored"),
+    "retransmit_valid": ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err"),
+    "pfc_valid": ("pfc_pauses_received", "pfc_pauses_received_roce", "pfc_pauses_sent", "pfc_pauses_sent_roce"),
+}
+_CONGESTION_UNITS = {
+    "pfc_pauses_received": "frames", "pfc_pauses_received_roce": "frames (priority 3)",
+    "pfc_pauses_sent": "frames", "pfc_pauses_sent_roce": "frames (priority 3)",
+    "ecn_marked_pkts": "packets", "ecn_marked_pkts_roce": "packets (queue 3)",
+    "dropped_pkts": "packets", "dropped_pkts_roce": "packets (queue 3)",
+    "dropped_octets": "bytes", "dropped_octets_roce": "bytes (queue 3)",
+    "queue_watermark_bytes": "bytes", "queue_watermark_bytes_roce": "bytes (queue 3)",
+    "ecn_marked_received": "packets", "cnp_sent": "packets", "cnp_handled": "packets", "cnp_ignored": "packets",
+    "out_of_sequence": "events", "packet_seq_err": "events", "local_ack_timeout_err": "events",
+    "implied_nak_seq_err": "events",
+}
+
+
+def _congestion_measurement(name: str, message: str, tags: dict[str, str],
+                            groups: Mapping[str, tuple[str, ...]]) -> Measurement:
+    """A congestion measurement: each group's fields, optional while its ``*_valid`` flag (an int field) is 0."""
+    fields: dict[str, FieldType] = {f: "int" for names in groups.values() for f in names}
+    fields |= {flag: "int" for flag in groups}
+    units = {**tags, **{f: _CONGESTION_UNITS[f] for names in groups.values() for f in names},
+             **{flag: "0 or 1" for flag in groups}}
+    optional = {f: f"{flag}=0" for flag, names in groups.items() for f in names}
+    return Measurement(name, message, tags=tuple(tags), fields=fields, units=units, optional=optional)
+
+
+LINK_CONGESTION = _congestion_measurement(
+    "link_congestion", "LinkCongestion", {"link": _LINK, "src_node": "switch or host", "dst_node": "switch or host"},
+    _LINK_CONGESTION_GROUPS)
+NIC_CONGESTION = _congestion_measurement(
+    "nic_congestion", "NicCongestionSample", {"nic": "NIC name", "leaf": "switch"}, _NIC_CONGESTION_GROUPS)
+
+MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION, LINK_CONGESTION,
+                                                          NIC_CONGESTION)}
 """Every measurement the processor writes, by name."""
 
 
@@ -447,17 +527,41 @@ def collision_line(m: analytics_pb2.Collision) -> str:
     }, m.window_end_ns, where)
 
 
+def _congestion_line(measurement: Measurement, groups: Mapping[str, tuple[str, ...]], m: Any, where: str) -> str:
+    _check_version(m, where)
+    fields: dict[str, Any] = {}
+    for flag, names in groups.items():
+        valid = getattr(m, flag)
+        fields[flag] = int(valid)
+        fields |= {f: getattr(m, f) if valid else None for f in names}
+    return _line(measurement, {t: getattr(m, t) for t in measurement.tags}, fields, m.window_end_ns, where)
+
+
+def link_congestion_line(m: analytics_pb2.LinkCongestion) -> str:
+    """``link_congestion`` line of one LinkCongestion; a group's fields only while its ``*_valid`` is set."""
+    return _congestion_line(LINK_CONGESTION, _LINK_CONGESTION_GROUPS, m,
+                            f"LinkCongestion link={m.link!r} window_end_ns={m.window_end_ns}")
+
+
+def nic_congestion_line(m: analytics_pb2.NicCongestionSample) -> str:
+    """``nic_congestion`` line of one NicCongestionSample; a group's fields only while its ``*_valid`` is set."""
+    return _congestion_line(NIC_CONGESTION, _NIC_CONGESTION_GROUPS, m,
+                            f"NicCongestionSample nic={m.nic!r} window_end_ns={m.window_end_ns}")
+
+
 ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.LinkLoad: link_load_line,
     analytics_pb2.PathLoad: path_load_line,
     analytics_pb2.FimSample: fim_line,
     analytics_pb2.Collision: collision_line,
+    analytics_pb2.LinkCongestion: link_congestion_line,
+    analytics_pb2.NicCongestionSample: nic_congestion_line,
 }
 """Message class -> its line encoder."""
 
 
 def to_lines(messages: Iterable[Any]) -> list[str]:
-    """Lines of any mix of LinkLoad, PathLoad, FimSample and Collision messages, in order."""
+    """Lines of any mix of the analytics messages :data:`ENCODERS` knows, in order."""
     out = []
     for msg in messages:
         encode = ENCODERS.get(type(msg))

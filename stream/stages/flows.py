@@ -16,6 +16,7 @@ from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
 from flowtracer.stream.analytics.attribution import attribute, heaviest
+from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
@@ -30,9 +31,14 @@ _FLOW_ID = attrgetter("flow_id")
 _TEMPLATES_MAX = 1 << 16  # PathLoad templates kept per stage (NIC pairs x paths); cleared when exceeded
 
 
-def counter_identity(batch: counters_pb2.CounterBatch) -> tuple[str, str, int, int]:
-    """A CounterBatch's identity: one instant may come as several batches, a redelivery repeats one."""
-    return (batch.collector_id, batch.switch, batch.session, batch.sequence)
+SwitchBatch = counters_pb2.CounterBatch | counters_pb2.CongestionBatch
+"""What a gNMI collector publishes per switch and sample instant."""
+
+
+def counter_identity(batch: SwitchBatch) -> tuple[str, str, str, int, int]:
+    """A switch batch's identity: one instant may come as several batches, a redelivery repeats one. Counters and
+    congestion count their sequences apart, so the kind is part of it."""
+    return (type(batch).__name__, batch.collector_id, batch.switch, batch.session, batch.sequence)
 
 
 class FlowsStage:
@@ -128,9 +134,11 @@ class FlowsStage:
         start = end - self.hop_ns
         obs = []
         measured: dict[str, int] = {}
+        out = Emitted()
         for item in items:
             if isinstance(item, flows_pb2.FlowBatch):
                 obs.extend(self._observe(item, self.unattributed))
+                out.nic_congestion.extend(nic_congestion(item, self.hop_ns, start, end))
             elif isinstance(item, counters_pb2.CounterBatch):
                 measured.update(self.links.measured(item, self.hop_ns))
         obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
@@ -140,7 +148,6 @@ class FlowsStage:
         self.unattributed.flows += att.unplaced_flows
         self.unattributed.bytes += att.unplaced_bytes
         resolver = self.resolver.name
-        out = Emitted()
         templates = self._path_templates
         if len(templates) > _TEMPLATES_MAX:
             templates.clear()

@@ -1,9 +1,10 @@
 """Stage B, per counters partition: measured vs attributed load of every link its switches own (pure).
 
-Input: CounterBatches of this partition's switches and the AttributionBatches every flows
-partition sent here. A window is complete when every flows partition's batch arrived and the
-switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
-Collisions, and one GroupFimBatch for the fabric-wide aggregation.
+Input: CounterBatches (and, when the collectors publish them, CongestionBatches) of this partition's switches and
+the AttributionBatches every flows partition sent here. A window is complete when every flows partition's batch
+arrived and the switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
+Collisions, LinkCongestion of the switches that sent congestion counters, and one GroupFimBatch for the
+fabric-wide aggregation.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
+from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
@@ -70,6 +72,12 @@ class LinksStage:
         return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
                                 identity=counter_identity(batch))
 
+    def add_congestion(self, batch: counters_pb2.CongestionBatch, token: object, now_ns: int) -> bool:
+        # Opt-in at the collectors, so not required: a switch that sent them recently is waited for like any
+        # recent source, and one whose clock lags is not.
+        return self.tracker.add(self.window_of(batch.timestamp_ns), f"congestion:{batch.switch}", batch, token,
+                                now_ns, identity=counter_identity(batch))
+
     def add_attributions(self, batch: internal_pb2.AttributionBatch, token: object, now_ns: int) -> bool:
         # A flows partition replayed after a failover sends its batch again: the same identity.
         source = f"attr:{batch.source_partition}"
@@ -90,10 +98,13 @@ class LinksStage:
         reported: set[str] = set()
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
+        congestion: list[counters_pb2.CongestionBatch] = []
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
                 reported.add(item.switch)
                 measured.update(self.links.measured(item, self.hop_ns))
+            elif isinstance(item, counters_pb2.CongestionBatch):
+                congestion.append(item)
             elif isinstance(item, internal_pb2.AttributionBatch):
                 for ls in item.links:
                     s = shares.get(ls.link)
@@ -104,6 +115,7 @@ class LinksStage:
                     s.conf_bytes += ls.bytes * ls.confidence
                     member_flows[ls.link].extend(ls.flows)
         out = Emitted()
+        out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         for lid in sorted(link_ids):

@@ -153,6 +153,26 @@ def collision(**kw: Any) -> a.Collision:
     return _set(msg, kw)
 
 
+def link_congestion(**kw: Any) -> a.LinkCongestion:
+    msg = a.LinkCongestion(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, link=LINK, src_node="leaf-01",
+        src_port="Ethernet1/1", dst_node="spine-01", dst_port="Ethernet1/1", pfc_pauses_received=45,
+        pfc_pauses_received_roce=40, pfc_pauses_sent=2, pfc_pauses_sent_roce=2, pfc_valid=True, ecn_marked_pkts=101,
+        ecn_marked_pkts_roce=100, ecn_valid=True, drops_valid=False, queue_watermark_bytes=9000,
+        queue_watermark_bytes_roce=5000, watermark_valid=True,
+    )
+    return _set(msg, kw)
+
+
+def nic_congestion(**kw: Any) -> a.NicCongestionSample:
+    msg = a.NicCongestionSample(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, nic="h01:mlx5_0", host="h01",
+        leaf="leaf-01", port=1, netdev="ens1f0np0", ecn_marked_received=7, cnp_sent=7, cnp_handled=0, cnp_ignored=0,
+        cnp_valid=True, out_of_sequence=1, retransmit_valid=True, pfc_valid=False,
+    )
+    return _set(msg, kw)
+
+
 # -- tests ---------------------------------------------------------------------------------------------
 
 def test_docstring_table_is_generated_from_the_definitions() -> None:
@@ -170,9 +190,11 @@ def test_link_load_line_is_exact() -> None:
 
 @pytest.mark.parametrize("msg", [link_load(), path_load(), fim(), collision(),
                                  link_load(measured_valid=False), fim(basis=a.LOAD_BASIS_MEASURED),
-                                 fim(group="fabric", switch=""), collision(flows=[])],
+                                 fim(group="fabric", switch=""), collision(flows=[]), link_congestion(),
+                                 link_congestion(pfc_valid=False, ecn_valid=False, watermark_valid=False),
+                                 nic_congestion()],
                          ids=["link", "path", "fim", "collision", "link-invalid", "fim-measured", "fim-fabric",
-                              "collision-noflows"])
+                              "collision-noflows", "link-congestion", "link-congestion-unknown", "nic-congestion"])
 def test_every_line_matches_the_schema(msg: Any) -> None:
     _, _, ts = check_against_schema(ip.to_lines([msg])[0])
     assert ts == T_END
@@ -182,6 +204,23 @@ def test_invalid_measurement_is_absent_not_zero() -> None:
     tags, fields, _ = check_against_schema(ip.link_load_line(link_load(measured_valid=False)))
     assert fields == {"attributed_bytes": 120_000_000_000, "flow_count": 3, "measured_valid": 0}
     assert tags["link"] == LINK
+
+
+def test_congestion_lines_leave_unknown_groups_out() -> None:
+    """A group whose *_valid is false is absent (unknown), its flag written as 0; a valid zero is written."""
+    tags, fields, _ = check_against_schema(ip.link_congestion_line(link_congestion()))
+    assert tags == {"link": LINK, "src_node": "leaf-01", "dst_node": "spine-01"}
+    assert fields == {"pfc_pauses_received": 45, "pfc_pauses_received_roce": 40, "pfc_pauses_sent": 2,
+                      "pfc_pauses_sent_roce": 2, "ecn_marked_pkts": 101, "ecn_marked_pkts_roce": 100,
+                      "queue_watermark_bytes": 9000, "queue_watermark_bytes_roce": 5000,
+                      "pfc_valid": 1, "ecn_valid": 1, "drops_valid": 0, "watermark_valid": 1}
+    tags, fields, _ = check_against_schema(ip.nic_congestion_line(nic_congestion()))
+    assert tags == {"nic": "h01:mlx5_0", "leaf": "leaf-01"}
+    assert fields == {"ecn_marked_received": 7, "cnp_sent": 7, "cnp_handled": 0, "cnp_ignored": 0,
+                      "out_of_sequence": 1, "packet_seq_err": 0, "local_ack_timeout_err": 0,
+                      "implied_nak_seq_err": 0, "cnp_valid": 1, "retransmit_valid": 1, "pfc_valid": 0}
+    with pytest.raises(PointError, match=r"NicCongestionSample nic='h01:mlx5_0' .*schema_version 2"):
+        ip.nic_congestion_line(nic_congestion(schema_version=2))
 
 
 def test_fim_fields_and_tags_by_basis_and_scope() -> None:

@@ -1,0 +1,168 @@
+"""Congestion signals per link and per NIC port in one window, from the raw congestion counters (pure).
+
+Links: a switch's CongestionBatches (egress queues, per-priority PFC) become one ``LinkCongestion`` per link the
+switch owns (:class:`LinkIndex`: a link is owned by its transmitting switch, a host's uplink by its leaf). The
+egress queues of a switch port measure the link it transmits on; the PFC counters of the port are read from the
+link's transmitting end: pauses it received stopped this link, pauses it sent stopped the reverse one. A host
+uplink has no switch at its transmitting end, so its PFC is the leaf port's seen from the NIC (the leaf's sent
+pauses are the ones the NIC received) and it has no queue counters.
+
+NICs: each FlowBatch port's ``NicCongestion`` becomes one ``NicCongestionSample``.
+
+Every delta follows the one window rule (:func:`window_delta`). Counters come in groups (PFC, ECN marks, drops;
+CNPs, retransmissions, NIC PFC); a group is valid only when something of it was reported in the window and every
+reported cell of it is trusted and present: a sum with one baseline, reset, gap or missing counter in it is
+unknown, not smaller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from flowtracer.schemas.roce import ROCE_PRIORITY
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2
+from flowtracer.stream.analytics.link_index import LinkIndex
+from flowtracer.stream.analytics.window_delta import window_delta
+
+_QUEUE_NUMBER = re.compile(r"(\d+)$")
+
+
+def queue_priority(name: str) -> int | None:
+    """The priority an egress queue serves from its name as switches report it ("3", "UC3", "fc3"); None if none."""
+    m = _QUEUE_NUMBER.search(name)
+    return int(m.group(1)) if m else None
+
+
+class Tally:
+    """Window sums of one group of counters, each summed over all priorities and for the RoCE priority alone.
+
+    Index ``2 * i`` holds counter *i* over all priorities, ``2 * i + 1`` its RoCE priority part (counts).
+    """
+
+    def __init__(self, counters: int) -> None:
+        self.sums = [0] * (2 * counters)
+        self.seen = False
+        self.bad = False
+
+    def add(self, cells: Sequence[common_pb2.Counter | None], interval_ns: int, hop_ns: int, roce: bool) -> None:
+        """One row of the group (an absent counter is None); a row with nothing in it is not a report."""
+        if all(c is None for c in cells):
+            return
+        self.seen = True
+        for i, cell in enumerate(cells):
+            d = None if cell is None else window_delta(cell, interval_ns, hop_ns)
+            if d is None:
+                self.bad = True
+                continue
+            self.sums[2 * i] += d
+            if roce:
+                self.sums[2 * i + 1] += d
+
+    @property
+    def valid(self) -> bool:
+        return self.seen and not self.bad
+
+    def values(self) -> list[int]:
+        """The sums when valid, else zeros (unknown is flagged by :attr:`valid`, never a partial sum)."""
+        return self.sums if self.valid else [0] * len(self.sums)
+
+
+def _cells(msg: object, names: Sequence[str]) -> list[common_pb2.Counter | None]:
+    return [getattr(msg, n) if msg.HasField(n) else None for n in names]  # type: ignore[attr-defined]
+
+
+class _LinkAcc:
+    """One link's tallies in one window: PFC (received, sent), ECN marks, drops (pkts, octets), watermark."""
+
+    def __init__(self) -> None:
+        self.pfc, self.ecn, self.drops = Tally(2), Tally(1), Tally(2)
+        self.watermark = [0, 0]
+        self.has_watermark = False
+
+
+def link_congestion(batches: Iterable[counters_pb2.CongestionBatch], links: LinkIndex, hop_ns: int,
+                    window_start_ns: int, window_end_ns: int) -> list[analytics_pb2.LinkCongestion]:
+    """One LinkCongestion per link owned by a switch that reported in the window (ns), sorted by link id."""
+    acc: dict[str, _LinkAcc] = {}
+    reported: set[str] = set()
+
+    def of(lid: str) -> _LinkAcc:
+        a = acc.get(lid)
+        if a is None:
+            a = acc[lid] = _LinkAcc()
+        return a
+
+    for batch in batches:
+        sw = batch.switch
+        reported.add(sw)
+        for p in batch.pfc:
+            roce = p.priority == ROCE_PRIORITY
+            rx, tx = _cells(p, ("pause_frames_rx", "pause_frames_tx"))
+            out = links.out_link.get((sw, p.interface))
+            if out is not None:  # this switch transmits on the link: its received pauses stopped it
+                of(out).pfc.add((rx, tx), p.interval_ns, hop_ns, roce)
+            up = links.in_host_link.get((sw, p.interface))
+            if up is not None:  # the NIC transmits: it received what the leaf sent
+                of(up).pfc.add((tx, rx), p.interval_ns, hop_ns, roce)
+        for q in batch.queues:
+            out = links.out_link.get((sw, q.interface))
+            if out is None:
+                continue
+            a = of(out)
+            roce = queue_priority(q.queue) == ROCE_PRIORITY
+            a.ecn.add(_cells(q, ("ecn_marked_pkts",)), q.interval_ns, hop_ns, roce)
+            a.drops.add(_cells(q, ("dropped_pkts", "dropped_octets")), q.interval_ns, hop_ns, roce)
+            if q.has_max_queue_len:
+                a.has_watermark = True
+                a.watermark[0] = max(a.watermark[0], q.max_queue_len_bytes)
+                if roce:
+                    a.watermark[1] = max(a.watermark[1], q.max_queue_len_bytes)
+    out_msgs = []
+    empty = _LinkAcc()
+    for lid in sorted({lk.id for sw in reported for lk in links.owned.get(sw, ())}):
+        link = links.fabric.links[lid]
+        a = acc.get(lid, empty)
+        pfc, ecn, drops = a.pfc.values(), a.ecn.values(), a.drops.values()
+        wm = a.watermark if a.has_watermark else [0, 0]
+        out_msgs.append(analytics_pb2.LinkCongestion(
+            schema_version=SCHEMA_VERSION, window_start_ns=window_start_ns, window_end_ns=window_end_ns, link=lid,
+            src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
+            pfc_pauses_received=pfc[0], pfc_pauses_received_roce=pfc[1], pfc_pauses_sent=pfc[2],
+            pfc_pauses_sent_roce=pfc[3], pfc_valid=a.pfc.valid,
+            ecn_marked_pkts=ecn[0], ecn_marked_pkts_roce=ecn[1], ecn_valid=a.ecn.valid,
+            dropped_pkts=drops[0], dropped_pkts_roce=drops[1], dropped_octets=drops[2], dropped_octets_roce=drops[3],
+            drops_valid=a.drops.valid,
+            queue_watermark_bytes=wm[0], queue_watermark_bytes_roce=wm[1], watermark_valid=a.has_watermark))
+    return out_msgs
+
+
+_CNP = ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored")
+_RETRANSMIT = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err")
+
+
+def nic_congestion(batch: flows_pb2.FlowBatch, hop_ns: int, window_start_ns: int,
+                   window_end_ns: int) -> list[analytics_pb2.NicCongestionSample]:
+    """One NicCongestionSample per port of *batch* that carries congestion counters, in the batch's order."""
+    out = []
+    for port in batch.ports:
+        if not port.HasField("congestion"):
+            continue
+        c = port.congestion
+        cnp, retx, pfc = Tally(len(_CNP)), Tally(len(_RETRANSMIT)), Tally(2)
+        cnp.add(_cells(c, _CNP), c.interval_ns, hop_ns, roce=False)
+        retx.add(_cells(c, _RETRANSMIT), c.interval_ns, hop_ns, roce=False)
+        for p in c.pfc:
+            pfc.add(_cells(p, ("rx_pause", "tx_pause")), c.interval_ns, hop_ns, p.priority == ROCE_PRIORITY)
+        cv, rv, pv = cnp.values(), retx.values(), pfc.values()
+        out.append(analytics_pb2.NicCongestionSample(
+            schema_version=SCHEMA_VERSION, window_start_ns=window_start_ns, window_end_ns=window_end_ns,
+            nic=f"{batch.host}:{port.rdma_device}", host=batch.host, leaf=batch.leaf, port=port.port,
+            netdev=port.netdev,
+            ecn_marked_received=cv[0], cnp_sent=cv[2], cnp_handled=cv[4], cnp_ignored=cv[6], cnp_valid=cnp.valid,
+            out_of_sequence=rv[0], packet_seq_err=rv[2], local_ack_timeout_err=rv[4], implied_nak_seq_err=rv[6],
+            retransmit_valid=retx.valid,
+            pfc_pauses_received=pv[0], pfc_pauses_received_roce=pv[1], pfc_pauses_sent=pv[2],
+            pfc_pauses_sent_roce=pv[3], pfc_valid=pfc.valid))
+    return out
