@@ -77,3 +77,20 @@ def test_polled_mode_gives_the_stream_s_values_and_deltas(mode: TargetMode) -> N
                 assert c.delta == acc[b.timestamp_ns] - acc[start], (mode, i.name, f)
                 compared += 1
     assert compared >= 3 * 4 * len(IF_FIELDS)
+
+
+def test_get_on_a_switch_without_get_is_one_clear_configuration_error() -> None:
+    st = make_switch("leaf1")
+    lt = LoopThread()
+    with GnmiServer({"leaf1": st}, serve_get=False) as srv, Ticker([st], TICK_S):
+        s = TargetSession(Target(name="leaf1", address="127.0.0.1", port=srv.port, mode=TargetMode.GET,
+                                 interval=INTERVAL_S), fast_gnmi(TICK_S), collector_id="t", emit=lambda b: None)
+        fut = run_session(s, lt)
+        try:
+            wait_for(lambda: bool(s.stats.failures), 10, "the failed Get")
+        finally:
+            stop_session(s, fut, lt)
+            lt.close()
+    assert s.stats.last_error_class == "config" and "UNIMPLEMENTED" in s.stats.last_error
+    assert "does not serve Get" in s.stats.last_error and "\n" not in s.stats.last_error
+    assert s.stats.batches == 0
