@@ -20,9 +20,9 @@ import grpc
 from cryptography import x509
 from cryptography.x509.oid import ExtensionOID, NameOID
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
-from pygnmi.spec.v080.gnmi_pb2 import SubscribeRequest, SubscriptionList, SubscriptionMode
+from pygnmi.spec.v080.gnmi_pb2 import GetRequest, Path, SubscribeRequest, SubscriptionList, SubscriptionMode
 
-from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, Mode, Subscription, Target
+from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, Mode, Subscription, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.paths import parse_path
 
 _PB_ENCODING = {Encoding.PROTO: PbEncoding.PROTO, Encoding.JSON_IETF: PbEncoding.JSON_IETF,
@@ -40,19 +40,38 @@ def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
     return [s for s in gnmi.all_subscriptions if s.name in target.subscriptions]
 
 
-def subscribe_request(subs: list[Subscription], gnmi: Gnmi) -> SubscribeRequest:
-    """A STREAM SubscribeRequest for ``subs`` (intervals in ns as gNMI wants them)."""
-    sl = SubscriptionList(mode=SubscriptionList.STREAM, encoding=_PB_ENCODING[gnmi.encoding],
-                          updates_only=gnmi.updates_only)
+def _path(s: Subscription, gnmi: Gnmi) -> Path:
+    """The subscription's path; its own origin is kept, else ``gnmi.origin`` is set."""
+    path = parse_path(s.path)
+    if gnmi.origin and not path.origin:
+        path.origin = gnmi.origin
+    return path
+
+
+def subscribe_request(subs: list[Subscription], gnmi: Gnmi, mode: TargetMode = TargetMode.STREAM) -> SubscribeRequest:
+    """A STREAM, POLL or ONCE SubscribeRequest for ``subs`` (intervals in ns as gNMI wants them). POLL and ONCE
+    carry no per-subscription mode or interval (gNMI 3.5.1.5.1: the collector drives them)."""
+    if mode is TargetMode.GET:
+        raise ValueError("a Get target has no SubscribeRequest")
+    list_mode = {TargetMode.STREAM: SubscriptionList.STREAM, TargetMode.POLL: SubscriptionList.POLL,
+                 TargetMode.ONCE: SubscriptionList.ONCE}[mode]
+    sl = SubscriptionList(mode=list_mode, encoding=_PB_ENCODING[gnmi.encoding],
+                          updates_only=gnmi.updates_only and mode is TargetMode.STREAM)
     for s in subs:
-        path = parse_path(s.path)
-        if gnmi.origin and not path.origin:
-            path.origin = gnmi.origin
+        if mode is not TargetMode.STREAM:
+            sl.subscription.add(path=_path(s, gnmi))
+            continue
         sl.subscription.add(
-            path=path, mode=_PB_MODE[s.mode],
+            path=_path(s, gnmi), mode=_PB_MODE[s.mode],
             sample_interval=s.sample_interval_ns if s.mode is not Mode.ON_CHANGE else 0,
             heartbeat_interval=s.heartbeat_interval_ns, suppress_redundant=s.suppress_redundant)
     return SubscribeRequest(subscribe=sl)
+
+
+def get_request(subs: list[Subscription], gnmi: Gnmi) -> GetRequest:
+    """One GetRequest for every path of ``subs`` (type ALL: the counters are state, some boxes file them
+    under OPERATIONAL)."""
+    return GetRequest(path=[_path(s, gnmi) for s in subs], encoding=_PB_ENCODING[gnmi.encoding])
 
 
 def channel_options(gnmi: Gnmi) -> list[tuple[str, int | str]]:

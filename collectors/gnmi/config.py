@@ -45,6 +45,17 @@ class Mode(StrEnum):
     TARGET_DEFINED = "target_defined"
 
 
+class TargetMode(StrEnum):
+    """How a target is read: one STREAM Subscribe (each subscription's own ``mode``), or the collector drives
+    the interval: POLL (one Subscribe, a Poll every ``interval``), ONCE (a new Subscribe ONCE every
+    ``interval``, for boxes that stream nothing) or GET (a GetRequest every ``interval``)."""
+
+    STREAM = "stream"
+    POLL = "poll"
+    ONCE = "once"
+    GET = "get"
+
+
 class Encoding(StrEnum):
     PROTO = "proto"
     JSON_IETF = "json_ietf"
@@ -152,6 +163,10 @@ class Target(_Model):
     counter_bits: int = 64
     #: Only these subscriptions (by name); empty = all.
     subscriptions: tuple[str, ...] = ()
+    #: stream | poll | once | get (TargetMode); the subscriptions' own ``mode`` applies to STREAM only.
+    mode: TargetMode = TargetMode.STREAM
+    #: Seconds between two reads the collector drives (poll, once, get); unused for stream.
+    interval: Duration = 1.0
 
     @field_validator("counter_bits")
     @classmethod
@@ -159,6 +174,28 @@ class Target(_Model):
         if v not in (32, 64):
             raise ValueError("must be 32 or 64")
         return v
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> Any:
+        return v.lower() if isinstance(v, str) else v
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: float, info: Any) -> float:
+        mode = info.data.get("mode", TargetMode.STREAM)
+        if mode is not TargetMode.STREAM and v <= 0:
+            raise ValueError(f"mode {mode.value} needs an interval > 0")
+        return v
+
+    @property
+    def polled(self) -> bool:
+        """True when the collector drives the interval (poll, once, get)."""
+        return self.mode is not TargetMode.STREAM
+
+    @property
+    def interval_ns(self) -> int:
+        return round(self.interval * 1e9)
 
 
 class TargetOverride(_Model):
@@ -171,6 +208,13 @@ class TargetOverride(_Model):
     credentials: Credentials | None = None
     counter_bits: int | None = None
     subscriptions: tuple[str, ...] | None = None
+    mode: TargetMode | None = None
+    interval: Duration | None = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> Any:
+        return v.lower() if isinstance(v, str) else v
 
 
 class Backoff(_Model):
@@ -347,6 +391,13 @@ def parse_config(text: str, source: str = "<config>") -> CollectorConfig:
         raise ConfigError(format_validation_error(e, source, lines, enum_choices=False)) from None
 
 
+def _target_error(i: int, name: str, e: ValidationError) -> ConfigError:
+    """One line naming the ``targets`` entry, the target and the field."""
+    err = e.errors()[0]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return ConfigError(f"targets[{i}] ({name}).{fmt_loc(tuple(err['loc']))}: {msg}")
+
+
 def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Target]:
     """Topology switches with a gNMI endpoint, overridden/extended by ``cfg.targets``.
 
@@ -372,8 +423,7 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
             try:
                 base[o.name] = Target.model_validate({**base[o.name].model_dump(), **fields})
             except ValidationError as e:
-                err = e.errors()[0]
-                raise ConfigError(f"targets[{i}].{fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
+                raise _target_error(i, o.name, e) from None
         else:
             if o.address is None:
                 raise ConfigError(f"targets[{i}]: {o.name!r} is not a topology switch, so it needs an address")
@@ -382,8 +432,7 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
             try:
                 base[o.name] = Target(**fields)
             except ValidationError as e:
-                err = e.errors()[0]
-                raise ConfigError(f"targets[{i}].{fmt_loc(tuple(err['loc']))}: {err['msg']}") from None
+                raise _target_error(i, o.name, e) from None
     names = {s.name for s in cfg.gnmi.all_subscriptions}
     for t in base.values():
         unknown = [s for s in t.subscriptions if s not in names]

@@ -37,14 +37,20 @@ from enum import StrEnum
 
 import grpc
 from google.protobuf.message import DecodeError as ProtobufDecodeError
-from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, SubscribeRequest, SubscribeResponse
+from pygnmi.spec.v080.gnmi_pb2 import CapabilityRequest, GetResponse, Notification, SubscribeResponse
 from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 
-from flowtracer.collectors.gnmi import tls_diagnosis
+from flowtracer.collectors.gnmi import polling, tls_diagnosis
 from flowtracer.collectors.gnmi.backoff import Backoff, ErrorClass, classify, may_refuse_client
-from flowtracer.collectors.gnmi.channel import ENCODING_NAMES, connection_for, subscribe_request, subscriptions_for
-from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target
+from flowtracer.collectors.gnmi.channel import (
+    ENCODING_NAMES,
+    connection_for,
+    get_request,
+    subscribe_request,
+    subscriptions_for,
+)
+from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
@@ -53,8 +59,6 @@ from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.collectors.once import OncePerCause
 
 log = logging.getLogger(__name__)
-
-_SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 
 
 class State(StrEnum):
@@ -117,18 +121,25 @@ class TargetSession:
         self.gnmi = gnmi
         self.emit = emit
         self.stats = SessionStats()
+        # The interval a delta is expected to span (GAP beyond gap_factor x it): the target's own when the
+        # collector drives the reads, else each family's shortest SAMPLE interval.
+        def interval_ns(family: str) -> int:
+            return target.interval_ns if target.polled else gnmi.interval_ns(family)
         self.assembler = BatchAssembler(
             target.name, collector_id=collector_id, counter_bits=target.counter_bits,
-            if_interval_ns=gnmi.interval_ns("/interfaces"), nh_interval_ns=gnmi.interval_ns("/network-instances"),
+            if_interval_ns=interval_ns("/interfaces"), nh_interval_ns=interval_ns("/network-instances"),
             gap_factor=gnmi.gap_factor)
         self.congestion = CongestionAssembler(target.name, collector_id=collector_id, counter_bits=target.counter_bits,
-                                              interval_ns=gnmi.interval_ns("/qos"), gap_factor=gnmi.gap_factor)
+                                              interval_ns=interval_ns("/qos"), gap_factor=gnmi.gap_factor)
         self.emit_congestion = emit_congestion
         self.backoff = Backoff(gnmi.backoff.base, gnmi.backoff.cap, gnmi.backoff.reset_after)
         self.liveness_s = gnmi.liveness_s()
+        if target.polled:  # a message every interval at least: silence for 3 of them is a stall
+            self.liveness_s = max(self.liveness_s if gnmi.liveness_timeout > 0 else 2.0, 3 * target.interval)
         self._subs = subscriptions_for(target, gnmi)
-        self._request = subscribe_request(self._subs, gnmi)
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._request = (get_request(self._subs, gnmi) if target.mode is TargetMode.GET
+                         else subscribe_request(self._subs, gnmi, target.mode))
+        self._call: grpc.aio.Call | None = None
         self._channel: grpc.aio.Channel | None = None
         self._stalled = False
         self._grace: asyncio.TimerHandle | None = None
@@ -237,21 +248,24 @@ class TargetSession:
                 if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 log.info("gNMI %s: no Capabilities RPC; subscribing anyway", self.where)
-            # Responses as bytes: the fast decoder reads known layouts without a protobuf parse.
-            call = self._call = channel.stream_stream(
-                _SUBSCRIBE, request_serializer=SubscribeRequest.SerializeToString, response_deserializer=None,
-            )(metadata=md)
-            await call.write(self._request)
+            call = None
+            if not self.target.polled:
+                call = self._call = polling.open_subscribe(channel, md)
+                await call.write(self._request)
         self.stats.session += 1
         self._emit_all(self.assembler.start_session(self.stats.session))
         self._emit_congestion(self.congestion.start_session(self.stats.session))
         self.stats.state = State.SYNCING
         self.stats.last_rx = time.monotonic()
-        log.info("gNMI %s: subscribed (session %d, %d paths, %s)", self.where, self.stats.session,
-                 len(self._subs), self.gnmi.encoding.value)
+        log.info("gNMI %s: subscribed (session %d, %d paths, %s, %s)", self.where, self.stats.session,
+                 len(self._subs), self.gnmi.encoding.value, self._mode_text())
         watchdog = asyncio.create_task(self._watchdog()) if self.liveness_s > 0 else None
         try:
-            await self._read(call)
+            if call is not None:
+                await self._read(call)
+            else:
+                await polling.drive(self.target.mode, channel, md, self._request, self.target.interval,
+                                    self.liveness_s, self)
         except asyncio.CancelledError:
             if self._stalled and not self._stop.is_set():
                 t = asyncio.current_task()
@@ -262,6 +276,10 @@ class TargetSession:
             if watchdog is not None:
                 watchdog.cancel()
 
+    def _mode_text(self) -> str:
+        t = self.target
+        return f"{t.mode.value} every {t.interval:g} s" if t.polled else t.mode.value
+
     def _check_capabilities(self, encodings: list[int] | object) -> None:
         supported = list(encodings)  # type: ignore[call-overload]
         want = ENCODING_NAMES[self.gnmi.encoding]
@@ -271,67 +289,109 @@ class TargetSession:
                                  "set gnmi.encoding")
 
     async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
-        st = self.stats
-        decode, match, learn = self.decoder.decode, self.fast.match, self.fast.learn
-        asm = self.assembler
+        on_message = self.on_message
         while True:
             raw: bytes = await call.read()
             if raw is grpc.aio.EOF:
                 return
-            now = time.monotonic()
-            st.last_rx = now
-            st.messages += 1
-            opened, kind = asm.open_since, None
-            # The per-message boundary: whatever one message does to the parse, decode or assembly
-            # is that message's fault; it is skipped and counted, and the stream goes on.
-            try:
-                m = match(raw)
-                if m is not None:  # a layout seen before: its columns go to the assembler as they are
-                    lay = m[0]
-                    st.counter_updates += lay.counter_updates
-                    out = asm.add_part(lay, m[1], time.time_ns()) if lay.counter_updates or len(lay.st_sel) else []
-                    if lay.cg:
-                        st.congestion_updates += lay.congestion_updates
-                        self._emit_congestion(self.congestion.add_part(lay, m[1], time.time_ns()))
-                        if self._grace is None:
-                            self._arm_grace()
-                else:  # parse and decode the general way
-                    resp = SubscribeResponse.FromString(raw)
-                    kind = resp.WhichOneof("response")
-                    if kind == "sync_response":
-                        out = asm.sync()
-                        self._emit_congestion(self.congestion.flush(time.time_ns()))
-                    elif kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
-                        st.decode_errors += 1
-                        log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
-                        continue
-                    elif kind != "update":
-                        continue
-                    else:
-                        s = decode(resp.update)
-                        learn(raw, resp.update, s)
-                        if s.errors:
-                            st.decode_errors += len(s.errors)
-                            log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
-                        st.counter_updates += len(s.if_counters) + len(s.nh_counters)
-                        out = asm.add(s, time.time_ns())
-                        if s.congestion_updates:
-                            st.congestion_updates += s.congestion_updates
-                            self._emit_congestion(self.congestion.add(s, time.time_ns()))
-                            if self._grace is None:
-                                self._arm_grace()
-            except Exception as e:  # see above: one message never ends the stream
-                self._skip_malformed(raw, e)
-                continue
-            if out:
-                self._emit_all(out)
-            if kind == "sync_response":
-                if st.state is not State.UP:
-                    st.state, st.up_since = State.UP, now
-                    log.info("gNMI %s: synced (session %d)", self.where, st.session)
-                continue
-            if asm.open_since is not None and asm.open_since != opened:
+            on_message(raw)
+
+    def on_message(self, raw: bytes) -> str | None:
+        """Read one serialized SubscribeResponse into the assemblers; its kind (None when skipped as
+        malformed or laid out as one seen before)."""
+        st = self.stats
+        now = time.monotonic()
+        st.last_rx = now
+        st.messages += 1
+        asm = self.assembler
+        opened, kind = asm.open_since, None
+        # The per-message boundary: whatever one message does to the parse, decode or assembly
+        # is that message's fault; it is skipped and counted, and the stream goes on.
+        try:
+            m = self.fast.match(raw)
+            if m is not None:  # a layout seen before: its columns go to the assembler as they are
+                lay = m[0]
+                st.counter_updates += lay.counter_updates
+                out = asm.add_part(lay, m[1], time.time_ns()) if lay.counter_updates or len(lay.st_sel) else []
+                if lay.cg:
+                    st.congestion_updates += lay.congestion_updates
+                    self._emit_congestion(self.congestion.add_part(lay, m[1], time.time_ns()))
+                    if self._grace is None:
+                        self._arm_grace()
+            else:  # parse and decode the general way
+                resp = SubscribeResponse.FromString(raw)
+                kind = resp.WhichOneof("response")
+                if kind == "sync_response":
+                    out = asm.sync()
+                    self._emit_congestion(self.congestion.flush(time.time_ns()))
+                elif kind == "error":  # deprecated in gNMI 0.7, still sent by some switches
+                    st.decode_errors += 1
+                    log.warning("gNMI %s: error in stream: %s", self.where, resp.error.message)
+                    return kind
+                elif kind != "update":
+                    return kind
+                else:
+                    out = self._add_notification(resp.update, raw)
+        except Exception as e:  # see above: one message never ends the stream
+            self._skip_malformed(raw, e)
+            return None
+        if out:
+            self._emit_all(out)
+        if kind == "sync_response":
+            self._synced(now)
+        elif asm.open_since is not None and asm.open_since != opened:
+            self._arm_grace()
+        return kind
+
+    def on_get(self, raw: bytes) -> None:
+        """Read one serialized GetResponse: its Notifications are one sample instant, closed at once."""
+        st = self.stats
+        now = st.last_rx = time.monotonic()
+        st.messages += 1
+        try:
+            out: list[Batch] = []
+            for n in GetResponse.FromString(raw).notification:
+                out += self._add_notification(n, None)
+            out += self.assembler.sync()
+            self._emit_congestion(self.congestion.flush(time.time_ns()))
+        except Exception as e:  # as on_message: one bad response is skipped and counted
+            self._skip_malformed(raw, e)
+            return
+        self._emit_all(out)
+        self._synced(now)
+
+    def _add_notification(self, notification: Notification, raw: bytes | None) -> list[Batch]:
+        """Decode one Notification the general way (learning its layout when it came as the SubscribeResponse
+        ``raw``) and add it to the assemblers; the completed CounterBatches."""
+        st = self.stats
+        s = self.decoder.decode(notification)
+        if raw is not None:
+            self.fast.learn(raw, notification, s)
+        if s.errors:
+            st.decode_errors += len(s.errors)
+            log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+        st.counter_updates += len(s.if_counters) + len(s.nh_counters)
+        out = self.assembler.add(s, time.time_ns())
+        if s.congestion_updates:
+            st.congestion_updates += s.congestion_updates
+            self._emit_congestion(self.congestion.add(s, time.time_ns()))
+            if self._grace is None:
                 self._arm_grace()
+        return out
+
+    def _synced(self, now: float) -> None:
+        st = self.stats
+        if st.state is not State.UP:
+            st.state, st.up_since = State.UP, now
+            log.info("gNMI %s: synced (session %d)", self.where, st.session)
+
+    # -- the Reader of polling.drive -------------------------------------------------------------
+
+    def set_call(self, call: grpc.aio.Call | None) -> None:
+        self._call = call  # type: ignore[assignment]
+
+    async def pause(self, seconds: float) -> bool:
+        return await self._sleep(seconds)
 
     def _skip_malformed(self, raw: bytes, e: Exception) -> None:
         """Count a message that could not be read; log the first of each cause on this target."""

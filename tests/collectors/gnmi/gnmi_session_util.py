@@ -7,10 +7,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from gnmi_switches import Ticker
+
 from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription
-from flowtracer.collectors.gnmi.counters.column_deltas import STATUS_NAMES
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, STATUS_NAMES
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, OperStatus
+from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 
 IF_FIELDS = ("in_octets", "out_octets", "in_pkts", "out_pkts", "in_unicast_pkts", "out_unicast_pkts",
              "in_discards", "out_discards", "in_errors", "out_errors")
@@ -81,3 +84,29 @@ def compact(b: CounterBatch, t0: int = 0) -> dict[str, Any]:
     if nhs:
         d["next_hops"] = nhs
     return d
+
+
+def check_against_truth(batches: list[CounterBatch], ticker: Ticker) -> int:
+    """Every value equals the switch's at the batch's timestamp and every OK/GAP delta the difference to the
+    switch's value one ``interval_ns`` earlier; the number of deltas checked."""
+    checked = 0
+    for b in batches:
+        ifs, nhs = ticker.truth[b.timestamp_ns][b.switch]
+        for i in b.interfaces:
+            for f, name in zip(IF_FIELDS, INTERFACE_COUNTERS, strict=True):
+                c = getattr(i, f)
+                assert c.value == ifs[i.name][name]
+                if c.status in (OK, GAP):
+                    prev = ticker.truth[b.timestamp_ns - i.interval_ns][b.switch][0]
+                    assert c.delta == ifs[i.name][name] - prev[i.name][name]
+                    checked += 1
+                else:
+                    assert c.status == BASELINE
+        for n in b.next_hops:
+            assert (n.octets_forwarded.value, n.packets_forwarded.value) == nhs[n.index]
+            if n.octets_forwarded.status == OK:
+                prev_nh = ticker.truth[b.timestamp_ns - n.interval_ns][b.switch][1]
+                assert n.octets_forwarded.delta == nhs[n.index][0] - prev_nh[n.index][0]
+                checked += 1
+        assert {n.egress_interface for n in b.next_hops} == {"Ethernet3", "Ethernet4"}
+    return checked

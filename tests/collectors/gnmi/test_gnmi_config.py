@@ -12,6 +12,7 @@ from flowtracer.collectors.gnmi.config import (
     ConfigError,
     Credentials,
     Mode,
+    TargetMode,
     load_config,
     parse_config,
     parse_duration,
@@ -98,3 +99,26 @@ def test_targets_from_topology_with_overrides() -> None:
         resolve_targets(parse_config("targets: [{name: nope}]"), topo)
     with pytest.raises(ConfigError, match="counter_bits"):
         resolve_targets(parse_config("targets: [{name: leaf1, counter_bits: 16}]"), topo)
+
+
+def test_target_modes_and_intervals() -> None:
+    topo = parse_topology(TOPO)
+    cfg = parse_config("targets:\n  - {name: leaf1, mode: POLL, interval: 500ms}\n"
+                       "  - {name: lab, address: 192.0.2.1, mode: get, interval: 2s}\n")
+    targets = {t.name: t for t in resolve_targets(cfg, topo)}
+    assert (targets["leaf1"].mode, targets["leaf1"].interval_ns, targets["leaf1"].polled) == (
+        TargetMode.POLL, 500_000_000, True)
+    assert (targets["lab"].mode, targets["lab"].interval) == (TargetMode.GET, 2.0)
+    assert targets["leaf2"].mode is TargetMode.STREAM and not targets["leaf2"].polled
+    for text, message in [
+        ("targets: [{name: leaf1, mode: once, interval: 0s}]",
+         "targets[0] (leaf1).interval: mode once needs an interval > 0"),
+        ("targets: [{name: lab, address: 192.0.2.1, mode: poll, interval: 0}]",
+         "targets[0] (lab).interval: mode poll needs an interval > 0"),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            resolve_targets(parse_config(text), topo)
+        assert str(e.value) == message
+    with pytest.raises(ConfigError) as e:
+        parse_config("targets:\n  - {name: leaf1, mode: sample}\n")
+    assert "\n" not in str(e.value) and "targets[0].mode" in str(e.value) and ":2:" in str(e.value)

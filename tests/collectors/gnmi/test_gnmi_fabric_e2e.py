@@ -1,6 +1,7 @@
 """End to end against the simulator and the real broker: a 16-host fabric (4 leaves, 2 spines)
 running ring all-reduce for 30 s in 1 s ticks, a spine rebooted mid-run, the collector sampling
-every 1 s (its default) into Kafka. Every CounterBatch read back from Kafka must carry deltas equal to the
+every 1 s (its default) into Kafka; three leaves are read the ways the collector drives (POLL, ONCE, Get every
+1 s), the rest STREAM. Every CounterBatch read back from Kafka must carry deltas equal to the
 simulator's ground truth, per interface, per next hop and per sample; the reboot must show as a
 flagged BASELINE in a new session, never a negative delta or a spike."""
 
@@ -16,7 +17,7 @@ from gnmi_kafka_util import consume_all
 from gnmi_session_util import IF_FIELDS, NH_FIELDS, LoopThread, fast_gnmi
 from waiting import wait_for
 
-from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, resolve_targets
+from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, TargetMode, TargetOverride, resolve_targets
 from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, RESET, WRAPPED
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.schemas.topology import load_topology
@@ -32,6 +33,8 @@ TICK_S = 1.0
 RUN_S = 30.0
 REBOOT = "spine01"
 REBOOT_AT_S, DOWN_FOR_S = 10.0, 3.0
+#: Leaves read by the collector's own rounds instead of STREAM: their deltas are held to the same ground truth.
+POLLED = {"leaf01": TargetMode.POLL, "leaf02": TargetMode.ONCE, "leaf03": TargetMode.GET}
 
 
 @dataclass
@@ -57,8 +60,10 @@ def run(kafka: TansuBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # grace: a switch's notifications of one instant come in a burst; the simulator's first
         # snapshot after a (re)connect can pause mid-burst for tens of ms on a loaded machine
         cfg = CollectorConfig(collector_id="e2e", gnmi=fast_gnmi(TICK_S, batch_grace=0.3),
-                              kafka=Kafka(bootstrap=kafka.bootstrap, topic=topic, idempotence=False))
+                              kafka=Kafka(bootstrap=kafka.bootstrap, topic=topic, idempotence=False),
+                              targets=tuple(TargetOverride(name=n, mode=m, interval=TICK_S) for n, m in POLLED.items()))
         targets = resolve_targets(cfg, load_topology(info["topology"]))
+        assert {t.name: t.mode for t in targets if t.polled} == POLLED
         svc = CollectorService(cfg, targets)
         fut = lt.submit(svc.run())
         time.sleep(REBOOT_AT_S)
@@ -142,3 +147,13 @@ def test_metrics_saw_it(run: Run) -> None:
     assert run.svc.sink.dropped == 0 and run.svc.sink.sent_ok == len(run.batches)
     wait_for(lambda: True, 0, "")
 
+
+
+def test_polled_leaves_were_read_every_interval_in_one_session(run: Run) -> None:
+    sessions = {x.name: x for x in run.svc.sessions}
+    for name in POLLED:
+        s = sessions[name].stats
+        assert s.session == 1 and s.decode_errors == 0 and not s.malformed, (name, s)
+        mine = [b for b in run.batches if b.switch == name]
+        # one every interval (RUN_S / TICK_S of them, less a start-up round or two), each a distinct tick
+        assert len(mine) >= 25 and len({b.timestamp_ns for b in mine}) == len(mine), name

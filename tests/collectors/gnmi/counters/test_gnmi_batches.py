@@ -121,3 +121,20 @@ def test_counter_reset_while_connected() -> None:
     (b,) = a.flush()
     c = b.interfaces[0].in_octets
     assert (c.value, c.delta, c.status) == (3, 0, RESET)
+
+
+def test_next_hops_of_any_network_instance_are_read_and_kept_apart() -> None:
+    """The same next-hop index in ``default`` and in a VRF: two next hops, each with its own counters."""
+    a = asm()
+    for ni, ip, intf in (("default", "10.0.0.1", "Ethernet3"), ("vrf-red", "10.9.0.1", "Ethernet4")):
+        a.add(Samples(T0 - S, nh_info=[(ni, 7, NH_IP, ip), (ni, 7, NH_INTERFACE, intf)],
+                      nhg_members=[(ni, "1", 7, 1)]), 0)
+    for ts, red in ((T0, 100), (T0 + S, 250)):
+        a.add(Samples(ts, nh_counters=[("default", 7, 0, 1000 + red // 10, False), ("vrf-red", 7, 0, red, False)]),
+              0)
+        out = a.sync()
+    (b,) = out
+    nhs = {n.next_hop_ip: n for n in b.next_hops}
+    assert (nhs["10.9.0.1"].egress_interface, nhs["10.9.0.1"].octets_forwarded.value,
+            nhs["10.9.0.1"].octets_forwarded.delta) == ("Ethernet4", 250, 150)
+    assert (nhs["10.0.0.1"].egress_interface, nhs["10.0.0.1"].octets_forwarded.delta) == ("Ethernet3", 15)
