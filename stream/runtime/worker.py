@@ -31,7 +31,7 @@ def make_sink(influx_url: str | None, org: str, bucket: str, token_file: Path | 
 
 
 def emitted_lines(e: Emitted) -> list[str]:
-    """Line protocol of every output in a finalization (see stream/influx_points.py)."""
+    """Line protocol of every output in a finalization (see stream/sinks/line_protocol.py)."""
     from flowtracer.stream.sinks.line_protocol import to_lines
 
     return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions, *e.link_congestion, *e.nic_congestion])

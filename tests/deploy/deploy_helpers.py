@@ -5,7 +5,7 @@
 * :func:`env_reads`: every environment variable the stages read (``envvar=`` of click options,
   ``os.environ`` / ``os.getenv`` reads), found in the source, and the config fields that name one.
 * :func:`check_flux`: the measurements, fields and tags a Flux query references, checked against
-  ``stream/influx_points.py`` ``MEASUREMENTS``.
+  ``stream/sinks/line_protocol.py`` ``MEASUREMENTS``.
 
 Nothing here is a hand-kept list of names: new code is picked up as it lands.
 """

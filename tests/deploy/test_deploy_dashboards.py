@@ -1,5 +1,5 @@
 """Grafana dashboards: every Flux query reads only measurements, tags and fields the processor writes
-(stream/influx_points.py MEASUREMENTS, the sink's own definition), every PromQL query only metrics the
+(stream/sinks/line_protocol.py MEASUREMENTS, the sink's own definition), every PromQL query only metrics the
 stages define, the panels the issue asks for exist, and docs/dashboards.md shows every query."""
 
 from __future__ import annotations

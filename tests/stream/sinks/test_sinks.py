@@ -10,7 +10,7 @@ stays exact over many batches (it checks order byte for byte); close does not ke
 
 VictoriaMetrics keeps floats to ~12 significant digits and string fields as 0, so floats here have
 few digits and string fields are only checked to exist (their text is checked in
-test_influx_points.py).
+test_line_protocol.py).
 """
 
 from __future__ import annotations
