@@ -114,3 +114,11 @@ def test_no_import_circles() -> None:
         if node not in state:
             visit(node)
     assert not cycles, "\n".join(cycles)
+
+
+def test_test_file_names_are_unique() -> None:
+    # tests/ has no __init__.py (rootdir imports): two test files of one name abort collection of the whole suite.
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path.relative_to(ROOT)} has the name of {seen[path.name].relative_to(ROOT)}"
+        seen[path.name] = path
