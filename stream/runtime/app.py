@@ -141,6 +141,9 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
 
     async def publish(e: Emitted) -> None:
         """Send a finalization's outputs, write them to the sink, and queue its holds for release."""
+        # Stamped before the sends: with the broker gone a send can wait a minute for metadata, and that
+        # minute must count as unacknowledged output, or the window clock would not stand still (stall_clock.py).
+        started_ns = time.time_ns()
         futures = []
         for ll in e.link_loads:
             futures.append(await send(topics.LINK_LOADS.name, topics.key(ll.link), ll.SerializeToString()))
@@ -159,7 +162,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         for gb in e.group_fims:
             futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
         ticket = await commits.write(lines(e))  # waits out sink backpressure: nothing is dropped
-        commits.published(ticket, futures, e.tokens, proc.states_to_save(), at_ns=time.time_ns())
+        commits.published(ticket, futures, e.tokens, proc.states_to_save(), at_ns=started_ns)
         for observe in proc.observers:
             observe(e)
         if e.fims:

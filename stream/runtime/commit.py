@@ -137,12 +137,12 @@ class CommitProtocol:
     def published(self, ticket: int, outputs: list[Ack], holds: list[Hold],
                   states: list[StageState] | None = None, at_ns: int = 0) -> None:
         """Queue a finalization: its sink ticket (0: no lines), output futures, the input holds it
-        releases, the stage states to save once its outputs are durable, and when it was published (ns)."""
+        releases, the stage states to save once its outputs are durable, and when its publishing began (ns)."""
         self.pending.append(Finalization(ticket, outputs, holds, list(states or []), at_ns=at_ns))
 
     @property
     def oldest_unreleased_ns(self) -> int | None:
-        """When the oldest finalization not yet released was published (ns); None when every one is."""
+        """When publishing of the oldest finalization not yet released began (ns); None when every one is."""
         return self.pending[0].at_ns if self.pending else None
 
     def release(self) -> list[Any]:
