@@ -259,12 +259,17 @@ def test_switch_clock_behind_is_late_and_holds_nobody(slow_clock: Faults) -> Non
     windows = {pl.window_end_ns for pl in f.path_loads if f.gt.start_ns + WARMUP_HOPS * S < pl.window_end_ns}
     assert len(windows) >= 15, "path loads keep coming"
     assert f.last_end >= f.gt.tick_ends[-1] - 5 * S, "and they are current"
-    checked = 0
+    checked, unmeasured = 0, []
     for ll in f.link_loads:
         if BEHIND not in ll.link and ll.window_end_ns in windows and ll.window_end_ns <= f.last_end:
-            assert ll.measured_valid, (ll.link, ll.window_end_ns)
+            if not ll.measured_valid:
+                # a batch that came after the window was released (a busy machine) leaves the link unmeasured,
+                # said so, never wrong
+                unmeasured.append((ll.link, ll.window_end_ns))
+                continue
             assert ll.measured_bytes == f.gt.link_bytes(ll.window_start_ns, ll.window_end_ns).get(ll.link, 0)
             checked += 1
+    assert len(unmeasured) <= 0.02 * (checked + len(unmeasured)), unmeasured
     assert checked >= 0.9 * 20 * len([w for w in windows if w <= f.last_end])
 
 

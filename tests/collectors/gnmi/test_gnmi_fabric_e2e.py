@@ -29,6 +29,8 @@ from flowtracer.sim.runner import RunnerOptions, SimRunner
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 from flowtracer.testbed.tansu import TansuBroker
 
+pytestmark = pytest.mark.slow
+
 TICK_S = 1.0
 RUN_S = 30.0
 REBOOT = "spine01"
