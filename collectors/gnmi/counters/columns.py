@@ -183,7 +183,10 @@ class InstantPlan:
             pre.append(NextHopCounters(group=",".join(groups), index=idx, egress_interface=nh.interface,
                                        next_hop_ip=nh.ip, weight=nh.groups[groups[0]] if groups else 1
                                        ).SerializeToString())
-            post.append(NextHopCounters(group_weights=[nh.groups[g] for g in groups]).SerializeToString())
+            # Only a next hop in two or more groups needs them (else ``weight`` says it all): the steady state of
+            # plain fabrics stays on the compiled pass.
+            post.append(NextHopCounters(group_weights=[nh.groups[g] for g in groups] if len(groups) > 1 else []
+                                        ).SerializeToString())
         self.next_hops = _Grid(keys, idents, src, pre, None, [0] * len(keys), None, post)
 
     def encode(self, header: CounterBatch, values: np.ndarray, if_deltas: DeltaState,
