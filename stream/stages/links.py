@@ -63,6 +63,9 @@ class LinksStage:
         self.live_groups: dict[str, list[WeightedGroup]] = dict(self.topology_groups)
         #: Each switch's differences as last logged: a log line only when they change.
         self.drift_logged: dict[str, tuple[Drift, ...]] = {}
+        #: Each switch's newest AFT view and its window end: a window whose batches carry no next hops (its
+        #: next-hop part late, in another batch) is no news about the AFT, so the view stands for a rolling window.
+        self.last_view: dict[str, tuple[AftView, int]] = {}
         self.link_groups: dict[str, list[str]] = defaultdict(list)
         for g in fabric.ecmp_groups.values():
             for m in g.members:
@@ -112,15 +115,18 @@ class LinksStage:
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
         congestion: list[counters_pb2.CongestionBatch] = []
-        views: dict[str, AftView | None] = {}
+        views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
                 reported.add(item.switch)
                 measured.update(self.links.measured(item, self.hop_ns))
-                view = views[item.switch] = read_aft(item, self.links, self.hop_ns)
+                view = read_aft(item, self.links, self.hop_ns)
                 if view is not None:
                     nh_measured.update(view.nh_bytes)
+                    views[item.switch] = view
+                else:
+                    views.setdefault(item.switch, None)
             elif isinstance(item, counters_pb2.CongestionBatch):
                 congestion.append(item)
             elif isinstance(item, internal_pb2.AttributionBatch):
@@ -136,14 +142,24 @@ class LinksStage:
         for sw, view in sorted(views.items()):
             if sw not in self.topology_groups:
                 continue  # another partition's switch (a stray record): its owner compares it
+            if view is not None:
+                self.last_view[sw] = (view, end)
+            elif sw in self.last_view:
+                last, at = self.last_view[sw]
+                if end - at <= self.history.hops * self.hop_ns:
+                    view = last
+                else:
+                    del self.last_view[sw]
+                    log.warning("ECMP groups of %s: no AFT next hops for %d windows, back to the topology's groups",
+                                sw, self.history.hops)
             topo = self.topology_groups[sw]
             self.live_groups[sw] = switch_groups(view, topo, self.links)
             drifts = group_drift(view, topo, self.links) if view is not None else ()
             out.ecmp_drift.extend(drift_records(drifts, start, end))
-            line = drift_change(sw, self.drift_logged.get(sw, ()), drifts)
+            line = drift_change(sw, self.drift_logged.get(sw, ()), drifts) if view is not None else None
             if line is not None:
                 log.warning("%s", line)
-                self.drift_logged[sw] = drifts
+            self.drift_logged[sw] = drifts
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)

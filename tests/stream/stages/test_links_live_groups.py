@@ -86,3 +86,22 @@ def test_groups_weights_and_loads_follow_the_aft_within_the_window(caplog: pytes
     back = _window(stage, 6, {"Ethernet3": ("7", 1, GB), "Ethernet4": ("7", 1, GB)})
     assert _leaf01(back).group == "leaf01:spine01|spine02" and not back.ecmp_drift
     assert "agrees again on: leaf01:spine01|spine02: Ethernet4 member withdrawn" in caplog.records[-1].getMessage()
+
+
+def test_a_window_without_next_hops_keeps_the_aft_groups_for_a_rolling_window(caplog: pytest.LogCaptureFixture) -> None:
+    stage = LinksStage(0, 1, FABRIC, LINKS, S, 5 * S, rolling_hops=3)
+    withdrawn = {"Ethernet3": ("7", 1, GB), "Ethernet4": ("", 1, 0)}
+    assert _leaf01(_window(stage, 1, withdrawn)).group == "leaf01:spine01"
+    caplog.clear()  # the drift's own line
+    with caplog.at_level(logging.WARNING, logger="flowtracer.stream.stages.links"):
+        # Batches without next hops (the next-hop part of an instant came late, on its own): no news about the AFT.
+        kept = [_window(stage, k, None) for k in (2, 3, 4)]
+        assert [_leaf01(e).group for e in kept] == ["leaf01:spine01"] * 3
+        assert all(len(e.ecmp_drift) == 1 for e in kept)
+        assert not [r for r in caplog.records if "ECMP" in r.getMessage()]
+        gone = _window(stage, 5, None)  # a rolling window without any: the switch no longer streams its AFT
+    f = _leaf01(gone)
+    assert (f.group, f.group_source, f.load_source) == ("leaf01:spine01|spine02", "topology", "interface_counters")
+    assert not gone.ecmp_drift
+    assert [r.getMessage() for r in caplog.records] == [
+        "ECMP groups of leaf01: no AFT next hops for 3 windows, back to the topology's groups"]
