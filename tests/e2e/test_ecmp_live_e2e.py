@@ -1,8 +1,9 @@
 """A next hop withdrawn under a running pipeline: the processor's group follows the AFT within a window, and the
 drift from the topology is reported, against the simulator's ground truth.
 
-One short run (about 14 s of traffic) of the 16-host fabric with ring all-reduce traffic; 8 s in, the workload withdraws
-leaf01's next hop toward spine01 (``nh_withdraw``: the route, not the cable). Every stage is a real ``flowtracer``
+One short run (about 14 s of traffic) of the 16-host fabric with ring all-reduce traffic; 8 s in, the workload
+withdraws leaf01's next hop toward spine01 (``nh_withdraw``: the route, not the cable) and gives leaf02's next hop
+toward spine02 weight 2 (``nh_weight``: what its AFT says). Every stage is a real ``flowtracer``
 subprocess (sim, collector, agent, processor), the broker is Tansu; outputs are read back from Kafka.
 """
 
@@ -44,7 +45,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     workload = tmp / "withdraw.yaml"
     workload.write_text(yaml.safe_dump({
         "jobs": [{"name": "ring", "ops": [{"collective": "allreduce", "algorithm": "ring"}]}],
-        "faults": [{"at": f"{WITHDRAW_AT_S}s", "nh_withdraw": f"leaf01:{PORT}"}]}))
+        "faults": [{"at": f"{WITHDRAW_AT_S}s", "nh_withdraw": f"leaf01:{PORT}"},
+                   {"at": f"{WITHDRAW_AT_S}s", "nh_weight": "leaf02:Ethernet6", "weight": 2}]}))
     options = PipelineOptions(topology=topo, workload=str(workload), partitions=2)
     with LocalPipeline(options, tmp / "run") as pipeline:
         pipeline.wait(WITHDRAW_AT_S + 6)
@@ -93,5 +95,23 @@ def test_the_group_loses_the_withdrawn_member_within_one_window_and_drift_is_rep
     assert {f.window_end_ns for f in after} <= ends, "drift reported in every window after it"
     assert {(d.group, d.kind, d.port, d.link, d.topology_weight, d.network_weight) for d in drift} == {
         (GROUP, analytics_pb2.DRIFT_KIND_MEMBER_WITHDRAWN, PORT, "leaf01:Ethernet5>spine01:Ethernet1", 1, 0)}
-    assert not [d for d in run.drifts if d.switch != "leaf01"], "the other switches agree with the topology"
+    assert not [d for d in run.drifts if d.switch not in ("leaf01", "leaf02")], "the others agree with the topology"
     assert run.logs.count("ECMP drift on leaf01") == 1, "one log line for the change, not one per window"
+
+
+def test_a_weight_change_is_followed_within_one_window_and_reported(run: Run) -> None:
+    (event,) = [ev for ev in run.gt.events if ev["kind"] == "nh_weight"]
+    t_c = event["t_ns"]
+    leaf02 = [f for f in run.fims if f.switch == "leaf02" and f.basis == analytics_pb2.LOAD_BASIS_MEASURED]
+    before = [f for f in leaf02 if f.window_end_ns < t_c]
+    after = [f for f in leaf02 if f.window_end_ns >= t_c + S]
+    assert before and len(after) >= 3, (len(before), len(after))
+    assert {(f.group, tuple(f.member_weights)) for f in before} == {("leaf02:spine01|spine02", (1, 1))}
+    assert {(f.group, tuple(f.member_weights)) for f in after} == {("leaf02:spine01|spine02", (1, 2))}
+    ((_, members),) = run.gt.counters_at("leaf02", after[0].window_end_ns).groups.values()
+    assert len(members) == 2  # the simulated switch kept both members; only the weight changed
+    drift = [d for d in run.drifts if d.switch == "leaf02"]
+    assert {f.window_end_ns for f in after} <= {d.window_end_ns for d in drift}
+    assert {(d.kind, d.port, d.topology_weight, d.network_weight) for d in drift} == {
+        (analytics_pb2.DRIFT_KIND_WEIGHT_CHANGED, "Ethernet6", 1, 2)}
+    assert not [d for d in drift if d.window_end_ns < t_c]
