@@ -105,3 +105,17 @@ def test_a_window_without_next_hops_keeps_the_aft_groups_for_a_rolling_window(ca
     assert not gone.ecmp_drift
     assert [r.getMessage() for r in caplog.records] == [
         "ECMP groups of leaf01: no AFT next hops for 3 windows, back to the topology's groups"]
+
+
+def test_a_group_of_one_member_stays_out_of_the_fabric_fim() -> None:
+    from flowtracer.stream.stages.fabric import FabricStage
+
+    def sample(group: str, members: int, fim: float) -> analytics_pb2.FimSample:
+        return analytics_pb2.FimSample(schema_version=1, window_end_ns=S, group=group, switch=group.split(":")[0],
+                                       basis=MEASURED, members=members, fim=fim, total_bytes=GB)
+
+    c = FabricStage(S, 5 * S, rolling_hops=1)
+    c.add(internal_pb2.GroupFimBatch(schema_version=1, window_end_ns=S, groups=[
+        sample("leaf01:spine02", 1, 0.0), sample("leaf02:spine01|spine02", 2, 0.5)]), "g", now_ns=S)
+    (fabric,) = c.finalize(now_ns=100 * S).fims
+    assert (fabric.group, fabric.fim, fabric.members) == ("fabric", 0.5, 1)  # not diluted to 0.25
