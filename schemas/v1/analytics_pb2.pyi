@@ -13,9 +13,24 @@ class LoadBasis(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LOAD_BASIS_UNSPECIFIED: _ClassVar[LoadBasis]
     LOAD_BASIS_MEASURED: _ClassVar[LoadBasis]
     LOAD_BASIS_ATTRIBUTED: _ClassVar[LoadBasis]
+
+class DriftKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DRIFT_KIND_UNSPECIFIED: _ClassVar[DriftKind]
+    DRIFT_KIND_MEMBER_WITHDRAWN: _ClassVar[DriftKind]
+    DRIFT_KIND_MEMBER_ADDED: _ClassVar[DriftKind]
+    DRIFT_KIND_WEIGHT_CHANGED: _ClassVar[DriftKind]
+    DRIFT_KIND_GROUP_MISSING: _ClassVar[DriftKind]
+    DRIFT_KIND_GROUP_ADDED: _ClassVar[DriftKind]
 LOAD_BASIS_UNSPECIFIED: LoadBasis
 LOAD_BASIS_MEASURED: LoadBasis
 LOAD_BASIS_ATTRIBUTED: LoadBasis
+DRIFT_KIND_UNSPECIFIED: DriftKind
+DRIFT_KIND_MEMBER_WITHDRAWN: DriftKind
+DRIFT_KIND_MEMBER_ADDED: DriftKind
+DRIFT_KIND_WEIGHT_CHANGED: DriftKind
+DRIFT_KIND_GROUP_MISSING: DriftKind
+DRIFT_KIND_GROUP_ADDED: DriftKind
 
 class LinkLoad(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "speed_bps", "measured_bytes", "measured_valid", "attributed_bytes", "unexplained_bytes", "utilization", "flow_count", "resolver", "groups")
@@ -88,7 +103,7 @@ class PathLoad(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., path_id: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., src_host: _Optional[str] = ..., src_nic: _Optional[str] = ..., dst_host: _Optional[str] = ..., dst_nic: _Optional[str] = ..., bytes: _Optional[int] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., traced_bytes: _Optional[int] = ...) -> None: ...
 
 class FimSample(_message.Message):
-    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "group", "switch", "basis", "members", "fim", "fim_flows", "max_mean_ratio", "cv", "total_bytes", "member_links", "member_bytes", "resolver")
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "group", "switch", "basis", "members", "fim", "fim_flows", "max_mean_ratio", "cv", "total_bytes", "member_links", "member_bytes", "resolver", "member_weights", "group_source", "load_source")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +119,9 @@ class FimSample(_message.Message):
     MEMBER_LINKS_FIELD_NUMBER: _ClassVar[int]
     MEMBER_BYTES_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    LOAD_SOURCE_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_start_ns: int
     window_end_ns: int
@@ -119,7 +137,10 @@ class FimSample(_message.Message):
     member_links: _containers.RepeatedScalarFieldContainer[str]
     member_bytes: _containers.RepeatedScalarFieldContainer[int]
     resolver: str
-    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., group: _Optional[str] = ..., switch: _Optional[str] = ..., basis: _Optional[_Union[LoadBasis, str]] = ..., members: _Optional[int] = ..., fim: _Optional[float] = ..., fim_flows: _Optional[float] = ..., max_mean_ratio: _Optional[float] = ..., cv: _Optional[float] = ..., total_bytes: _Optional[int] = ..., member_links: _Optional[_Iterable[str]] = ..., member_bytes: _Optional[_Iterable[int]] = ..., resolver: _Optional[str] = ...) -> None: ...
+    member_weights: _containers.RepeatedScalarFieldContainer[int]
+    group_source: str
+    load_source: str
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., group: _Optional[str] = ..., switch: _Optional[str] = ..., basis: _Optional[_Union[LoadBasis, str]] = ..., members: _Optional[int] = ..., fim: _Optional[float] = ..., fim_flows: _Optional[float] = ..., max_mean_ratio: _Optional[float] = ..., cv: _Optional[float] = ..., total_bytes: _Optional[int] = ..., member_links: _Optional[_Iterable[str]] = ..., member_bytes: _Optional[_Iterable[int]] = ..., resolver: _Optional[str] = ..., member_weights: _Optional[_Iterable[int]] = ..., group_source: _Optional[str] = ..., load_source: _Optional[str] = ...) -> None: ...
 
 class Collision(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group", "link", "link_utilization", "idle_link", "idle_utilization", "flows", "resolver", "confidence")
@@ -278,3 +299,27 @@ class DeadLetter(_message.Message):
     http_status: int
     window_end_ns: int
     def __init__(self, schema_version: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., reason: _Optional[str] = ..., received_ns: _Optional[int] = ..., worker: _Optional[str] = ..., sink: _Optional[str] = ..., http_status: _Optional[int] = ..., window_end_ns: _Optional[int] = ...) -> None: ...
+
+class EcmpDrift(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group", "kind", "link", "port", "topology_weight", "network_weight")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    switch: str
+    group: str
+    kind: DriftKind
+    link: str
+    port: str
+    topology_weight: int
+    network_weight: int
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., kind: _Optional[_Union[DriftKind, str]] = ..., link: _Optional[str] = ..., port: _Optional[str] = ..., topology_weight: _Optional[int] = ..., network_weight: _Optional[int] = ...) -> None: ...

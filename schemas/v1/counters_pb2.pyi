@@ -86,7 +86,7 @@ class InterfaceCounters(_message.Message):
     def __init__(self, name: _Optional[str] = ..., oper_status: _Optional[_Union[OperStatus, str]] = ..., speed_bps: _Optional[int] = ..., interval_ns: _Optional[int] = ..., last_clear_ns: _Optional[int] = ..., last_change_ns: _Optional[int] = ..., in_octets: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., out_octets: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., in_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., out_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., in_unicast_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., out_unicast_pkts: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., in_discards: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., out_discards: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., in_errors: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., out_errors: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ...) -> None: ...
 
 class NextHopCounters(_message.Message):
-    __slots__ = ("group", "index", "egress_interface", "next_hop_ip", "weight", "interval_ns", "octets_forwarded", "packets_forwarded")
+    __slots__ = ("group", "index", "egress_interface", "next_hop_ip", "weight", "interval_ns", "octets_forwarded", "packets_forwarded", "group_weights")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     EGRESS_INTERFACE_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class NextHopCounters(_message.Message):
     INTERVAL_NS_FIELD_NUMBER: _ClassVar[int]
     OCTETS_FORWARDED_FIELD_NUMBER: _ClassVar[int]
     PACKETS_FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     group: str
     index: int
     egress_interface: str
@@ -103,7 +104,8 @@ class NextHopCounters(_message.Message):
     interval_ns: int
     octets_forwarded: _common_pb2.Counter
     packets_forwarded: _common_pb2.Counter
-    def __init__(self, group: _Optional[str] = ..., index: _Optional[int] = ..., egress_interface: _Optional[str] = ..., next_hop_ip: _Optional[str] = ..., weight: _Optional[int] = ..., interval_ns: _Optional[int] = ..., octets_forwarded: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., packets_forwarded: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ...) -> None: ...
+    group_weights: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, group: _Optional[str] = ..., index: _Optional[int] = ..., egress_interface: _Optional[str] = ..., next_hop_ip: _Optional[str] = ..., weight: _Optional[int] = ..., interval_ns: _Optional[int] = ..., octets_forwarded: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., packets_forwarded: _Optional[_Union[_common_pb2.Counter, _Mapping]] = ..., group_weights: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CongestionBatch(_message.Message):
     __slots__ = ("schema_version", "switch", "timestamp_ns", "collector_id", "sequence", "received_ns", "session", "queues", "pfc")

@@ -6,7 +6,8 @@ construction. Every packet is unicast; discards and errors stay 0 (congestion is
 lower rates, not drops). Next hops: one per member link of the switch's ECMP groups
 (``Fabric.ecmp_groups``), shared by the groups that use it, with the neighbor's address on that
 link as next-hop IP; a next hop counts the bytes the switch forwarded over it by an ECMP decision.
-A group whose member link is down loses that member (the next hop stays, its counters frozen).
+A group whose member link is down, or whose next hop is withdrawn (``nh_withdraw``), loses that member (the next
+hop stays, its counters frozen); a member's weight is 1 unless an ``nh_weight`` fault set it.
 IPv4 entries: each host NIC's /32 points at the group the switch reaches the NIC's leaf through.
 
 Counters are kept as 64-bit totals since the switch booted; in counter32 mode they are published
@@ -143,8 +144,10 @@ class CounterBook:
             port = self.ifaces[i][1]
             state.interfaces[port] = InterfaceState(port, self.if_speed[i])
 
-    def publish(self, state: SwitchState, oper: dict[tuple[str, str], bool], down_links: set[int]) -> None:
-        """Write this switch's totals, next hops and groups into ``state`` (caller holds the lock)."""
+    def publish(self, state: SwitchState, oper: dict[tuple[str, str], bool], down_links: set[int],
+                weights: dict[int, int] | None = None) -> None:
+        """Write this switch's totals, next hops and groups into ``state`` (caller holds the lock); ``weights``:
+        AFT weight of the next hops over these link indexes (1 for the others)."""
         sw = state.name
         mod = 1 << state.counter_bits
         for i in self._if_of_switch[sw]:
@@ -162,8 +165,8 @@ class CounterBook:
         state.next_hops = nhs
         groups: dict[int, NextHopGroup] = {}
         for gid, (_name, members) in zip(self.group_ids[sw], self.groups[sw], strict=True):
-            groups[gid] = NextHopGroup(gid, {ids[nh]: 1 for nh in members
-                                             if self.next_hops[nh].link not in down_links})
+            groups[gid] = NextHopGroup(gid, {ids[nh]: (weights or {}).get(self.next_hops[nh].link, 1)
+                                             for nh in members if self.next_hops[nh].link not in down_links})
         state.groups = groups
         state.ipv4_entries = {prefix: gid for gid, prefixes in zip(self.group_ids[sw], self.group_prefixes[sw],
                                                                    strict=True) for prefix in prefixes}
@@ -178,9 +181,16 @@ class CounterBook:
                            for name, i in state.interfaces.items()},
             "next_hops": {str(idx): [nh.interface, nh.ip_address, nh.octets_forwarded, nh.packets_forwarded]
                           for idx, nh in state.next_hops.items()},
-            "groups": {str(gid): {"name": name, "members": sorted(state.groups[gid].next_hops)}
-                       for gid, (name, _m) in zip(self.group_ids[state.name], self.groups[state.name], strict=True)},
+            "groups": {},
         }
+        groups: dict[str, object] = {}
+        for gid, (name, _m) in zip(self.group_ids[state.name], self.groups[state.name], strict=True):
+            members = state.groups[gid].next_hops
+            rec: dict[str, object] = {"name": name, "members": sorted(members)}
+            if any(w != 1 for w in members.values()):
+                rec["weights"] = [members[i] for i in sorted(members)]
+            groups[str(gid)] = rec
+        out["groups"] = groups
         # The congestion model's counters as published (priority ROCE_PRIORITY, SWITCH_COUNTERS order).
         cong = {name: [vals[c] for c in SWITCH_COUNTERS]
                 for name in state.interfaces if (vals := published(state, name)) is not None}

@@ -68,7 +68,7 @@ from flowtracer.sim.fabric.ground_truth import GroundTruthWriter
 from flowtracer.sim.fabric.jobs import COMM_NAME, JobRun
 from flowtracer.sim.fabric.neighbors import lldp_neighbors, port_addresses
 from flowtracer.sim.fabric.rdma import NicEnd, QpnAllocator, QpPair, random_psn
-from flowtracer.sim.fabric.workload import Workload, WorkloadError
+from flowtracer.sim.fabric.workload import FAULT_KINDS, Workload, WorkloadError
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
 from flowtracer.sim.switches.state import Event, EventKind, SwitchState
 
@@ -343,28 +343,33 @@ class Engine:
             self.faults.switch(target)
         elif kind in ("nic_stall", "nic_resume"):
             self.faults.nic(target)
+        elif kind in ("nh_withdraw", "nh_restore", "nh_weight"):
+            self.faults.next_hop(target)
         else:
             self.faults.cable(target)
 
-    def inject(self, kind: str, target: str, *, capacity: float = 0.5, down_for_s: float = 2.0) -> None:
+    def inject(self, kind: str, target: str, *, capacity: float = 0.5, down_for_s: float = 2.0,
+               weight: int = 1) -> None:
         """Apply a fault now, at the last tick boundary (``now_ns``): kind is link_down, link_up,
         degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``), nic_stall
-        and nic_resume (``host:rdma_device`` stops / resumes draining what it receives).
+        and nic_resume (``host:rdma_device`` stops / resumes draining what it receives), nh_withdraw,
+        nh_restore and nh_weight (a switch's next hop ``switch:port`` leaves / rejoins its ECMP groups, or gets
+        AFT ``weight``).
 
         The next tick's traffic sees it; events and ground truth are stamped ``now_ns``. Called while
         a tick is being computed (real time), it waits for that tick and lands on its end.
         """
-        if kind not in ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume"):
+        if kind not in FAULT_KINDS:
             raise FaultError(f"unknown fault {kind!r}")
         self._check_fault(kind, target)
         with self._step_lock:
-            self._apply_faults(self.now_ns, [(kind, target, capacity, down_for_s)])
+            self._apply_faults(self.now_ns, [(kind, target, capacity, down_for_s, weight)])
 
-    def _apply_faults(self, t_ns: int, due: list[tuple[str, str, float, float]] | None = None) -> None:
+    def _apply_faults(self, t_ns: int, due: list[tuple[str, str, float, float, int]] | None = None) -> None:
         due = list(due or [])
         while self._scheduled and self._scheduled[0][0] <= t_ns:
             _, _, f = self._scheduled.pop(0)
-            due.append((f.kind, f.target, f.capacity, f.down_for))
+            due.append((f.kind, f.target, f.capacity, f.down_for, f.weight))
         boots = self.faults.due_boots(t_ns)
         if not due and not boots:
             return
@@ -377,9 +382,10 @@ class Engine:
                 st.available = True
                 st.last_clear_ns = t_ns
             self._record_event(t_ns, "boot", sw)
-        for kind, target, capacity, down_for in due:
-            changes += self.faults.apply(kind, target, t_ns, capacity, round(down_for * 1e9))
-            self._record_event(t_ns, kind, target, capacity=capacity if kind == "degrade" else None)
+        for kind, target, capacity, down_for, weight in due:
+            changes += self.faults.apply(kind, target, t_ns, capacity, round(down_for * 1e9), weight)
+            self._record_event(t_ns, kind, target, capacity=capacity if kind == "degrade" else None,
+                               weight=weight if kind == "nh_weight" else None)
             if kind == "reboot":
                 st = self.switch_states[target]
                 self.counters.reset(target)
@@ -413,9 +419,10 @@ class Engine:
             self._route_many(list(self.flows.values()))
         self._rates_dirty = True
         down_idx = {self.link_index[lid] for lid in self._down}
+        weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
         for st in self.switch_states.values():
             with st.lock:
-                self.counters.publish(st, oper, down_idx)
+                self.counters.publish(st, oper, down_idx, weights)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
                 if self._cc_publisher is not None:
@@ -605,10 +612,11 @@ class Engine:
     def _publish(self, t_ns: int, stats: TickStats | None) -> None:
         oper = self.faults.oper_up()
         down_idx = {self.link_index[lid] for lid in self._down}
+        weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
         records: dict[str, dict[str, object]] = {}
         for st in self.switch_states.values():
             with st.lock:
-                self.counters.publish(st, oper, down_idx)
+                self.counters.publish(st, oper, down_idx, weights)
                 if self.dataplane is not None:
                     self.dataplane.publish(st)
                 if self._cc_publisher is not None:

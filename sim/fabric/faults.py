@@ -6,6 +6,12 @@ and flows rehash), what capacity each link has left, and which interfaces change
 A cable is named by either end: ``switch:port`` or, for a host cable, ``host:rdma_device``. A
 rebooting switch takes all its cables down until it is back. A stalled NIC (``nic_stall``) stops
 draining what it receives: the link toward it carries nothing (capacity 0) until ``nic_resume``.
+
+Routing faults leave the cable up: ``nh_withdraw: switch:port`` withdraws the next hop out of that port from the
+switch's ECMP groups (a route withdrawn, a misconfiguration; the engine routes around it as around a down link, in
+that one direction) until ``nh_restore``; ``nh_weight: switch:port`` with ``weight`` sets the AFT weight of that
+next hop in its groups. The weight changes what the switch's AFT says, not how the simulator hashes (flows still
+spread equally): the simulated switch disagrees with its own forwarding the way a drifted table would.
 """
 
 from __future__ import annotations
@@ -64,6 +70,9 @@ class FaultState:
         self.degraded: dict[Cable, float] = {}
         self.rebooting: dict[str, int] = {}
         self.stalled: set[str] = set()
+        #: Directed links whose next hop is withdrawn from their switch's groups; AFT weight of next hops != 1.
+        self.withdrawn: set[str] = set()
+        self.weights: dict[str, int] = {}
         self._switches = fabric.switch_names
 
     def cable(self, ref: str) -> Cable:
@@ -80,6 +89,16 @@ class FaultState:
             raise FaultError(f"no NIC named {name!r} (give host:rdma_device)")
         return name
 
+    def next_hop(self, ref: str) -> str:
+        """The directed link a switch's next hop ``switch:port`` transmits on (a switch-to-switch link)."""
+        c = self.cable(ref)
+        node, _, port = ref.partition(":")
+        link = c.ab if c.a == (node, port) else c.ba
+        dl = self.fabric.links[link]
+        if dl.src_node not in self._switches or dl.dst_node not in self._switches:
+            raise FaultError(f"{ref!r} is not a switch-to-switch port: no ECMP next hop leaves through it")
+        return link
+
     def switch(self, name: str) -> str:
         if name not in self._switches:
             raise FaultError(f"no switch named {name!r}")
@@ -92,6 +111,7 @@ class FaultState:
         out: set[str] = set()
         for c in self.down:
             out.update(c.link_ids)
+        out.update(self.withdrawn)  # out of the routes in that direction, the cable up
         for sw in self.rebooting:
             for dl in self.fabric.out_links[sw]:
                 out.update((dl.id, dl.reverse_id))
@@ -122,7 +142,7 @@ class FaultState:
     # -- changes ----------------------------------------------------------------------------------
 
     def apply(self, kind: str, target: str, now_ns: int, capacity: float = 0.5,
-              down_for_ns: int = 2_000_000_000) -> list[OperChange]:
+              down_for_ns: int = 2_000_000_000, weight: int = 1) -> list[OperChange]:
         """Apply one fault; return the interfaces whose oper status changed."""
         before = self.oper_up()
         if kind == "link_down":
@@ -143,6 +163,18 @@ class FaultState:
             self.stalled.add(self.nic(target))
         elif kind == "nic_resume":
             self.stalled.discard(self.nic(target))
+        elif kind == "nh_withdraw":
+            self.withdrawn.add(self.next_hop(target))
+        elif kind == "nh_restore":
+            self.withdrawn.discard(self.next_hop(target))
+        elif kind == "nh_weight":
+            if weight < 1:
+                raise FaultError(f"nh_weight weight must be an integer >= 1, got {weight}")
+            link = self.next_hop(target)
+            if weight == 1:
+                self.weights.pop(link, None)
+            else:
+                self.weights[link] = weight
         else:
             raise FaultError(f"unknown fault {kind!r}")
         after = self.oper_up()

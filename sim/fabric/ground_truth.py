@@ -16,7 +16,8 @@ The pipeline never reads this. The engine writes JSON lines into one directory:
 - ``counters.jsonl``: per tick end (and at start) ``t_ns`` and, per switch, exactly what its
   SwitchState showed: ``boot_epoch``, ``available``, ``last_clear_ns``, ``interfaces`` = {name: [oper_up,
   then the 10 counters in INTERFACE_COUNTERS order]}, ``next_hops`` = {index: [interface, ip, octets,
-  packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes]}}, and with the
+  packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes], and "weights" (per member)
+  when one is not 1}}, and with the
   congestion model on ``congestion`` = {interface: [SWITCH_COUNTERS of priority 3, as published]}.
 - ``events.jsonl``: faults and their effects with ``t_ns``, ``kind`` and ``target``.
 - ``congestion.jsonl`` (congestion model on): per tick ``start_ns``, ``end_ns``, ``ports``, ``nics``,

@@ -28,6 +28,9 @@ Example::
       - {at: 30s, reboot: spine02, down_for: 3s}
       - {at: 40s, nic_stall: "host05:mlx5_0"}     # the NIC stops draining: a PFC pause storm
       - {at: 45s, nic_resume: "host05:mlx5_0"}
+      - {at: 50s, nh_withdraw: "leaf02:Ethernet5"}  # the next hop leaves leaf02's ECMP groups, the cable stays up
+      - {at: 55s, nh_restore: "leaf02:Ethernet5"}
+      - {at: 60s, nh_weight: "leaf03:Ethernet5", weight: 2}   # what the AFT says; the hash stays equal
     flows:                        # explicit steady flows (incast, collisions), one QP each
       - {src: "host01:mlx5_0", dst: "host05:mlx5_0", rate: 400G}
     congestion:                   # the RoCE congestion model (docs/congestion.md); absent = off
@@ -234,11 +237,14 @@ class Congestion(_Model):
         return self
 
 
-_FAULT_KINDS = ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume")
+FAULT_KINDS = ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume", "nh_withdraw",
+                "nh_restore", "nh_weight")
 
 
 class Fault(_Model):
-    """One scheduled fault; exactly one of link_down, link_up, degrade, restore, reboot, nic_stall, nic_resume.
+    """One scheduled fault; exactly one of link_down, link_up, degrade, restore, reboot, nic_stall, nic_resume,
+    nh_withdraw, nh_restore, nh_weight (a switch's next hop ``switch:port``: withdrawn from its ECMP groups, back, or
+    its AFT ``weight`` set; see faults.py).
 
     Links are named by one end, ``switch:port`` (or ``host:rdma_device`` for a host cable); a NIC
     that stops draining its receive queue (``nic_stall``, a pause storm's origin) by ``host:rdma_device``.
@@ -256,6 +262,11 @@ class Fault(_Model):
     down_for: float = 2.0
     nic_stall: str | None = None
     nic_resume: str | None = None
+    nh_withdraw: str | None = None
+    nh_restore: str | None = None
+    nh_weight: str | None = None
+    #: For nh_weight: the next hop's AFT weight in its groups (1 = plain ECMP again).
+    weight: int = Field(1, ge=1)
 
     @field_validator("at", "down_for", mode="before")
     @classmethod
@@ -264,14 +275,14 @@ class Fault(_Model):
 
     @model_validator(mode="after")
     def _one(self) -> Fault:
-        kinds = [k for k in _FAULT_KINDS if getattr(self, k)]
+        kinds = [k for k in FAULT_KINDS if getattr(self, k)]
         if len(kinds) != 1:
-            raise ValueError(f"give exactly one of {', '.join(_FAULT_KINDS)}")
+            raise ValueError(f"give exactly one of {', '.join(FAULT_KINDS)}")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in _FAULT_KINDS if getattr(self, k))
+        return next(k for k in FAULT_KINDS if getattr(self, k))
 
     @property
     def target(self) -> str:

@@ -11,26 +11,41 @@ import numpy as np
 from flowtracer.schemas.fabric import EcmpGroup
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.stream.analytics.aft_groups import (
+    LOAD_SOURCE_INTERFACES,
+    LOAD_SOURCE_MIXED,
+    LOAD_SOURCE_NEXT_HOPS,
+    WeightedGroup,
+)
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.fim import fim, imbalance
 
 
 @dataclass(frozen=True)
 class GroupHop:
-    """One group's member loads in one hop, in member order. Bytes; ``measured`` None when untrusted."""
+    """One group's member loads in one hop, in member order. Bytes; ``measured`` None when untrusted;
+    ``load_source`` which counters measured it (``aft_groups.LOAD_SOURCE_*``, empty when untrusted)."""
 
     measured: tuple[int, ...] | None
     attributed: tuple[float, ...]
     flows: tuple[int, ...]
+    load_source: str = ""
 
 
-def group_hop(group: EcmpGroup, measured: Mapping[str, int], shares: Mapping[str, Share]) -> GroupHop:
-    """Member loads of ``group``; measured only when every member has a trusted counter delta."""
+def group_hop(group: EcmpGroup, measured: Mapping[str, int], shares: Mapping[str, Share],
+              nh_measured: Mapping[str, int] | None = None) -> GroupHop:
+    """Member loads of ``group``: measured from the next-hop counters (``nh_measured``, bytes per member link)
+    when every member has a trusted one (they count what the group's ECMP decision forwarded), else from the
+    interface counters (``measured``) when every member has a trusted delta, else untrusted."""
     ids = [m.id for m in group.members]
-    meas = tuple(measured[i] for i in ids) if all(i in measured for i in ids) else None
+    meas, source = None, ""
+    if nh_measured is not None and all(i in nh_measured for i in ids):
+        meas, source = tuple(nh_measured[i] for i in ids), LOAD_SOURCE_NEXT_HOPS
+    elif all(i in measured for i in ids):
+        meas, source = tuple(measured[i] for i in ids), LOAD_SOURCE_INTERFACES
     attr = tuple(shares[i].bytes if i in shares else 0.0 for i in ids)
     flows = tuple(shares[i].flow_count if i in shares else 0 for i in ids)
-    return GroupHop(meas, attr, flows)
+    return GroupHop(meas, attr, flows, source)
 
 
 class GroupHistory:
@@ -41,51 +56,64 @@ class GroupHistory:
         self._h: dict[str, dict[int, GroupHop]] = {}
 
     def add(self, group: str, window_end_ns: int, hop: GroupHop, hop_ns: int) -> list[GroupHop]:
-        """Record a hop (a replay overwrites) and return the hops of the rolling window ending here."""
+        """Record a hop (a replay overwrites) and return the hops of the rolling window ending here.
+
+        Hops of another member count are dropped: the group changed (a member of a parallel pair withdrawn keeps
+        the group's id), and loads of other members cannot be summed with these."""
         h = self._h.setdefault(group, {})
         h[window_end_ns] = hop
         oldest = window_end_ns - self.hops * hop_ns
-        for end in [e for e in h if e <= oldest]:
+        width = len(hop.attributed)
+        for end in [e for e in h if e <= oldest or len(h[e].attributed) != width]:
             del h[end]
         return [h[e] for e in sorted(h) if e <= window_end_ns]
 
     def state(self) -> dict[str, Any]:
         return {g: {str(e): [list(h.measured) if h.measured is not None else None, list(h.attributed),
-                             list(h.flows)] for e, h in hops.items()} for g, hops in self._h.items()}
+                             list(h.flows), h.load_source] for e, h in hops.items()} for g, hops in self._h.items()}
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        self._h = {g: {int(e): GroupHop(tuple(m) if m is not None else None, tuple(a), tuple(f))
-                       for e, (m, a, f) in hops.items()} for g, hops in state.items()}
+        # A state written before load sources were kept has three items per hop.
+        self._h = {g: {int(e): GroupHop(tuple(v[0]) if v[0] is not None else None, tuple(v[1]), tuple(v[2]),
+                                        v[3] if len(v) > 3 else LOAD_SOURCE_INTERFACES)
+                       for e, v in hops.items()} for g, hops in state.items()}
 
 
-def fim_samples(group: EcmpGroup, hops: Sequence[GroupHop], window_start_ns: int,
+def fim_samples(group: EcmpGroup | WeightedGroup, hops: Sequence[GroupHop], window_start_ns: int,
                 window_end_ns: int, resolver: str = "") -> list[analytics_pb2.FimSample]:
-    """Rolling FimSamples (measured and attributed basis) of a group over ``hops``."""
+    """Rolling FimSamples (measured and attributed basis) of a group over ``hops``, against its weights (a plain
+    EcmpGroup: equal weights, source unsaid)."""
+    wg = group if isinstance(group, WeightedGroup) else WeightedGroup(group, (1,) * len(group.members), "")
     out = []
-    links = [m.id for m in group.members]
-    valid = [h.measured for h in hops if h.measured is not None]
+    valid = [h for h in hops if h.measured is not None]
     if valid:
         # Hops without trusted counters (a baseline after a reconnect, a gap) are left out, and the rest
         # scaled to the whole window, so the group keeps its byte weight in the fabric FIM.
-        x = np.sum(np.asarray(valid, dtype=np.float64), axis=0) * (len(hops) / len(valid))
-        out.append(_sample(group, analytics_pb2.LOAD_BASIS_MEASURED, x, None, links, window_start_ns, window_end_ns))
+        x = np.sum(np.asarray([h.measured for h in valid], dtype=np.float64), axis=0) * (len(hops) / len(valid))
+        s = _sample(wg, analytics_pb2.LOAD_BASIS_MEASURED, x, None, window_start_ns, window_end_ns)
+        sources = {h.load_source for h in valid}
+        s.load_source = sources.pop() if len(sources) == 1 else LOAD_SOURCE_MIXED
+        out.append(s)
     if hops:
         x = np.sum(np.asarray([h.attributed for h in hops], dtype=np.float64), axis=0)
         flows = np.mean(np.asarray([h.flows for h in hops], dtype=np.float64), axis=0)
-        s = _sample(group, analytics_pb2.LOAD_BASIS_ATTRIBUTED, x, flows, links, window_start_ns, window_end_ns)
+        s = _sample(wg, analytics_pb2.LOAD_BASIS_ATTRIBUTED, x, flows, window_start_ns, window_end_ns)
         s.resolver = resolver
         out.append(s)
     return out
 
 
-def _sample(group: EcmpGroup, basis: int, x: np.ndarray, flows: np.ndarray | None, links: list[str],
+def _sample(wg: WeightedGroup, basis: int, x: np.ndarray, flows: np.ndarray | None,
             start: int, end: int) -> analytics_pb2.FimSample:
-    im = imbalance(x)
+    group = wg.group
+    links = [m.id for m in group.members]
+    im = imbalance(x, wg.weights)
     return analytics_pb2.FimSample(
         schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, group=group.id,
         switch=group.switch, basis=basis, members=len(links), fim=im.fim,
-        fim_flows=fim(flows) if flows is not None else 0.0, max_mean_ratio=im.max_mean_ratio, cv=im.cv,
-        total_bytes=round(im.total), member_links=links, member_bytes=[round(v) for v in x])
+        fim_flows=fim(flows, wg.weights) if flows is not None else 0.0, max_mean_ratio=im.max_mean_ratio, cv=im.cv,
+        total_bytes=round(im.total), member_links=links, member_bytes=[round(v) for v in x],
+        member_weights=list(wg.weights), group_source=wg.source)
 
 
 @dataclass(frozen=True)

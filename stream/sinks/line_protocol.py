@@ -1,6 +1,6 @@
 """The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
 functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``,
-``LinkCongestion``, ``NicCongestionSample``) to lines.
+``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``) to lines.
 
 :data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
 by it (a field is formatted by its declared type, a tag or field it does not name cannot be
@@ -23,7 +23,8 @@ Rules every line follows:
 Series per measurement: ``link_load`` 2 x cables x resolvers; ``path_load`` NIC pairs that
 exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: the largest one);
 ``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link);
-``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters.
+``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters; ``ecmp_drift`` only while a
+switch's AFT differs from the topology, per (group, kind, port).
 
 | measurement | key | kind | holds | absent when |
 | --- | --- | --- | --- | --- |
@@ -48,9 +49,11 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 |  | `switch` | tag | switch | group=fabric |
 |  | `basis` | tag | measured or attributed |  |
 |  | `resolver` | tag | hash or infer (attributed basis) | basis=measured |
+|  | `group_source` | tag | aft or topology | group=fabric |
+|  | `load_source` | tag | next_hop_counters, interface_counters or mixed | basis=attributed or group=fabric |
 |  | `fim` | float field | 0..1 |  |
 |  | `fim_flows` | float field | 0..1 | basis=measured |
-|  | `max_mean_ratio` | float field | ratio (1..k) |  |
+|  | `max_mean_ratio` | float field | ratio (1..k, of the fair share) |  |
 |  | `cv` | float field | ratio |  |
 |  | `total_bytes` | int field | bytes |  |
 |  | `members` | int field | count |  |
@@ -101,6 +104,13 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 |  | `cnp_valid` | int field | 0 or 1 |  |
 |  | `retransmit_valid` | int field | 0 or 1 |  |
 |  | `pfc_valid` | int field | 0 or 1 |  |
+| `ecmp_drift` | `switch` | tag | switch |  |
+|  | `group` | tag | ECMP group id (the topology's) |  |
+|  | `kind` | tag | member_withdrawn, member_added, weight_changed, group_missing or group_added |  |
+|  | `port` | tag | egress port | kind=group_* |
+|  | `topology_weight` | int field | weight (0: not in the topology) |  |
+|  | `network_weight` | int field | weight (0: not in the AFT) |  |
+|  | `link` | string field | link id | kind=group_*, or a port with no link in the topology |
 
 Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
 ``src_nic``/``dst_nic`` are topology NIC names ``<host>:<rdma_device>``; ``path`` is the
@@ -200,14 +210,26 @@ PATH_LOAD = Measurement(
 )
 FIM = Measurement(
     "fim", "FimSample",
-    tags=("group", "switch", "basis", "resolver"),
+    tags=("group", "switch", "basis", "resolver", "group_source", "load_source"),
     fields={"fim": "float", "fim_flows": "float", "max_mean_ratio": "float", "cv": "float",
             "total_bytes": "int", "members": "int"},
     units={"group": "ECMP group id or fabric", "switch": "switch", "basis": "measured or attributed",
-           "resolver": "hash or infer (attributed basis)",
-           "fim": "0..1", "fim_flows": "0..1", "max_mean_ratio": "ratio (1..k)", "cv": "ratio",
+           "resolver": "hash or infer (attributed basis)", "group_source": "aft or topology",
+           "load_source": "next_hop_counters, interface_counters or mixed",
+           "fim": "0..1", "fim_flows": "0..1", "max_mean_ratio": "ratio (1..k, of the fair share)", "cv": "ratio",
            "total_bytes": "bytes", "members": "count"},
-    optional={"switch": "group=fabric", "fim_flows": "basis=measured", "resolver": "basis=measured"},
+    optional={"switch": "group=fabric", "fim_flows": "basis=measured", "resolver": "basis=measured",
+              "group_source": "group=fabric", "load_source": "basis=attributed or group=fabric"},
+)
+ECMP_DRIFT = Measurement(
+    "ecmp_drift", "EcmpDrift",
+    tags=("switch", "group", "kind", "port"),
+    fields={"topology_weight": "int", "network_weight": "int", "link": "string"},
+    units={"switch": "switch", "group": "ECMP group id (the topology's)",
+           "kind": "member_withdrawn, member_added, weight_changed, group_missing or group_added",
+           "port": "egress port", "topology_weight": "weight (0: not in the topology)",
+           "network_weight": "weight (0: not in the AFT)", "link": _LINK},
+    optional={"port": "kind=group_*", "link": "kind=group_*, or a port with no link in the topology"},
 )
 COLLISION = Measurement(
     "collision", "Collision",
@@ -262,7 +284,7 @@ NIC_CONGESTION = _congestion_measurement(
     "nic_congestion", "NicCongestionSample", {"nic": "NIC name", "leaf": "switch"}, _NIC_CONGESTION_GROUPS)
 
 MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION, LINK_CONGESTION,
-                                                          NIC_CONGESTION)}
+                                                          NIC_CONGESTION, ECMP_DRIFT)}
 """Every measurement the processor writes, by name."""
 
 
@@ -485,7 +507,8 @@ def fim_line(m: analytics_pb2.FimSample) -> str:
         raise PointError(f"{where}: basis {analytics_pb2.LoadBasis.Name(m.basis)} is neither measured nor attributed")
     attributed = m.basis == analytics_pb2.LOAD_BASIS_ATTRIBUTED
     return _line(FIM, {"group": m.group, "switch": m.switch, "basis": basis,
-                       "resolver": m.resolver if attributed else ""}, {
+                       "resolver": m.resolver if attributed else "", "group_source": m.group_source,
+                       "load_source": "" if attributed else m.load_source}, {
         "fim": m.fim, "fim_flows": m.fim_flows if attributed else None, "max_mean_ratio": m.max_mean_ratio,
         "cv": m.cv, "total_bytes": m.total_bytes, "members": m.members,
     }, m.window_end_ns, where)
@@ -549,6 +572,18 @@ def nic_congestion_line(m: analytics_pb2.NicCongestionSample) -> str:
                             f"NicCongestionSample nic={m.nic!r} window_end_ns={m.window_end_ns}")
 
 
+def ecmp_drift_line(m: analytics_pb2.EcmpDrift) -> str:
+    """``ecmp_drift`` line of one EcmpDrift."""
+    where = f"EcmpDrift switch={m.switch!r} group={m.group!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    if m.kind == analytics_pb2.DRIFT_KIND_UNSPECIFIED or m.kind not in analytics_pb2.DriftKind.values():
+        raise PointError(f"{where}: drift kind {m.kind} is not one this schema knows")
+    kind = analytics_pb2.DriftKind.Name(m.kind).removeprefix("DRIFT_KIND_").lower()
+    return _line(ECMP_DRIFT, {"switch": m.switch, "group": m.group, "kind": kind, "port": m.port}, {
+        "topology_weight": m.topology_weight, "network_weight": m.network_weight, "link": m.link or None,
+    }, m.window_end_ns, where)
+
+
 ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.LinkLoad: link_load_line,
     analytics_pb2.PathLoad: path_load_line,
@@ -556,6 +591,7 @@ ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.Collision: collision_line,
     analytics_pb2.LinkCongestion: link_congestion_line,
     analytics_pb2.NicCongestionSample: nic_congestion_line,
+    analytics_pb2.EcmpDrift: ecmp_drift_line,
 }
 """Message class -> its line encoder."""
 

@@ -43,7 +43,9 @@ class FabricStage:
             items, tokens, _ = self.tracker.pop(end)
             samples = [s for b in items for s in b.groups]
             for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
-                mine = [s for s in samples if s.basis == basis and s.total_bytes > 0]
+                # A group of one member (what a withdrawal left of a group) cannot be imbalanced: docs/fim.md
+                # leaves it out of the fabric figure rather than let its FIM 0 dilute it.
+                mine = [s for s in samples if s.basis == basis and s.total_bytes > 0 and s.members >= 2]
                 if not mine:
                     continue
                 total = sum(s.total_bytes for s in mine)

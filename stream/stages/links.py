@@ -3,26 +3,34 @@
 Input: CounterBatches (and, when the collectors publish them, CongestionBatches) of this partition's switches and
 the AttributionBatches every flows partition sent here. A window is complete when every flows partition's batch
 arrived and the switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
-Collisions, LinkCongestion of the switches that sent congestion counters, and one GroupFimBatch for the
-fabric-wide aggregation.
+Collisions, LinkCongestion of the switches that sent congestion counters, EcmpDrift of the switches whose AFT
+differs from the topology, and one GroupFimBatch for the fabric-wide aggregation.
+
+A switch's groups follow its AFT from the window its CounterBatch says so (``aft_groups``): a withdrawn next hop or
+a changed weight is in that window's group samples; a switch that streams no group state keeps the topology's.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from flowtracer.schemas.fabric import EcmpGroup, Fabric
+from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
+from flowtracer.stream.analytics.aft_groups import AftView, WeightedGroup, read_aft, switch_groups, topology_groups
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from flowtracer.stream.analytics.congestion import link_congestion
+from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_records, group_drift
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
 from flowtracer.stream.stages.window_tracker import WindowTracker
+
+log = logging.getLogger(__name__)
 
 
 class LinksStage:
@@ -49,7 +57,15 @@ class LinksStage:
                                      clocked=frozenset(f"counters:{sw}" for sw in mine_switches),
                                      name=f"links stage of partition {partition}")
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
-        self.groups: list[EcmpGroup] = [g for g in fabric.ecmp_groups.values() if g.switch in mine]
+        #: The topology's groups of each switch (the fallback, and what drift is measured against), and the
+        #: groups each switch's newest CounterBatch said it has.
+        self.topology_groups = topology_groups(fabric, mine)
+        self.live_groups: dict[str, list[WeightedGroup]] = dict(self.topology_groups)
+        #: Each switch's differences as last logged: a log line only when they change.
+        self.drift_logged: dict[str, tuple[Drift, ...]] = {}
+        #: Each switch's newest AFT view and its window end: a window whose batches carry no next hops (its
+        #: next-hop part late, in another batch) is no news about the AFT, so the view stands for a rolling window.
+        self.last_view: dict[str, tuple[AftView, int]] = {}
         self.link_groups: dict[str, list[str]] = defaultdict(list)
         for g in fabric.ecmp_groups.values():
             for m in g.members:
@@ -99,10 +115,18 @@ class LinksStage:
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
         congestion: list[counters_pb2.CongestionBatch] = []
+        views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
+        nh_measured: dict[str, int] = {}
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
                 reported.add(item.switch)
                 measured.update(self.links.measured(item, self.hop_ns))
+                view = read_aft(item, self.links, self.hop_ns)
+                if view is not None:
+                    nh_measured.update(view.nh_bytes)
+                    views[item.switch] = view
+                else:
+                    views.setdefault(item.switch, None)
             elif isinstance(item, counters_pb2.CongestionBatch):
                 congestion.append(item)
             elif isinstance(item, internal_pb2.AttributionBatch):
@@ -115,6 +139,27 @@ class LinksStage:
                     s.conf_bytes += ls.bytes * ls.confidence
                     member_flows[ls.link].extend(ls.flows)
         out = Emitted()
+        for sw, view in sorted(views.items()):
+            if sw not in self.topology_groups:
+                continue  # another partition's switch (a stray record): its owner compares it
+            if view is not None:
+                self.last_view[sw] = (view, end)
+            elif sw in self.last_view:
+                last, at = self.last_view[sw]
+                if end - at <= self.history.hops * self.hop_ns:
+                    view = last
+                else:
+                    del self.last_view[sw]
+                    log.warning("ECMP groups of %s: no AFT next hops for %d windows, back to the topology's groups",
+                                sw, self.history.hops)
+            topo = self.topology_groups[sw]
+            self.live_groups[sw] = switch_groups(view, topo, self.links)
+            drifts = group_drift(view, topo, self.links) if view is not None else ()
+            out.ecmp_drift.extend(drift_records(drifts, start, end))
+            line = drift_change(sw, self.drift_logged.get(sw, ()), drifts) if view is not None else None
+            if line is not None:
+                log.warning("%s", line)
+            self.drift_logged[sw] = drifts
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
@@ -135,11 +180,12 @@ class LinksStage:
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
                                                  source_partition=self.partition, source_partitions=self.partitions)
-        for g in self.groups:
+        for wg in (wg for sw in sorted(self.live_groups) for wg in self.live_groups[sw]):
+            g = wg.group
             if g.switch not in reported and not any(m.id in shares for m in g.members):
                 continue
-            hop = group_hop(g, measured, shares)
-            samples = fim_samples(g, self.history.add(g.id, end, hop, self.hop_ns), rolling_start, end, self.resolver)
+            hop = group_hop(g, measured, shares, nh_measured)
+            samples = fim_samples(wg, self.history.add(g.id, end, hop, self.hop_ns), rolling_start, end, self.resolver)
             out.fims.extend(samples)
             group_batch.groups.extend(samples)
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)

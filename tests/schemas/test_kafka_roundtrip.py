@@ -95,7 +95,7 @@ def counter_batch(switch: str, sequence: int) -> CounterBatch:
     )
     next_hops = [
         NextHopCounters(
-            group=f"nhg-{i // 2}",
+            group=f"nhg-{i // 2}" if i < 3 else "nhg-1,nhg-7",  # the last one in two groups
             index=i,
             egress_interface=f"Ethernet2/{i + 1}",
             next_hop_ip=f"10.1.{i}.1" if i else "fe80::1",
@@ -103,6 +103,7 @@ def counter_batch(switch: str, sequence: int) -> CounterBatch:
             interval_ns=INTERVAL_NS,
             octets_forwarded=_counter(10**12 + i, 10**9 + i, DeltaStatus.DELTA_STATUS_GAP if i else OK),
             packets_forwarded=_counter(10**9 + i, i, OK if i else DeltaStatus.DELTA_STATUS_BASELINE),
+            group_weights=[1 + i, 9] if i == 3 else [],
         )
         for i in range(4)
     ]

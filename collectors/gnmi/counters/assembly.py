@@ -409,7 +409,8 @@ class BatchAssembler:
             member_of = nh.groups or (self._nhs[key].groups if key in self._nhs else {})
             groups = sorted(member_of, key=lambda g: (len(g), g))
             nc = out.add(group=",".join(groups), index=key[1], egress_interface=nh.interface, next_hop_ip=nh.ip,
-                         weight=member_of[groups[0]] if groups else 1, interval_ns=interval)
+                         weight=member_of[groups[0]] if groups else 1, interval_ns=interval,
+                         group_weights=[member_of[g] for g in groups] if len(groups) > 1 else [])
             _fill(nc, _NH_FIELDS, res)
         return accepted
 

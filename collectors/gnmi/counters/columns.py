@@ -68,7 +68,8 @@ class _Grid:
     rows is kept by a ``DeltaState``, under ``keys`` and ``idents``)."""
 
     def __init__(self, keys: list[object], idents: list[object], src: list[list[int]], pre: list[bytes],
-                 mid: list[bytes] | None, clear: list[int], max_rate: list[Sequence[float]] | None) -> None:
+                 mid: list[bytes] | None, clear: list[int], max_rate: list[Sequence[float]] | None,
+                 post: list[bytes] | None = None) -> None:
         self.keys, self.idents = keys, idents
         width = len(src[0]) if src else 0
         self.src = np.array(src, np.intp).reshape(len(src), width)
@@ -76,6 +77,8 @@ class _Grid:
         self.src[~self.present] = 0
         self.pre = FixedBytes(pre)
         self.mid = FixedBytes(mid) if mid is not None else None
+        # Fields numbered after the counters (a next hop's group weights): the compiled pass knows pre and mid only.
+        self.post = FixedBytes(post) if post is not None and any(post) else None
         self.clear = np.array(clear, np.int64)  # last-clear ns per row
         self.max_rate = np.array(max_rate, np.float64).reshape(self.src.shape) if max_rate is not None else None
         self._rows: tuple[DeltaState, int, np.ndarray | slice] | None = None  # (state, its epoch, rows)
@@ -98,7 +101,7 @@ class _Grid:
             return b"", 0
         rows = self.rows(deltas)
         native = native_loader.native
-        if native is not None:  # the same rule and bytes, in one compiled pass
+        if native is not None and self.post is None:  # the same rule and bytes, in one compiled pass
             st, mid = deltas.take(rows), self.mid
             tb, _, tl = tag_matrix(tags)
             data, kept, dup, ooo = native.encode_grid(
@@ -118,6 +121,9 @@ class _Grid:
             parts.append((self.mid.bytes, self.mid.keep))
             body = body + self.mid.lens
         parts.append((cb, ck))
+        if self.post is not None:
+            parts.append((self.post.bytes, self.post.keep))
+            body = body + self.post.lens
         emit = r.kept.any(axis=1)
         return repeated_messages(tag, emit, parts, body), int(r.kept.sum())
 
@@ -154,6 +160,7 @@ class InstantPlan:
         idents: list[object] = []
         src: list[list[int]] = []
         pre: list[bytes] = []
+        post: list[bytes] = []
         used: set[tuple[str, ...]] = set()
         legacy, newer = nh_src
         for key in sorted(newer.keys() | legacy.keys()):
@@ -176,7 +183,11 @@ class InstantPlan:
             pre.append(NextHopCounters(group=",".join(groups), index=idx, egress_interface=nh.interface,
                                        next_hop_ip=nh.ip, weight=nh.groups[groups[0]] if groups else 1
                                        ).SerializeToString())
-        self.next_hops = _Grid(keys, idents, src, pre, None, [0] * len(keys), None)
+            # Only a next hop in two or more groups needs them (else ``weight`` says it all): the steady state of
+            # plain fabrics stays on the compiled pass.
+            post.append(NextHopCounters(group_weights=[nh.groups[g] for g in groups] if len(groups) > 1 else []
+                                        ).SerializeToString())
+        self.next_hops = _Grid(keys, idents, src, pre, None, [0] * len(keys), None, post)
 
     def encode(self, header: CounterBatch, values: np.ndarray, if_deltas: DeltaState,
                nh_deltas: DeltaState) -> tuple[bytes, int]:

@@ -183,3 +183,33 @@ def test_scheduled_faults_from_the_workload_and_bad_targets(tmp_path: Path) -> N
         Engine(fabric(), bad, start_ns=START)
     with pytest.raises(FaultError, match="no switch named 'spine9'"):
         e.inject("reboot", "spine9")
+
+
+def test_a_next_hop_withdrawn_and_a_weight_changed_show_in_the_aft_with_the_cable_up(tmp_path: Path) -> None:
+    wl = validate_workload({"faults": [{"at": "0.5s", "nh_withdraw": UPLINK1}, {"at": "1s", "nh_restore": UPLINK1},
+                                       {"at": "1s", "nh_weight": UPLINK1, "weight": 3}]}, "t")
+    e = Engine(fabric(), wl, tick_s=0.25, start_ns=START, ground_truth=tmp_path / "gt")
+    for i in range(1, 5):
+        e.add_steady_flow(f"host0{i}:mlx5_0", f"host0{i + 4}:mlx5_0")
+    e.advance(3)
+    st = e.switch_states["leaf01"].snapshot()
+    (group,) = st.groups.values()
+    assert [st.next_hops[i].interface for i in group.next_hops] == ["Ethernet6"]  # withdrawn ...
+    assert len(st.next_hops) == 2 and st.interfaces["Ethernet5"].oper_up  # ... the next hop kept, the cable up
+    e.advance(2)
+    st = e.switch_states["leaf01"].snapshot()
+    (group,) = st.groups.values()
+    assert sorted((st.next_hops[i].interface, w) for i, w in group.next_hops.items()) == [
+        ("Ethernet5", 3), ("Ethernet6", 1)]
+    e.close()
+    gt = GroundTruth.load(tmp_path / "gt")
+    t_w, t_r = START + 2 * TICK, START + 4 * TICK
+    assert UPLINK1_ID not in gt.link_bytes(t_w, t_r)  # the switch routes around the withdrawn next hop ...
+    assert gt.link_bytes(t_r, t_r + TICK).get(UPLINK1_ID, 0) > 0  # ... and back after the restore
+    assert not [ev for ev in gt.events if ev["kind"] == "oper-status"]
+    assert [(ev["kind"], ev["t_ns"], ev.get("weight")) for ev in gt.events] == [
+        ("nh_withdraw", t_w, None), ("nh_restore", t_r, None), ("nh_weight", t_r, 3)]
+    with pytest.raises(FaultError, match="not a switch-to-switch port"):
+        e.inject("nh_withdraw", "leaf01:Ethernet1")
+    with pytest.raises(WorkloadError, match="weight"):
+        validate_workload({"faults": [{"at": 1, "nh_weight": UPLINK1, "weight": 0}]}, "t")

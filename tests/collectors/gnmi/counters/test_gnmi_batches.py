@@ -138,3 +138,18 @@ def test_next_hops_of_any_network_instance_are_read_and_kept_apart() -> None:
     assert (nhs["10.9.0.1"].egress_interface, nhs["10.9.0.1"].octets_forwarded.value,
             nhs["10.9.0.1"].octets_forwarded.delta) == ("Ethernet4", 250, 150)
     assert (nhs["10.0.0.1"].egress_interface, nhs["10.0.0.1"].octets_forwarded.delta) == ("Ethernet3", 15)
+
+
+def test_a_next_hop_in_several_groups_carries_its_weight_in_each_and_loses_a_withdrawn_membership() -> None:
+    a = asm()
+    a.add(Samples(T0 - S, nh_info=[("default", 7, NH_IP, "10.0.0.1"), ("default", 7, NH_INTERFACE, "Ethernet3")],
+                  nhg_members=[("default", "22", 7, 3), ("default", "1", 7, 1)]), 0)
+    a.add(Samples(T0, nh_counters=[("default", 7, 0, 1000, False)]), 0)
+    (b,) = a.sync()
+    (nh,) = b.next_hops
+    assert (nh.group, nh.weight, list(nh.group_weights)) == ("1,22", 1, [1, 3])
+    a.add(Samples(T0 + S // 2, deletes=[("member", "default", "1", 7)]), 0)  # withdrawn from group 1
+    a.add(Samples(T0 + S, nh_counters=[("default", 7, 0, 1500, False)]), 0)
+    (b,) = a.sync()
+    (nh,) = b.next_hops
+    assert (nh.group, nh.weight, list(nh.group_weights), nh.octets_forwarded.delta) == ("22", 3, [], 500)

@@ -1,0 +1,117 @@
+"""A next hop withdrawn under a running pipeline: the processor's group follows the AFT within a window, and the
+drift from the topology is reported, against the simulator's ground truth.
+
+One short run (about 14 s of traffic) of the 16-host fabric with ring all-reduce traffic; 8 s in, the workload
+withdraws leaf01's next hop toward spine01 (``nh_withdraw``: the route, not the cable) and gives leaf02's next hop
+toward spine02 weight 2 (``nh_weight``: what its AFT says). Every stage is a real ``flowtracer``
+subprocess (sim, collector, agent, processor), the broker is Tansu; outputs are read back from Kafka.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import yaml
+from kafka import KafkaConsumer
+
+from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.schemas import topics
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.sim.fabric.ground_truth import GroundTruth
+
+pytestmark = pytest.mark.slow
+
+S = 1_000_000_000
+WITHDRAW_AT_S = 8
+PORT = "Ethernet5"  # leaf01 -> spine01
+GROUP = "leaf01:spine01|spine02"
+
+
+@dataclass
+class Run:
+    gt: GroundTruth
+    fims: list[analytics_pb2.FimSample]
+    drifts: list[analytics_pb2.EcmpDrift]
+    logs: str
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp = tmp_path_factory.mktemp("ecmp-live")
+    topo = tmp / "fabric16.yaml"
+    topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16")).to_yaml())
+    workload = tmp / "withdraw.yaml"
+    workload.write_text(yaml.safe_dump({
+        "jobs": [{"name": "ring", "ops": [{"collective": "allreduce", "algorithm": "ring"}]}],
+        "faults": [{"at": f"{WITHDRAW_AT_S}s", "nh_withdraw": f"leaf01:{PORT}"},
+                   {"at": f"{WITHDRAW_AT_S}s", "nh_weight": "leaf02:Ethernet6", "weight": 2}]}))
+    options = PipelineOptions(topology=topo, workload=str(workload), partitions=2)
+    with LocalPipeline(options, tmp / "run") as pipeline:
+        pipeline.wait(WITHDRAW_AT_S + 6)
+        pipeline.stop_stages()
+        types = {topics.FIM.name: analytics_pb2.FimSample, topics.ECMP_DRIFT.name: analytics_pb2.EcmpDrift}
+        consumer = KafkaConsumer(*types, bootstrap_servers=pipeline.bootstrap, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=4000, enable_auto_commit=False)
+        got = [types[m.topic].FromString(m.value) for m in consumer]
+        consumer.close()
+    logs = "".join(p.read_text(errors="replace") for p in sorted((tmp / "run").glob("*.log")))
+    gt = GroundTruth.load(pipeline.ready["ground_truth"])
+    return Run(gt, [f for f in got if isinstance(f, analytics_pb2.FimSample)],
+               [d for d in got if isinstance(d, analytics_pb2.EcmpDrift)], logs)
+
+
+def _aft_ports(gt: GroundTruth, t_ns: int) -> list[str]:
+    """The egress ports of leaf01's group as the simulated switch's AFT showed it at ``t_ns``."""
+    c = gt.counters_at("leaf01", t_ns)
+    ((_, members),) = c.groups.values()
+    return sorted(c.next_hops[i].interface for i in members)
+
+
+def test_the_group_loses_the_withdrawn_member_within_one_window_and_drift_is_reported(run: Run) -> None:
+    (event,) = [ev for ev in run.gt.events if ev["kind"] == "nh_withdraw"]
+    t_w = event["t_ns"]
+    leaf01 = sorted((f for f in run.fims if f.switch == "leaf01" and f.basis == analytics_pb2.LOAD_BASIS_MEASURED),
+                    key=lambda f: f.window_end_ns)
+    # The withdrawal happens at the tick ending t_w: the switch's sample stamped t_w still counted the old group,
+    # its AFT delete is stamped t_w too, so the window ending at t_w may show either. Every later one must show it.
+    before = [f for f in leaf01 if f.window_end_ns < t_w]
+    after = [f for f in leaf01 if f.window_end_ns >= t_w + S]
+    assert before and len(after) >= 3, (len(before), len(after))
+    for f in before:
+        assert _aft_ports(run.gt, f.window_end_ns) == ["Ethernet5", "Ethernet6"]  # what the switch said ...
+        assert (f.group, f.members, f.group_source) == (GROUP, 2, "aft")  # ... and what the processor used
+    for f in after:
+        assert _aft_ports(run.gt, f.window_end_ns) == ["Ethernet6"]
+        assert (f.group, list(f.member_links), f.group_source) == (
+            "leaf01:spine02", ["leaf01:Ethernet6>spine02:Ethernet1"], "aft"), f.window_end_ns
+    # The simulated switches stream next-hop counters: the measured member loads come from them.
+    assert {f.load_source for f in leaf01 if f.total_bytes} == {"next_hop_counters"}
+
+    drift = [d for d in run.drifts if d.switch == "leaf01"]
+    assert not [d for d in drift if d.window_end_ns < t_w], "no drift before the withdrawal"
+    ends = {d.window_end_ns for d in drift}
+    assert {f.window_end_ns for f in after} <= ends, "drift reported in every window after it"
+    assert {(d.group, d.kind, d.port, d.link, d.topology_weight, d.network_weight) for d in drift} == {
+        (GROUP, analytics_pb2.DRIFT_KIND_MEMBER_WITHDRAWN, PORT, "leaf01:Ethernet5>spine01:Ethernet1", 1, 0)}
+    assert not [d for d in run.drifts if d.switch not in ("leaf01", "leaf02")], "the others agree with the topology"
+    assert run.logs.count("ECMP drift on leaf01") == 1, "one log line for the change, not one per window"
+
+
+def test_a_weight_change_is_followed_within_one_window_and_reported(run: Run) -> None:
+    (event,) = [ev for ev in run.gt.events if ev["kind"] == "nh_weight"]
+    t_c = event["t_ns"]
+    leaf02 = [f for f in run.fims if f.switch == "leaf02" and f.basis == analytics_pb2.LOAD_BASIS_MEASURED]
+    before = [f for f in leaf02 if f.window_end_ns < t_c]
+    after = [f for f in leaf02 if f.window_end_ns >= t_c + S]
+    assert before and len(after) >= 3, (len(before), len(after))
+    assert {(f.group, tuple(f.member_weights)) for f in before} == {("leaf02:spine01|spine02", (1, 1))}
+    assert {(f.group, tuple(f.member_weights)) for f in after} == {("leaf02:spine01|spine02", (1, 2))}
+    ((_, members),) = run.gt.counters_at("leaf02", after[0].window_end_ns).groups.values()
+    assert len(members) == 2  # the simulated switch kept both members; only the weight changed
+    drift = [d for d in run.drifts if d.switch == "leaf02"]
+    assert {f.window_end_ns for f in after} <= {d.window_end_ns for d in drift}
+    assert {(d.kind, d.port, d.topology_weight, d.network_weight) for d in drift} == {
+        (analytics_pb2.DRIFT_KIND_WEIGHT_CHANGED, "Ethernet6", 1, 2)}
+    assert not [d for d in drift if d.window_end_ns < t_c]
