@@ -34,6 +34,10 @@ _PB_MODE = {Mode.SAMPLE: SubscriptionMode.SAMPLE, Mode.ON_CHANGE: SubscriptionMo
 ENCODING_NAMES = {Encoding.PROTO: "PROTO", Encoding.JSON_IETF: "JSON_IETF", Encoding.JSON: "JSON"}
 
 
+#: The default subscription of OpenConfig's unified AFT counters subtree (openconfig-aft 3.x).
+AFT_COUNTERS = "aft-counters"
+
+
 def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
     """The subscriptions a target gets (all, or the ones it names), on its platform's paths.
 
@@ -45,9 +49,11 @@ def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
     profile = load_profile(target.platform)
     if profile.is_openconfig:
         return subs
-    groups = {c.group for c in CANONICAL.values()}
+    groups = {c.group for c in CANONICAL.values()} - {""}
     out: list[Subscription] = []
     for s in subs:
+        if s.name == AFT_COUNTERS:
+            continue  # OpenConfig's newer AFT counter tree; a profile maps next-hop counters under next-hop-counters
         if s.name not in groups:
             out.append(s)
             continue

@@ -28,9 +28,10 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
+from flowtracer.schemas.platform_profiles import to_platform
 from flowtracer.schemas.wire import varint
 from flowtracer.sim.switches.paths import Selector, entity_elems
-from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick
+from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick, identity_speed_bps
 
 JSON = gnmi_pb2.Encoding.JSON
 PROTO = gnmi_pb2.Encoding.PROTO
@@ -90,7 +91,19 @@ def _json_text(v: object) -> bytes:
 
 
 def value_codec(leaf: Leaf, encoding: int) -> ValueCodec:
-    """The codec for a leaf in one encoding (gNMI 2.3; RFC 7951 for JSON_IETF)."""
+    """The codec for a leaf in one encoding (gNMI 2.3; RFC 7951 for JSON_IETF); a platform leaf's value is
+    written in its format (``schemas/platform_profiles.py``) first."""
+    codec = _plain_codec(leaf, encoding)
+    if not leaf.format:
+        return codec
+    fmt, payload = leaf.format, codec.payload
+    if fmt in ("speed-short", "mbps"):  # rows hold the ETHERNET_SPEED identity
+        return ValueCodec(lambda v: payload(to_platform(fmt, identity_speed_bps(str(v)))), codec.tv_tag,
+                          codec.delimited)
+    return ValueCodec(lambda v: payload(to_platform(fmt, v)), codec.tv_tag, codec.delimited)
+
+
+def _plain_codec(leaf: Leaf, encoding: int) -> ValueCodec:
     t = leaf.type
     if encoding == PROTO:
         if t in (LeafType.UINT64, LeafType.UINT):
@@ -135,9 +148,10 @@ def path_message(elems: Iterable[tuple[str, dict[str, str]]], origin: str = "", 
             + (_text(b"\x22", target) if target else b""))  # Path.target = 4
 
 
-def prefix_field(target: str = "") -> bytes:
-    """``Notification.prefix`` with origin ``openconfig`` and the request's target (if it set one)."""
-    return length_delimited(_NOTIF_PREFIX, path_message((), origin="openconfig", target=target))
+def prefix_field(target: str = "", origin: str = "openconfig") -> bytes:
+    """``Notification.prefix`` with the origin (``openconfig`` unless a platform's paths have another, or none)
+    and the request's target (if it set one)."""
+    return length_delimited(_NOTIF_PREFIX, path_message((), origin=origin, target=target))
 
 
 def notification(timestamp_ns: int, prefix: bytes, parts: Iterable[bytes]) -> bytes:
