@@ -259,8 +259,8 @@ class TargetSession:
         self._emit_congestion(self.congestion.start_session(self.stats.session))
         self.stats.state = State.SYNCING
         self.stats.last_rx = time.monotonic()
-        log.info("gNMI %s: subscribed (session %d, %d paths, %s, %s)", self.where, self.stats.session,
-                 len(self._subs), self.gnmi.encoding.value, self._mode_text())
+        log.info("gNMI %s: subscribed (session %d, %d paths, %s, %s, platform %s)", self.where, self.stats.session,
+                 len(self._subs), self.gnmi.encoding.value, self._mode_text(), self.target.platform)
         watchdog = asyncio.create_task(self._watchdog()) if self.liveness_s > 0 else None
         try:
             if call is not None:
