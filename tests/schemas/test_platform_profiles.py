@@ -183,3 +183,16 @@ def test_bad_platform_values_are_errors_not_guesses() -> None:
 
 def test_every_profile_file_is_in_the_package_data() -> None:
     assert sorted(p.name for p in PROFILE_DIR.glob("*.yaml")) == [f"{n}.yaml" for n in SHIPPED]
+
+
+def test_a_topology_switch_names_its_platform_or_gets_one_clear_error() -> None:
+    from flowtracer.schemas.topology import TopologyError, parse_topology
+    from flowtracer.schemas.topology_generate import FabricSpec, generate
+
+    text = generate(FabricSpec(hosts=2, leaves=1, spines=1, name="p")).to_yaml()
+    leaf = "    address: 127.0.0.1\n- name: spine01"
+    ok = parse_topology(text.replace(leaf, "    platform: sonic\n" + leaf, 1), "t.yaml")
+    assert [s.gnmi.platform for s in ok.switches if s.gnmi] == ["sonic", "openconfig"]
+    with pytest.raises(TopologyError) as e:
+        parse_topology(text.replace(leaf, "    platform: junos\n" + leaf, 1), "t.yaml")
+    assert re.fullmatch(r"t\.yaml:\d+: switches\[0\]\.gnmi\.platform: unknown platform 'junos'; known: .*", str(e.value))

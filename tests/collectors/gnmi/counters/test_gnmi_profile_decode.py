@@ -6,7 +6,7 @@ from __future__ import annotations
 from pygnmi.spec.v080 import gnmi_pb2
 
 from flowtracer.collectors.gnmi.counters.decode import LAST_CLEAR_NS, OPER_STATUS, SPEED_BPS, Decoder
-from flowtracer.schemas.openconfig import INTERFACE_COUNTERS
+from flowtracer.schemas.openconfig import INTERFACE_COUNTERS, QUEUE_COUNTERS
 from flowtracer.schemas.platform_profiles import load_profile
 from flowtracer.schemas.v1.counters_pb2 import OPER_STATUS_DOWN, OPER_STATUS_UP
 
@@ -42,7 +42,11 @@ def test_sr_linux_native_paths_and_formats() -> None:
              ("subinterface", {})], string_val="ethernet-1/1.0")
     _add(n, [("interfaces", {}), ("interface", {"name": "x"}), ("state", {}), ("counters", {}), ("in-octets", {})],
          uint_val=9)  # OpenConfig's path: not this profile's, so not read twice
+    _add(n, [("qos", {}), ("interfaces", {}), ("interface", {"interface-id": "ethernet-1/1"}), ("output", {}),
+             ("queues", {}), ("queue", {"queue-name": "3"}), ("queue-statistics", {}), ("aggregate-statistics", {}),
+             ("ecn-marked-packets", {})], uint_val=11)
     s = d.decode(n)
+    assert s.queue_counters == [("ethernet-1/1", "3", QUEUE_COUNTERS.index("ecn-marked-pkts"), 11)]
     assert s.errors == []
     assert s.if_counters == [("ethernet-1/1", INTERFACE_COUNTERS.index("in-octets"), 5),
                              ("ethernet-1/1", INTERFACE_COUNTERS.index("out-octets"), 7)]
