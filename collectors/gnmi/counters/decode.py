@@ -567,13 +567,19 @@ class Decoder:
                 except ValueError as e:
                     s.errors.append(f"{_elems_text(sub)}: {e}")
 
-    @staticmethod
-    def _delete(s: Samples, prefix: Path | None, p: Path) -> None:
+    def _delete(self, s: Samples, prefix: Path | None, p: Path) -> None:
         names: list[str] = []
         keys: dict[str, str] = {}
-        if prefix is not None:
-            _walk(prefix, names, keys)
-        _walk(p, names, keys)
+        if self.mapper is not None:  # a platform's entry: its canonical entry (SR Linux /interface[name=e1])
+            entity = self.mapper.entity(p.origin or (prefix.origin if prefix is not None else ""),
+                                        platform_elems(prefix, p))
+            if entity is None:
+                return
+            names, keys = list(entity[0]), entity[1]
+        else:
+            if prefix is not None:
+                _walk(prefix, names, keys)
+            _walk(p, names, keys)
         what = _DELETES.get(tuple(names))
         if what is None:
             return  # a leaf went away: the next sample says what it is now

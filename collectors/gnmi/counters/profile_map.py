@@ -33,7 +33,10 @@ class PathMapper:
             t = leaf.template
             name = t.elems[-1].name or ""
             self._by_leaf.setdefault((origin_key(t.origin), name), []).append((t, leaf.key, leaf.format))
-        self._templates = [(origin_key(leaf.template.origin), leaf.template) for leaf in profile.leaves.values()]
+        #: (origin, template, canonical key) of every mapped leaf
+        self._entries = [(origin_key(leaf.template.origin), leaf.template, leaf.key)
+                         for leaf in profile.leaves.values()]
+        self._templates = [(o, t) for o, t, _ in self._entries]
         #: list element name -> its key name, to unpack JSON lists (``interface`` -> ``name``)
         self.list_keys: dict[str, str] = {e.name: e.key for _, t in self._templates for e in t.elems
                                           if e.name is not None and e.key is not None}
@@ -51,6 +54,25 @@ class PathMapper:
             if "network_instance" in canon.vars:
                 keys.setdefault(VARS["network_instance"], "default")
             return tuple(e.name or "" for e in canon.elems), keys, fmt
+        return None
+
+    def entity(self, origin: str, elems: Elems) -> tuple[tuple[str, ...], dict[str, str]] | None:
+        """The canonical entry (element names up to its list, keys) a platform entry path names, for deletes:
+        ``/interface[name=e1]`` on SR Linux is ``/interfaces/interface[name=e1]``; None if it names none."""
+        o = origin_key(origin)
+        for to, t, key in self._entries:
+            if to != o or len(elems) > len(t.elems) or t.elems[len(elems) - 1].var is None:
+                continue
+            values = Template(t.origin, t.elems[:len(elems)]).match(elems)
+            if values is None:
+                continue
+            canon = CANONICAL[key].template
+            last = t.elems[len(elems) - 1].var
+            end = next(i for i, e in enumerate(canon.elems) if e.var == last) + 1
+            keys = {VARS[var]: v for var, v in values.items()}
+            if "network_instance" in canon.vars:
+                keys.setdefault(VARS["network_instance"], "default")
+            return tuple(e.name or "" for e in canon.elems[:end]), keys
         return None
 
     def is_container(self, origin: str, elems: Elems) -> bool:

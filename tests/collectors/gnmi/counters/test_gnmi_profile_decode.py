@@ -109,3 +109,21 @@ def test_a_path_resolves_once_then_from_the_cache() -> None:
     d.mapper.translate = lambda *a: calls.append(a)  # type: ignore[union-attr,method-assign]
     assert d.decode(n).if_counters == [("eth1/1", 0, 1)]
     assert calls == []  # the mapping ran when the path was first seen, not per update
+
+
+def test_platform_deletes_name_the_canonical_entry() -> None:
+    d = Decoder(profile=load_profile("nokia_srl"))
+    n = _note()
+    for elems in ([("interface", {"name": "ethernet-1/1"})],
+                  [("network-instance", {"name": "default"}), ("route-table", {}), ("next-hop", {"index": "42"})],
+                  [("interface", {"name": "ethernet-1/1"}), ("statistics", {})]):  # not an entry: nothing
+        p = n.delete.add()
+        for name, keys in elems:
+            p.elem.add(name=name, key=keys)
+    assert d.decode(n).deletes == [("interface", "ethernet-1/1"), ("next-hop", "default", 42)]
+    sonic = Decoder(profile=load_profile("sonic"))
+    m = _note("sonic-db")
+    p = m.delete.add()
+    for name in ("COUNTERS_DB", "localhost", "COUNTERS", "Ethernet8"):
+        p.elem.add(name=name)
+    assert sonic.decode(m).deletes == [("interface", "Ethernet8")]
