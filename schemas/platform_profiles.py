@@ -365,6 +365,8 @@ class Profile:
     leaves: dict[str, ProfileLeaf]
     missing: dict[str, str] = field(default_factory=dict)
     file: str = ""
+    #: The platform sends a subscribed entry as one JSON object of its leaves (sonic-gnmi's DB paths).
+    json_entries: bool = False
 
     @property
     def origins(self) -> frozenset[str]:
@@ -403,7 +405,7 @@ def _shares_container(p: Profile, leaf: ProfileLeaf) -> bool:
                if o.template.origin == leaf.template.origin and o.template.elems[:-1] == parent)
 
 
-_TOP_KEYS = {"platform", "description", "encoding", "origin", "sources", "leaves", "missing"}
+_TOP_KEYS = {"platform", "description", "encoding", "origin", "sources", "leaves", "missing", "json_entries"}
 _LEAF_KEYS = {"path", "origin", "format", "source"}
 _ENCODINGS = ("proto", "json_ietf", "json")
 
@@ -479,7 +481,10 @@ def parse_profile(text: str, source: str) -> Profile:
     for k in missing:
         if k not in CANONICAL and k not in groups:
             raise fail(("missing", k), "neither a canonical leaf nor a subscription group")
-    return Profile(platform, str(data.get("description", "")), encoding, leaves, dict(missing), source)
+    json_entries = data.get("json_entries", False)
+    if not isinstance(json_entries, bool):
+        raise fail(("json_entries",), "expected true or false")
+    return Profile(platform, str(data.get("description", "")), encoding, leaves, dict(missing), source, json_entries)
 
 
 def platforms() -> tuple[str, ...]:

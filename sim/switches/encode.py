@@ -297,14 +297,38 @@ class UpdateEncoder:
         cacheable = self._adopt(tick)
         if cacheable and (b := self._blocks.get(ck)) is not None:
             return b
-        codec = self._entries.get(ck)
-        if codec is None:
-            codec = self._entries[ck] = _EntryCodec([
-                (leaf.column, self._codec(leaf, encoding), self._path(sel.table, leaf, key)) for leaf in sel.leaves])
-        b = codec.encode(row)
+        if sel.table.json_entries and encoding in (JSON, JSON_IETF) and sel.leaves == sel.table.leaves:
+            b = self._json_entry(sel.table, key, row, encoding)
+        else:
+            codec = self._entries.get(ck)
+            if codec is None:
+                codec = self._entries[ck] = _EntryCodec([
+                    (leaf.column, self._codec(leaf, encoding), self._path(sel.table, leaf, key))
+                    for leaf in sel.leaves])
+            b = codec.encode(row)
         if cacheable:
             self._blocks[ck] = b
         return b
+
+    def _json_entry(self, table: Table, key: RowKey, row: Row, encoding: int) -> bytes:
+        """A whole entry as one update at its path, its leaves one JSON object of text values, as sonic-gnmi
+        sends a DB entry (``COUNTERS/Ethernet8`` -> ``{"SAI_PORT_STAT_IF_IN_OCTETS": "12", ...}``)."""
+        obj: dict[str, object] = {}
+        for leaf in table.leaves:
+            v = row[leaf.column]
+            if v is None:
+                continue
+            if leaf.format in ("speed-short", "mbps"):
+                v = to_platform(leaf.format, identity_speed_bps(str(v)))
+            elif leaf.format:
+                v = to_platform(leaf.format, v)
+            node = obj
+            for name in leaf.path[:-1]:
+                node = node.setdefault(name, {})  # type: ignore[assignment]
+            node[leaf.path[-1]] = str(v)
+        path = length_delimited(_UPDATE_PATH, path_message(entity_elems(table, key)))
+        tag = _TV_JSON if encoding == JSON else _TV_JSON_IETF
+        return ValueCodec(lambda v: v, tag, True).update(path, json.dumps(obj).encode())  # type: ignore[arg-type,return-value]
 
     def full(self, tick: Tick, selectors: Sequence[Selector], keys: Sequence[Sequence[RowKey]],
              encoding: int, prefix: bytes) -> list[bytes]:

@@ -86,6 +86,7 @@ def platform_view(platform: str) -> PlatformView:
             groups.setdefault((pl.template.origin, tuple(entity)), []).append(served)
         for i, ((origin, entity), leaves) in enumerate(groups.items()):
             tables.append(Table(f"{t.name}@{platform}/{i}", t.source, entity, tuple(leaves),
-                                frozenset(uints), origin="" if origin == "openconfig" else origin))
+                                frozenset(uints), origin="" if origin == "openconfig" else origin,
+                                json_entries=profile.json_entries))
     origins = frozenset(t.origin for t in tables) | (OC_ORIGINS if any(not t.origin for t in tables) else frozenset())
     return PlatformView(platform, tuple(tables), origins)

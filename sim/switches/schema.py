@@ -104,6 +104,8 @@ class Table:
     uint_keys: frozenset[str] = frozenset()
     #: gNMI origin of the table's paths ("" = OpenConfig: none, ``openconfig`` or a module name).
     origin: str = ""
+    #: A whole entry goes out as one JSON object at its path (JSON encodings; sonic-gnmi's DB entries).
+    json_entries: bool = False
 
     @property
     def key_names(self) -> tuple[str, ...]:
