@@ -31,6 +31,7 @@ from typing import Any
 import click
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.schemas.platform_profiles import platforms
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
 from flowtracer.sim.fabric.faults import FaultError
@@ -141,13 +142,16 @@ def build_workload(workload: str, overrides: dict[str, Any]) -> Workload:
 @click.option("--gnmi-client-ca", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Require a client certificate signed by this PEM CA (mutual TLS; with --gnmi-tls-cert). "
                    "Passwords: the topology's credentials (env or file), never here.")
+@click.option("--platform", type=click.Choice(platforms()), default=None,
+              help="Serve every switch's counters under this vendor profile's paths (schemas/profiles), except "
+                   "switches whose topology gnmi.platform names one [default: openconfig].")
 def sim(topology_file: Path, workload: str, duration: float | None, tick: float, out_dir: Path | None,
         size: int | None, channels: int | None, qps_per_connection: int | None, compute_gap: float | None,
         nodes: int | None, nics_per_node: int | None, background_flows: int | None, background_rate: int | None,
         seed: int | None, gnmi_address: str, gnmi_ports: str, shared_port: int | None, counter32: bool,
         qpn_reuse: bool, no_ground_truth: bool, no_host_views: bool, no_coll_log: bool, dataplane: str,
         scale: float | None, icmp_limits: str, clock_skew: tuple[str, ...] = (), gnmi_tls_cert: Path | None = None,
-        gnmi_tls_key: Path | None = None, gnmi_client_ca: Path | None = None) -> None:
+        gnmi_tls_key: Path | None = None, gnmi_client_ca: Path | None = None, platform: str | None = None) -> None:
     """Run the simulated fabric; print one JSON line when ready; stop on SIGINT/SIGTERM or --duration."""
     try:
         topo = load_topology(topology_file)
@@ -190,7 +194,7 @@ def sim(topology_file: Path, workload: str, duration: float | None, tick: float,
                             host_views=not no_host_views, counter32=counter32, qpn_reuse=qpn_reuse,
                             coll_log=not no_coll_log, dataplane=dataplane,  # type: ignore[arg-type]
                             scale=scale, icmp_limits=icmp_limits,  # type: ignore[arg-type]
-                            clock_skew=skews, gnmi_tls=tls)
+                            clock_skew=skews, gnmi_tls=tls, platform=platform)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
 from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
+from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM, check_platform
 from flowtracer.schemas.security import Credentials, TlsConfig
 from flowtracer.schemas.speeds import format_speed, parse_speed
 
@@ -53,6 +54,13 @@ class GnmiEndpoint(_Model):
     port: int = Field(57400, ge=1, le=65535)
     tls: TlsConfig = TlsConfig()
     credentials: Credentials = Credentials()
+    #: Which vendor profile (schemas/profiles/<platform>.yaml) the switch's gNMI paths follow.
+    platform: str = DEFAULT_PLATFORM
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, v: str) -> str:
+        return check_platform(v)
 
     @field_validator("address")
     @classmethod

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
+from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
 from flowtracer.schemas.security import Credentials, SecretError
 from flowtracer.schemas.topology import Topology, validate_topology
 from flowtracer.sim.fabric.engine import Engine
@@ -74,6 +75,9 @@ class RunnerOptions:
     #: certificate signed by it (mutual TLS). None = plaintext. Usernames/passwords come from the topology's
     #: ``credentials`` (env or file), as the collector's do.
     gnmi_tls: TlsFiles | None = None
+    #: Serve every switch under this vendor profile's paths (schemas/profiles/<platform>.yaml), except those whose
+    #: topology ``gnmi.platform`` names one; None = as the topology says (default openconfig).
+    platform: str | None = None
 
 
 class SimRunner:
@@ -246,9 +250,11 @@ class SimRunner:
         unknown = sorted(set(offsets) - set(states))
         if unknown:
             raise ValueError(f"clock skew for unknown switch(es) {', '.join(unknown)}")
+        platforms = self.platforms()
         if o.shared_port is not None:
             server = GnmiServer(states, o.gnmi_address, o.shared_port, credentials=creds, tls=o.gnmi_tls,
-                                cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets)
+                                cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets,
+                                platforms=platforms)
             port = server.start()
             self.servers.append(server)
             self.endpoints = {name: f"{o.gnmi_address}:{port}" for name in states}
@@ -258,10 +264,18 @@ class SimRunner:
             sw_creds = _credentials(sw.gnmi.credentials, f"switch {sw.name}") if sw.gnmi is not None else None
             server = GnmiServer({sw.name: states[sw.name]}, o.gnmi_address, port, default_target=sw.name,
                                 tls=o.gnmi_tls, credentials=sw_creds or creds,
-                                cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets)
+                                cancel_on_half_close=o.cancel_on_half_close, clock_offsets=offsets,
+                                platforms=platforms)
             bound = server.start()
             self.servers.append(server)
             self.endpoints[sw.name] = f"{o.gnmi_address}:{bound}"
+
+    def platforms(self) -> dict[str, str]:
+        """Switch -> the platform it serves: its topology ``gnmi.platform`` when set, else ``options.platform``
+        (else openconfig)."""
+        default = self.options.platform or DEFAULT_PLATFORM
+        return {sw.name: sw.gnmi.platform if sw.gnmi is not None and "platform" in sw.gnmi.model_fields_set
+                else default for sw in self.topology.switches}
 
     def _write_topology(self) -> Path | None:
         """The topology with the bound gNMI endpoints (not with a shared port: endpoints must differ)."""
@@ -271,6 +285,8 @@ class SimRunner:
         for s in data["switches"]:
             addr, _, port = self.endpoints[s["name"]].rpartition(":")
             s["gnmi"] = {**(s.get("gnmi") or {}), "address": addr, "port": int(port)}
+            if (platform := self.platforms()[s["name"]]) != DEFAULT_PLATFORM:  # collectors read it from here
+                s["gnmi"]["platform"] = platform
         topo = validate_topology(data, "effective topology")
         path = self.out_dir / "topology.yaml"
         path.write_text(topo.to_yaml(), encoding="utf-8")

@@ -24,6 +24,7 @@ from pygnmi.spec.v080.gnmi_pb2 import GetRequest, Path, SubscribeRequest, Subscr
 
 from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, Mode, Subscription, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.paths import parse_path
+from flowtracer.schemas.platform_profiles import CANONICAL, load_profile
 
 _PB_ENCODING = {Encoding.PROTO: PbEncoding.PROTO, Encoding.JSON_IETF: PbEncoding.JSON_IETF,
                 Encoding.JSON: PbEncoding.JSON}
@@ -33,11 +34,40 @@ _PB_MODE = {Mode.SAMPLE: SubscriptionMode.SAMPLE, Mode.ON_CHANGE: SubscriptionMo
 ENCODING_NAMES = {Encoding.PROTO: "PROTO", Encoding.JSON_IETF: "JSON_IETF", Encoding.JSON: "JSON"}
 
 
+#: The default subscription of OpenConfig's unified AFT counters subtree (openconfig-aft 3.x).
+AFT_COUNTERS = "aft-counters"
+
+
 def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
-    """The subscriptions a target gets (all, or the ones it names)."""
-    if not target.subscriptions:
-        return list(gnmi.all_subscriptions)
-    return [s for s in gnmi.all_subscriptions if s.name in target.subscriptions]
+    """The subscriptions a target gets (all, or the ones it names), on its platform's paths.
+
+    On a platform other than OpenConfig, a subscription named as one of flowtracer's groups (``interface-counters``,
+    ``oper-status``, ... : the defaults' names) becomes one subscription per path the profile has for the group,
+    with the same mode and intervals; none when the platform has nothing for it. Other subscriptions are kept as
+    written."""
+    subs = [s for s in gnmi.all_subscriptions if not target.subscriptions or s.name in target.subscriptions]
+    profile = load_profile(target.platform)
+    if profile.is_openconfig:
+        return subs
+    groups = {c.group for c in CANONICAL.values()} - {""}
+    out: list[Subscription] = []
+    for s in subs:
+        if s.name == AFT_COUNTERS:
+            continue  # OpenConfig's newer AFT counter tree; a profile maps next-hop counters under next-hop-counters
+        if s.name not in groups:
+            out.append(s)
+            continue
+        out += [s.model_copy(update={"path": p}) for p in profile.group_paths(s.name)]
+    return out
+
+
+def gnmi_for(target: Target, gnmi: Gnmi) -> Gnmi:
+    """The gNMI settings for ``target``: its platform's encoding when it is not OpenConfig (``gnmi.encoding``
+    then applies to OpenConfig targets only)."""
+    profile = load_profile(target.platform)
+    if profile.is_openconfig:
+        return gnmi
+    return gnmi.model_copy(update={"encoding": Encoding(profile.encoding)})
 
 
 def _path(s: Subscription, gnmi: Gnmi) -> Path:

@@ -25,6 +25,7 @@ from flowtracer.schemas.config_yaml import fmt_loc, format_validation_error, par
 from flowtracer.schemas.durations import Duration
 from flowtracer.schemas.durations import parse_duration as parse_duration  # re-exported: part of this module's API
 from flowtracer.schemas.kafka_security import KafkaSecurity
+from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM, check_platform, load_profile
 from flowtracer.schemas.security import Credentials as SharedCredentials
 from flowtracer.schemas.security import SecretError, TlsConfig
 from flowtracer.schemas.topics import COUNTERS, SWITCH_CONGESTION
@@ -167,6 +168,14 @@ class Target(_Model):
     mode: TargetMode = TargetMode.STREAM
     #: Seconds between two reads the collector drives (poll, once, get); unused for stream.
     interval: Duration = 1.0
+    #: The vendor profile (schemas/profiles/<platform>.yaml) that says where this switch keeps its counters.
+    platform: str = DEFAULT_PLATFORM
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, v: str) -> str:
+        load_profile(check_platform(v))  # a broken profile file fails here, naming file, line and key
+        return v
 
     @field_validator("counter_bits")
     @classmethod
@@ -210,6 +219,7 @@ class TargetOverride(_Model):
     subscriptions: tuple[str, ...] | None = None
     mode: TargetMode | None = None
     interval: Duration | None = None
+    platform: str | None = None
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -414,7 +424,7 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
                         else (cfg.credentials or d.credentials))
             port = sw.gnmi.port if "port" in sw.gnmi.model_fields_set else d.gnmi_port
             base[sw.name] = Target(
-                name=sw.name, address=sw.gnmi.address, port=port,
+                name=sw.name, address=sw.gnmi.address, port=port, platform=sw.gnmi.platform,
                 tls=Tls.model_validate(tls_src.model_dump()),
                 credentials=Credentials.model_validate(cred_src.model_dump()))
     for i, o in enumerate(cfg.targets):

@@ -42,6 +42,7 @@ from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.schemas import topics
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.schemas.platform_profiles import load_profile
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +74,10 @@ class CollectorService:
         self._own_sink = sink is None
         self.topic = k.topic
         self.congestion_topic = k.congestion_topic
-        decoder = Decoder()  # shared: the switches of a fabric repeat the same paths
-        self.sessions = [TargetSession(t, cfg.gnmi, collector_id=cfg.collector_id, emit=self._emit, decoder=decoder,
-                                     emit_congestion=self._emit_congestion)
+        # One decoder per platform, shared: the switches of a fabric repeat the same paths.
+        decoders = {p: Decoder(profile=load_profile(p)) for p in {t.platform for t in self.targets}}
+        self.sessions = [TargetSession(t, cfg.gnmi, collector_id=cfg.collector_id, emit=self._emit,
+                                       decoder=decoders[t.platform], emit_congestion=self._emit_congestion)
                          for t in self.targets]
         self._rates: collections.deque[tuple[float, int]] = collections.deque()
         self._stopping: asyncio.Event | None = None

@@ -47,6 +47,7 @@ from flowtracer.collectors.gnmi.channel import (
     ENCODING_NAMES,
     connection_for,
     get_request,
+    gnmi_for,
     subscribe_request,
     subscriptions_for,
 )
@@ -57,6 +58,7 @@ from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.collectors.once import OncePerCause
+from flowtracer.schemas.platform_profiles import load_profile
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +118,9 @@ class TargetSession:
                  emit: Callable[[Batch], None], decoder: Decoder | None = None,
                  emit_congestion: Callable[[EncodedBatch], None] | None = None) -> None:
         self.target = target
-        self.decoder = decoder or Decoder()
+        self.decoder = decoder or Decoder(profile=load_profile(target.platform))
         self.fast = FastDecoder(self.decoder)  # this switch's repeating notification layouts
-        self.gnmi = gnmi
+        self.gnmi = gnmi = gnmi_for(target, gnmi)
         self.emit = emit
         self.stats = SessionStats()
         # The interval a delta is expected to span (GAP beyond gap_factor x it): the target's own when the
@@ -257,8 +259,8 @@ class TargetSession:
         self._emit_congestion(self.congestion.start_session(self.stats.session))
         self.stats.state = State.SYNCING
         self.stats.last_rx = time.monotonic()
-        log.info("gNMI %s: subscribed (session %d, %d paths, %s, %s)", self.where, self.stats.session,
-                 len(self._subs), self.gnmi.encoding.value, self._mode_text())
+        log.info("gNMI %s: subscribed (session %d, %d paths, %s, %s, platform %s)", self.where, self.stats.session,
+                 len(self._subs), self.gnmi.encoding.value, self._mode_text(), self.target.platform)
         watchdog = asyncio.create_task(self._watchdog()) if self.liveness_s > 0 else None
         try:
             if call is not None:

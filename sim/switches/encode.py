@@ -28,9 +28,10 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
+from flowtracer.schemas.platform_profiles import to_platform
 from flowtracer.schemas.wire import varint
 from flowtracer.sim.switches.paths import Selector, entity_elems
-from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick
+from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick, identity_speed_bps
 
 JSON = gnmi_pb2.Encoding.JSON
 PROTO = gnmi_pb2.Encoding.PROTO
@@ -90,7 +91,19 @@ def _json_text(v: object) -> bytes:
 
 
 def value_codec(leaf: Leaf, encoding: int) -> ValueCodec:
-    """The codec for a leaf in one encoding (gNMI 2.3; RFC 7951 for JSON_IETF)."""
+    """The codec for a leaf in one encoding (gNMI 2.3; RFC 7951 for JSON_IETF); a platform leaf's value is
+    written in its format (``schemas/platform_profiles.py``) first."""
+    codec = _plain_codec(leaf, encoding)
+    if not leaf.format:
+        return codec
+    fmt, payload = leaf.format, codec.payload
+    if fmt in ("speed-short", "mbps"):  # rows hold the ETHERNET_SPEED identity
+        return ValueCodec(lambda v: payload(to_platform(fmt, identity_speed_bps(str(v)))), codec.tv_tag,
+                          codec.delimited)
+    return ValueCodec(lambda v: payload(to_platform(fmt, v)), codec.tv_tag, codec.delimited)
+
+
+def _plain_codec(leaf: Leaf, encoding: int) -> ValueCodec:
     t = leaf.type
     if encoding == PROTO:
         if t in (LeafType.UINT64, LeafType.UINT):
@@ -135,9 +148,10 @@ def path_message(elems: Iterable[tuple[str, dict[str, str]]], origin: str = "", 
             + (_text(b"\x22", target) if target else b""))  # Path.target = 4
 
 
-def prefix_field(target: str = "") -> bytes:
-    """``Notification.prefix`` with origin ``openconfig`` and the request's target (if it set one)."""
-    return length_delimited(_NOTIF_PREFIX, path_message((), origin="openconfig", target=target))
+def prefix_field(target: str = "", origin: str = "openconfig") -> bytes:
+    """``Notification.prefix`` with the origin (``openconfig`` unless a platform's paths have another, or none)
+    and the request's target (if it set one)."""
+    return length_delimited(_NOTIF_PREFIX, path_message((), origin=origin, target=target))
 
 
 def notification(timestamp_ns: int, prefix: bytes, parts: Iterable[bytes]) -> bytes:
@@ -283,14 +297,38 @@ class UpdateEncoder:
         cacheable = self._adopt(tick)
         if cacheable and (b := self._blocks.get(ck)) is not None:
             return b
-        codec = self._entries.get(ck)
-        if codec is None:
-            codec = self._entries[ck] = _EntryCodec([
-                (leaf.column, self._codec(leaf, encoding), self._path(sel.table, leaf, key)) for leaf in sel.leaves])
-        b = codec.encode(row)
+        if sel.table.json_entries and encoding in (JSON, JSON_IETF) and sel.leaves == sel.table.leaves:
+            b = self._json_entry(sel.table, key, row, encoding)
+        else:
+            codec = self._entries.get(ck)
+            if codec is None:
+                codec = self._entries[ck] = _EntryCodec([
+                    (leaf.column, self._codec(leaf, encoding), self._path(sel.table, leaf, key))
+                    for leaf in sel.leaves])
+            b = codec.encode(row)
         if cacheable:
             self._blocks[ck] = b
         return b
+
+    def _json_entry(self, table: Table, key: RowKey, row: Row, encoding: int) -> bytes:
+        """A whole entry as one update at its path, its leaves one JSON object of text values, as sonic-gnmi
+        sends a DB entry (``COUNTERS/Ethernet8`` -> ``{"SAI_PORT_STAT_IF_IN_OCTETS": "12", ...}``)."""
+        obj: dict[str, object] = {}
+        for leaf in table.leaves:
+            v = row[leaf.column]
+            if v is None:
+                continue
+            if leaf.format in ("speed-short", "mbps"):
+                v = to_platform(leaf.format, identity_speed_bps(str(v)))
+            elif leaf.format:
+                v = to_platform(leaf.format, v)
+            node = obj
+            for name in leaf.path[:-1]:
+                node = node.setdefault(name, {})  # type: ignore[assignment]
+            node[leaf.path[-1]] = str(v)
+        path = length_delimited(_UPDATE_PATH, path_message(entity_elems(table, key)))
+        tag = _TV_JSON if encoding == JSON else _TV_JSON_IETF
+        return ValueCodec(lambda v: v, tag, True).update(path, json.dumps(obj).encode())  # type: ignore[arg-type,return-value]
 
     def full(self, tick: Tick, selectors: Sequence[Selector], keys: Sequence[Sequence[RowKey]],
              encoding: int, prefix: bytes) -> list[bytes]:

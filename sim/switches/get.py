@@ -12,14 +12,16 @@ from __future__ import annotations
 from pygnmi.spec.v080 import gnmi_pb2
 
 from flowtracer.sim.switches.encode import UpdateEncoder, get_response, notification, prefix_field
-from flowtracer.sim.switches.paths import PathError, request_elems, resolve
+from flowtracer.sim.switches.paths import PathError, request_elems, request_origin, resolve
+from flowtracer.sim.switches.platform_tables import platform_view
 from flowtracer.sim.switches.schema import Tick
-from flowtracer.sim.switches.subscription import MAX_PATHS, GnmiError, check_encoding, matched_keys
+from flowtracer.sim.switches.subscription import MAX_PATHS, GnmiError, check_encoding, matched_keys, prefix_origin
 
 _TYPES = gnmi_pb2.GetRequest.DataType
 
 
-def get(request: gnmi_pb2.GetRequest, tick: Tick, encoder: UpdateEncoder, now_ns: int) -> bytes:
+def get(request: gnmi_pb2.GetRequest, tick: Tick, encoder: UpdateEncoder, now_ns: int,
+        platform: str = "openconfig") -> bytes:
     """Serialized GetResponse; raises GnmiError (INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED).
 
     Notifications are stamped with the tick's ``timestamp_ns``, or ``now_ns`` (ns since the Unix
@@ -34,11 +36,14 @@ def get(request: gnmi_pb2.GetRequest, tick: Tick, encoder: UpdateEncoder, now_ns
         raise GnmiError("INVALID_ARGUMENT", f"{len(paths)} paths in one GetRequest: at most {MAX_PATHS}")
     models = [m.name for m in request.use_models]
     ts = tick.timestamp_ns or now_ns
-    head = prefix_field(prefix.target if prefix is not None else "")
+    target = prefix.target if prefix is not None else ""
+    view = platform_view(platform)
     out = []
     for i, path in enumerate(paths):
+        origin = request_origin(prefix, path)
+        head = prefix_field(target, prefix_origin(platform, origin))
         try:
-            selection = resolve(request_elems(prefix, path), models)
+            selection = resolve(request_elems(prefix, path, view), models, platform, origin)
         except PathError as e:
             raise GnmiError("INVALID_ARGUMENT", f"path[{i}]: {e}") from None
         if not selection.selectors:

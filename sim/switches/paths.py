@@ -21,17 +21,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from flowtracer.sim.switches.schema import MODELS, TABLES, Leaf, RowKey, Table
+from flowtracer.sim.switches.platform_tables import OC_ORIGINS, PlatformView, platform_view
+from flowtracer.sim.switches.schema import Leaf, RowKey, Table
 
 #: Origins accepted for the OpenConfig tree: none, "openconfig", or a served module's name
 #: (pygnmi turns "openconfig-interfaces:interfaces/..." into origin "openconfig-interfaces").
-ORIGINS = frozenset({"", "openconfig", *(name for name, _, _ in MODELS)})
+ORIGINS = OC_ORIGINS
 
 MAX_ELEMS = 32
 MAX_MULTI_WILDCARDS = 4
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_.-]*"
 _NODE_NAME = re.compile(rf"^(?:{_IDENT}:)?{_IDENT}$")
+#: A name with wildcards in it (sonic-gnmi's ``COUNTERS/Ethernet*``): matches every name, as ``*`` does.
+_NAME_GLOB = re.compile(r"^[A-Za-z0-9_.-]*\*[A-Za-z0-9_.*-]*$")
 _KEY_NAME = re.compile(rf"^{_IDENT}$")
 
 
@@ -47,7 +50,12 @@ class ReqElem:
     keys: tuple[tuple[str, str], ...] = ()
 
 
-def request_elems(prefix: object | None, path: object) -> tuple[ReqElem, ...]:
+def request_origin(prefix: object | None, path: object) -> str:
+    """The origin of ``prefix`` + ``path`` (either may carry it; :func:`request_elems` checks they agree)."""
+    return getattr(path, "origin", "") or (getattr(prefix, "origin", "") if prefix is not None else "")
+
+
+def request_elems(prefix: object | None, path: object, view: PlatformView | None = None) -> tuple[ReqElem, ...]:
     """Validate ``prefix`` + ``path`` (``gnmi_pb2.Path`` messages) and return the joined elements.
 
     Raises :class:`PathError` for: the deprecated string ``element`` field, ``target`` outside
@@ -61,8 +69,10 @@ def request_elems(prefix: object | None, path: object) -> tuple[ReqElem, ...]:
     if len(origins) > 1:
         raise PathError(f"prefix origin and path origin differ: {sorted(origins)}")
     origin = origins.pop() if origins else ""
-    if origin not in ORIGINS:
-        raise PathError(f"unsupported origin {origin!r}: this target serves the 'openconfig' origin")
+    origins = view.origins if view is not None else ORIGINS
+    if origin not in origins:
+        served = ", ".join(repr(o) for o in sorted(origins - (OC_ORIGINS - {"openconfig"})) if o) or "'openconfig'"
+        raise PathError(f"unsupported origin {origin!r}: this target serves {served}")
     if path.target:  # type: ignore[attr-defined]
         raise PathError(f"path: 'target' ({path.target!r}) is only allowed in the prefix")  # type: ignore[attr-defined]
     out: list[ReqElem] = []
@@ -72,7 +82,7 @@ def request_elems(prefix: object | None, path: object) -> tuple[ReqElem, ...]:
             raise PathError(f"{where}: the deprecated string 'element' field is not supported, use 'elem'")
         for i, e in enumerate(p.elem):  # type: ignore[attr-defined]
             name = e.name
-            if name not in ("*", "...") and not _NODE_NAME.match(name):
+            if name not in ("*", "...") and not _NODE_NAME.match(name) and not _NAME_GLOB.match(name):
                 raise PathError(f"{where} element {i}: {name!r} is not a valid node name")
             if name == "..." and e.key:
                 raise PathError(f"{where} element {i}: '...' cannot carry keys")
@@ -83,6 +93,8 @@ def request_elems(prefix: object | None, path: object) -> tuple[ReqElem, ...]:
                 if out and out[-1].name == "...":
                     continue  # '.../...' is '...'
                 multi += 1
+            if "*" in name and name not in ("*", "..."):
+                name = "*"  # a glob names every entry here: what is served is what the switch has
             out.append(ReqElem(name.rsplit(":", 1)[-1], tuple(sorted(e.key.items()))))
     # The served tree is at most 10 levels deep: no matchable path has more than 21 elements after
     # collapsing, and more than 4 '...' is contrived; each '...' multiplies the backtracking.
@@ -130,12 +142,10 @@ class Selection:
 _Tmpl = tuple[tuple[str, str | None, str | None], ...]  # (name, key, fixed value) per element
 
 
+@lru_cache(maxsize=256)
 def _templates(table: Table) -> list[tuple[Leaf, _Tmpl]]:
     head = tuple((e.name, e.key, e.fixed) for e in table.entity)
     return [(leaf, head + tuple((n, None, None) for n in leaf.path)) for leaf in table.leaves]
-
-
-_TEMPLATES = {t.name: _templates(t) for t in TABLES}
 
 
 def _canonical(table: Table, key: str, value: str) -> str | None:
@@ -158,9 +168,21 @@ def _match(req: Sequence[ReqElem], tmpl: _Tmpl, table: Table, i: int, j: int,
     if j == len(tmpl):
         return
     name, key, fixed = tmpl[j]
+    added = None
+    if not name:  # the element's name is the key's value (SONiC's COUNTERS/Ethernet0)
+        if r.keys:
+            return
+        if r.name != "*":
+            canon = _canonical(table, key or "", r.name)
+            if canon is None:
+                return
+            binds[key or ""] = added = canon
+        _match(req, tmpl, table, i + 1, j + 1, binds, out)
+        if added is not None:
+            del binds[key or ""]
+        return
     if r.name != "*" and r.name != name:
         return
-    added = None
     if r.keys:
         if key is None or len(r.keys) != 1 or r.keys[0][0] != key:
             return
@@ -179,20 +201,25 @@ def _match(req: Sequence[ReqElem], tmpl: _Tmpl, table: Table, i: int, j: int,
         del binds[key]  # type: ignore[arg-type]
 
 
-def resolve(elems: Sequence[ReqElem], use_models: Iterable[str] = ()) -> Selection:
+def resolve(elems: Sequence[ReqElem], use_models: Iterable[str] = (), platform: str = "openconfig",
+            origin: str = "") -> Selection:
     """Every (table, key binding) the path selects, with the leaves it selects there.
 
-    ``use_models`` (module names) keeps only leaves defined by those modules (gNMI spec 2.6).
+    ``use_models`` (module names) keeps only leaves defined by those modules (gNMI spec 2.6);
+    ``platform`` picks the served tables (``platform_tables.py``), ``origin`` those of that origin.
     Results are cached: a collector sends the same few paths to every switch.
     """
-    return _resolve(tuple(elems), frozenset(use_models))
+    return _resolve(tuple(elems), frozenset(use_models), platform, origin)
 
 
 @lru_cache(maxsize=4096)
-def _resolve(elems: tuple[ReqElem, ...], models: frozenset[str]) -> Selection:
+def _resolve(elems: tuple[ReqElem, ...], models: frozenset[str], platform: str, origin: str) -> Selection:
     found: dict[tuple[str, tuple[str | None, ...]], tuple[Table, list[Leaf]]] = {}
-    for table in TABLES:
-        for leaf, tmpl in _TEMPLATES[table.name]:
+    view = platform_view(platform)
+    for table in view.tables:
+        if not view.origin_ok(table, origin):
+            continue
+        for leaf, tmpl in _templates(table):
             if models and not models.intersection(leaf.models):
                 continue
             matches: list[dict[str, str]] = []
@@ -224,6 +251,8 @@ def entity_elems(table: Table, key: RowKey) -> list[tuple[str, dict[str, str]]]:
     for e in table.entity:
         if e.key is None:
             out.append((e.name, {}))
+        elif not e.name:
+            out.append((next(values), {}))
         else:
             out.append((e.name, {e.key: e.fixed if e.fixed is not None else next(values)}))
     return out

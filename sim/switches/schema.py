@@ -74,13 +74,16 @@ class Leaf:
     sampled: bool = False
     #: Module that defines the identities of an identityref (JSON_IETF qualifies the value with it).
     identity_module: str = ""
+    #: A platform's value format (schemas/platform_profiles.py FORMATS): the row's value is converted on encoding.
+    format: str = ""
 
 
 @dataclass(frozen=True)
 class EntityElem:
     """One element of a table's entity path: a container, or a list with one key.
 
-    ``fixed`` pins the key to one value (there is only the ``default`` network instance).
+    ``fixed`` pins the key to one value (there is only the ``default`` network instance). An empty ``name`` is an
+    element whose name is the value of ``key`` (SONiC's ``COUNTERS/Ethernet0``).
     """
 
     name: str
@@ -99,6 +102,10 @@ class Table:
     leaves: tuple[Leaf, ...]
     #: Key names whose values are unsigned integers (canonicalised as such when matching).
     uint_keys: frozenset[str] = frozenset()
+    #: gNMI origin of the table's paths ("" = OpenConfig: none, ``openconfig`` or a module name).
+    origin: str = ""
+    #: A whole entry goes out as one JSON object at its path (JSON encodings; sonic-gnmi's DB entries).
+    json_entries: bool = False
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -277,6 +284,11 @@ _SPEEDS = {
     50 * 10**9: "SPEED_50GB", 100 * 10**9: "SPEED_100GB", 200 * 10**9: "SPEED_200GB",
     400 * 10**9: "SPEED_400GB", 600 * 10**9: "SPEED_600GB", 800 * 10**9: "SPEED_800GB",
 }
+
+
+def identity_speed_bps(identity: str) -> int:
+    """bit/s of an ETHERNET_SPEED identity (0 for SPEED_UNKNOWN)."""
+    return next((bps for bps, name in _SPEEDS.items() if name == identity), 0)
 
 
 def port_speed_identity(speed_bps: int) -> str:

@@ -37,9 +37,11 @@ import grpc
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
+from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
 from flowtracer.sim.switches import get as gnmi_get
 from flowtracer.sim.switches.encode import ENCODINGS, SYNC_RESPONSE
 from flowtracer.sim.switches.feed import Feed, LoopThread, Stream
+from flowtracer.sim.switches.platform_tables import platform_view
 from flowtracer.sim.switches.schema import MODELS
 from flowtracer.sim.switches.state import SwitchState
 from flowtracer.sim.switches.subscription import ONCE, POLL, STREAM, GnmiError, Subscription, plan_subscription
@@ -93,7 +95,7 @@ class GnmiServer:
                  default_target: str | None = None, tls: TlsFiles | None = None,
                  credentials: tuple[str, str] | None = None, cancel_on_half_close: bool = False,
                  max_workers: int | None = None, clock_offsets: Mapping[str, int] | None = None,
-                 serve_get: bool = True) -> None:
+                 serve_get: bool = True, platforms: Mapping[str, str] | None = None) -> None:
         if not states:
             raise ValueError("GnmiServer needs at least one switch state")
         if default_target is not None and default_target not in states:
@@ -107,6 +109,8 @@ class GnmiServer:
         self.max_workers = max_workers
         self.clock_offsets = dict(clock_offsets or {})
         self.serve_get = serve_get
+        #: Switch name -> the platform whose paths it serves (schemas/profiles); the rest serve OpenConfig.
+        self.platforms = {name: platform_view(p).platform for name, p in (platforms or {}).items()}
         self._credentials = (credentials[0].encode(), credentials[1].encode()) if credentials else None
         self._loop: LoopThread | None = None
         self._server: grpc.aio.Server | None = None
@@ -229,6 +233,12 @@ class GnmiServer:
         if not ok:
             raise GnmiError("UNAUTHENTICATED", "missing or wrong username/password metadata")
 
+    def _platform_of(self, target: str) -> str:
+        """The platform of the switch a request names (as ``_feed_for`` picks it; OpenConfig when none)."""
+        if target not in self.states:
+            target = next(iter(self.states)) if len(self.states) == 1 else (self.default_target or "")
+        return self.platforms.get(target, DEFAULT_PLATFORM)
+
     def _feed_for(self, target: str) -> Feed:
         """The switch a request is for: by ``prefix.target``, else ``default_target`` or the only one."""
         if target in self._feeds:
@@ -260,7 +270,8 @@ class GnmiServer:
         if not self.serve_get:
             raise GnmiError("UNIMPLEMENTED", "this target does not serve Get: use Subscribe")
         feed = self._feed_for(request.prefix.target)
-        return gnmi_get.get(request, feed.tick(), feed.encoder, time.time_ns() + feed.clock_offset_ns)
+        return gnmi_get.get(request, feed.tick(), feed.encoder, time.time_ns() + feed.clock_offset_ns,
+                            self._platform_of(feed.state.name))
 
     async def _set_rpc(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         _parse(gnmi_pb2.SetRequest, raw, "SetRequest")
@@ -275,7 +286,7 @@ class GnmiServer:
         if not first.HasField("subscribe"):
             what = first.WhichOneof("request") or "nothing"
             raise GnmiError("INVALID_ARGUMENT", f"the first SubscribeRequest must carry a SubscriptionList, not {what}")
-        plan = plan_subscription(first.subscribe)
+        plan = plan_subscription(first.subscribe, self._platform_of(first.subscribe.prefix.target))
         feed = self._feed_for(plan.target)
         stream = Stream()
         sub = Subscription(plan, feed.encoder, feed.state.boot_epoch)

@@ -36,8 +36,9 @@ from flowtracer.sim.switches.encode import (
     prefix_field,
     subscribe_response,
 )
-from flowtracer.sim.switches.paths import PathError, Selection, Selector, request_elems, resolve
-from flowtracer.sim.switches.schema import IF_LAST_CHANGE, IF_OPER_STATUS, INTERFACES, Row, RowKey, Tick
+from flowtracer.sim.switches.paths import PathError, Selection, Selector, request_elems, request_origin, resolve
+from flowtracer.sim.switches.platform_tables import platform_view
+from flowtracer.sim.switches.schema import IF_LAST_CHANGE, IF_OPER_STATUS, INTERFACES, TABLES, Row, RowKey, Tick
 
 STREAM = gnmi_pb2.SubscriptionList.STREAM
 ONCE = gnmi_pb2.SubscriptionList.ONCE
@@ -81,6 +82,8 @@ class Trigger:
     interval_ns: int = 0  # SAMPLE interval; 0 = every tick
     heartbeat_ns: int = 0
     suppress_redundant: bool = False
+    #: Origin of the notifications' prefix: "openconfig", or the request's on another platform.
+    origin: str = "openconfig"
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,9 @@ def _interval(value: int, what: str) -> int:
     return value
 
 
-def plan_subscription(sl: gnmi_pb2.SubscriptionList) -> SubscribePlan:
-    """Validate a SubscriptionList; GnmiError(INVALID_ARGUMENT / UNIMPLEMENTED) names what is wrong."""
+def plan_subscription(sl: gnmi_pb2.SubscriptionList, platform: str = "openconfig") -> SubscribePlan:
+    """Validate a SubscriptionList for a switch serving ``platform``'s paths; GnmiError(INVALID_ARGUMENT /
+    UNIMPLEMENTED) names what is wrong."""
     if sl.mode not in (STREAM, ONCE, POLL):
         raise GnmiError("INVALID_ARGUMENT", f"SubscriptionList.mode {sl.mode} is not STREAM, ONCE or POLL")
     if not sl.subscription:
@@ -115,13 +119,16 @@ def plan_subscription(sl: gnmi_pb2.SubscriptionList) -> SubscribePlan:
     prefix = sl.prefix if sl.HasField("prefix") else None
     models = [m.name for m in sl.use_models]
     triggers: list[Trigger] = []
+    view = platform_view(platform)
     for i, sub in enumerate(sl.subscription):
+        origin = request_origin(prefix, sub.path)
         try:
-            selection = resolve(request_elems(prefix, sub.path), models)
+            selection = resolve(request_elems(prefix, sub.path, view), models, platform, origin)
         except PathError as e:
             raise GnmiError("INVALID_ARGUMENT", f"subscription[{i}]: {e}") from None
+        o = prefix_origin(platform, origin)
         if sl.mode != STREAM:  # modes and intervals only mean something for STREAM (gNMI 3.5.1.3)
-            triggers.append(Trigger(selection.text, selection.selectors))
+            triggers.append(Trigger(selection.text, selection.selectors, origin=o))
             continue
         if sub.mode not in (TARGET_DEFINED, ON_CHANGE, SAMPLE):
             raise GnmiError("INVALID_ARGUMENT", f"subscription[{i}] ({selection.text}): mode {sub.mode} is not "
@@ -130,18 +137,24 @@ def plan_subscription(sl: gnmi_pb2.SubscriptionList) -> SubscribePlan:
         heartbeat = _interval(sub.heartbeat_interval, f"subscription[{i}] ({selection.text}): heartbeat_interval")
         if sub.mode == SAMPLE:
             triggers.append(Trigger(selection.text, selection.selectors, False, interval, heartbeat,
-                                    sub.suppress_redundant))
+                                    sub.suppress_redundant, origin=o))
         elif sub.mode == ON_CHANGE:
-            triggers.append(Trigger(selection.text, selection.selectors, True, heartbeat_ns=heartbeat))
+            triggers.append(Trigger(selection.text, selection.selectors, True, heartbeat_ns=heartbeat, origin=o))
         else:
             sampled, changing = _split(selection)
             if sampled:
                 triggers.append(Trigger(selection.text, sampled, False, interval or TARGET_DEFINED_SAMPLE_NS,
-                                        heartbeat, sub.suppress_redundant))
+                                        heartbeat, sub.suppress_redundant, origin=o))
             if changing or not sampled:
-                triggers.append(Trigger(selection.text, changing, True, heartbeat_ns=heartbeat))
+                triggers.append(Trigger(selection.text, changing, True, heartbeat_ns=heartbeat, origin=o))
     return SubscribePlan(sl.mode, sl.encoding, prefix.target if prefix is not None else "", sl.updates_only,
                          tuple(triggers))
+
+
+def prefix_origin(platform: str, origin: str) -> str:
+    """The origin a response's prefix carries: ``openconfig`` on an OpenConfig switch (as before platforms),
+    else the request's own (SR Linux answers native paths without one)."""
+    return "openconfig" if platform_view(platform).tables is TABLES else origin
 
 
 def _split(selection: Selection) -> tuple[tuple[Selector, ...], tuple[Selector, ...]]:
@@ -199,6 +212,7 @@ class Subscription:
         self.encoder = encoder
         self.boot_epoch = boot_epoch
         self.prefix = prefix_field(plan.target)
+        self._prefixes = {t.origin: prefix_field(plan.target, t.origin) for t in plan.triggers}
         self._states = [
             _TriggerState(t.on_change or t.suppress_redundant, [_projector(s) for s in t.selectors],
                           present=[set() for _ in t.selectors])
@@ -226,7 +240,8 @@ class Subscription:
                 parts.append(self.encoder.delete(sel.table, k))
                 st.values.pop((j, k), None)
             st.present[j] = now
-        return [subscribe_response(notification(ts, self.prefix, run)) for run in chunk(parts)] if parts else []
+        pfx = self._prefixes[t.origin]
+        return [subscribe_response(notification(ts, pfx, run)) for run in chunk(parts)] if parts else []
 
     def _record(self, t: Trigger, st: _TriggerState, tick: Tick, keys: list[list[RowKey]]) -> None:
         if st.track:
@@ -238,7 +253,7 @@ class Subscription:
     def _full(self, t: Trigger, st: _TriggerState, tick: Tick) -> list[bytes]:
         keys = self._keys(t, tick)
         out = self._deletes(t, st, keys, tick.timestamp_ns)
-        out += self.encoder.full(tick, t.selectors, keys, self.plan.encoding, self.prefix)
+        out += self.encoder.full(tick, t.selectors, keys, self.plan.encoding, self._prefixes[t.origin])
         self._record(t, st, tick, keys)
         st.last_full = tick.timestamp_ns
         return out
@@ -260,7 +275,8 @@ class Subscription:
                         parts.append(self.encoder.leaf_update(sel.table, leaf, k, new[n], enc))
                 st.values[(j, k)] = new
         if parts:
-            out += [subscribe_response(notification(tick.timestamp_ns, self.prefix, run)) for run in chunk(parts)]
+            pfx = self._prefixes[t.origin]
+            out += [subscribe_response(notification(tick.timestamp_ns, pfx, run)) for run in chunk(parts)]
         return out
 
     def _check_epoch(self, tick: Tick) -> None:
@@ -348,6 +364,7 @@ class Subscription:
         self._check_epoch(tick)
         out: list[bytes] = []
         for t in self.plan.triggers:
-            out += self.encoder.full(tick, t.selectors, self._keys(t, tick), self.plan.encoding, self.prefix)
+            out += self.encoder.full(tick, t.selectors, self._keys(t, tick), self.plan.encoding,
+                                     self._prefixes[t.origin])
         return out
 

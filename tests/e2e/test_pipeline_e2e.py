@@ -4,6 +4,10 @@ One run (module fixture) of the FlowTracer-like 16-host fabric with NCCL ring al
 whose default QP numbering hashes two rings onto one uplink of two leaves (a known collision); every
 stage is a real `flowtracer` subprocess, the broker is Tansu and the store VictoriaMetrics. The
 assertions compare what the processor wrote with what the simulator says really happened.
+
+The fabric mixes vendors (``PLATFORMS``): each leaf serves its counters under another platform's gNMI paths
+(SR Linux native, SONiC COUNTERS_DB, EOS Smash + OpenConfig, NX-OS device model), the spines OpenConfig; the
+collector reads each through its profile, so the link loads below are exact on every platform at once.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 from kafka import KafkaConsumer, KafkaProducer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.schemas import topics
+from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
@@ -29,6 +35,17 @@ S = 1_000_000_000
 RUN_S = 60
 WARMUP_HOPS = 6  # agents and collectors starting, baseline samples, the first (grace-released) windows
 ROLLING = 10
+#: Switch -> vendor profile (schemas/profiles) it serves; the rest OpenConfig.
+PLATFORMS = {"leaf01": "nokia_srl", "leaf02": "sonic", "leaf03": "arista_eos", "leaf04": "cisco_nxos"}
+
+
+def _mixed_platforms(topo: Topology) -> str:
+    """The topology's YAML with ``gnmi.platform`` set per PLATFORMS (the sim serves, the collector reads, it)."""
+    data = yaml.safe_load(topo.to_yaml())
+    for sw in data["switches"]:
+        if sw["name"] in PLATFORMS:
+            sw["gnmi"]["platform"] = PLATFORMS[sw["name"]]
+    return yaml.safe_dump(data, sort_keys=False)
 
 
 @dataclass
@@ -69,7 +86,7 @@ def _consume(bootstrap: str) -> Outputs:
 def run(tmp_path_factory: pytest.TempPathFactory, victoria: Any) -> Run:
     tmp = tmp_path_factory.mktemp("e2e")
     topo = tmp / "fabric16.yaml"
-    topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16")).to_yaml())
+    topo.write_text(_mixed_platforms(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))))
     options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash", "infer"), influx_url=victoria.url)
     pipeline = LocalPipeline(options, tmp / "run")
     pipeline.env["INFLUX_TOKEN"] = "e2e-not-a-secret"

@@ -36,6 +36,7 @@ from typing import Any
 
 from pygnmi.spec.v080.gnmi_pb2 import Notification, Path, TypedValue
 
+from flowtracer.collectors.gnmi.counters.profile_map import Elems, PathMapper
 from flowtracer.schemas.openconfig import (
     INTERFACE_COUNTERS,
     NEXT_HOP_COUNTERS,
@@ -43,6 +44,7 @@ from flowtracer.schemas.openconfig import (
     QUEUE_COUNTERS,
     QUEUE_WATERMARK,
 )
+from flowtracer.schemas.platform_profiles import Profile, from_platform
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
 
 # Interface state fields (Samples.if_state): values are ints (OperStatus, ns, bit/s).
@@ -380,6 +382,8 @@ def _keys_text(keys: dict[str, str]) -> str:
 # | (RES_PFC_COUNTER, interface, priority, counter index)
 RES_IGNORE, RES_IF_COUNTER, RES_NH_COUNTER, RES_LEAF, RES_CONTAINER, RES_ERROR = range(6)
 RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER = range(6, 9)
+#: (RES_PCONTAINER, origin, platform elements): above a profile's leaves (a JSON object there is unpacked).
+RES_PCONTAINER = 9
 #: The codes whose value is one uint64 counter (read by the fast paths).
 COUNTER_CODES = frozenset({RES_IF_COUNTER, RES_NH_COUNTER, RES_QUEUE_COUNTER, RES_QUEUE_WATERMARK, RES_PFC_COUNTER})
 _QUEUE_STATE = ("qos", "interfaces", "interface", "output", "queues", "queue", "state")
@@ -395,20 +399,44 @@ class Decoder:
     path) pairs kept; the cache is emptied when it is full. Not thread-safe (one event loop).
     """
 
-    def __init__(self, max_cache: int = 200_000) -> None:
+    def __init__(self, max_cache: int = 200_000, profile: Profile | None = None) -> None:
         self.max_cache = max_cache
+        #: Platform paths -> canonical leaves (None: OpenConfig, read as it comes).
+        self.mapper = PathMapper(profile) if profile is not None and not profile.is_openconfig else None
         self._cache: dict[bytes, dict[bytes, _Resolved]] = {}
         self._size = 0
 
     def _resolve(self, prefix: Path | None, path: Path) -> _Resolved:
-        if (path.origin or (prefix.origin if prefix is not None else "")) not in _OC_ORIGINS:
+        origin = path.origin or (prefix.origin if prefix is not None else "")
+        if self.mapper is not None:
+            return self._resolve_platform(origin, prefix, path)
+        if origin not in _OC_ORIGINS:
             return (RES_IGNORE,)
         names: list[str] = []
         keys: dict[str, str] = {}
         if prefix is not None:
             _walk(prefix, names, keys)
         _walk(path, names, keys)
-        t = tuple(names)
+        return self._resolve_names(tuple(names), keys)
+
+    def _resolve_platform(self, origin: str, prefix: Path | None, path: Path) -> _Resolved:
+        """A platform path through the profile: its canonical leaf, resolved as OpenConfig's would be."""
+        assert self.mapper is not None
+        if origin not in self.mapper.origins and not (origin in _OC_ORIGINS and "" in self.mapper.origins):
+            return (RES_IGNORE,)
+        elems = platform_elems(prefix, path)
+        m = self.mapper.translate(origin, elems)
+        if m is None:
+            return (RES_PCONTAINER, origin, elems) if (not elems or self.mapper.is_container(origin, elems)) \
+                else (RES_IGNORE,)
+        names, keys, fmt = m
+        r = self._resolve_names(names, keys)
+        if fmt and r[0] == RES_LEAF:  # a state leaf written another way: convert, then the canonical handler
+            return (RES_LEAF, _converting(r[1], fmt), r[2], r[3])
+        return r
+
+    def _resolve_names(self, t: tuple[str, ...], keys: dict[str, str]) -> _Resolved:
+        """What the canonical (OpenConfig) leaf or container ``t`` with ``keys`` is."""
         h = LEAVES.get(t)
         if h is None:
             return (RES_CONTAINER, t, keys) if (t in _PREFIXES or not t) else (RES_IGNORE,)
@@ -499,7 +527,9 @@ class Decoder:
                         r[1](s, r[2], val)
                     except DecodeError as e:
                         s.errors.append(f"/{'/'.join(r[3])}{_keys_text(r[2])}: {e}")
-                elif isinstance(val, dict):
+                elif code == RES_PCONTAINER and isinstance(val, dict):
+                    self._flatten_platform(s, r[1], list(r[2]), val)
+                elif code == RES_CONTAINER and isinstance(val, dict):
                     _flatten(s, r[1], r[2], val)
                 else:
                     s.ignored += 1
@@ -507,13 +537,49 @@ class Decoder:
             self._delete(s, prefix, p)
         return s
 
-    @staticmethod
-    def _delete(s: Samples, prefix: Path | None, p: Path) -> None:
+    def _flatten_platform(self, s: Samples, origin: str, elems: list[tuple[str, dict[str, str]]],
+                          obj: dict[str, Any]) -> None:
+        """Emit the leaves of a JSON object on a platform path (e.g. a SONiC port's COUNTERS blob)."""
+        assert self.mapper is not None
+        for raw_k, v in obj.items():
+            k = raw_k.rsplit(":", 1)[-1]
+            sub = [*elems, (k, {})]
+            if isinstance(v, dict):
+                if self.mapper.is_container(origin, sub):
+                    self._flatten_platform(s, origin, sub, v)
+                else:
+                    s.ignored += 1
+            elif isinstance(v, list) and k in self.mapper.list_keys:
+                kname = self.mapper.list_keys[k]
+                for item in v:
+                    if isinstance(item, dict) and kname in item:
+                        self._flatten_platform(s, origin, [*elems, (k, {kname: str(item[kname])})], item)
+                    else:
+                        s.errors.append(f"{_elems_text(sub)}: list entry without key {kname!r}")
+            else:
+                m = self.mapper.translate(origin, sub)
+                if m is None:
+                    s.ignored += 1
+                    continue
+                names, keys, fmt = m
+                try:
+                    _leaf(s, names, keys, from_platform(fmt, v) if fmt else v)
+                except ValueError as e:
+                    s.errors.append(f"{_elems_text(sub)}: {e}")
+
+    def _delete(self, s: Samples, prefix: Path | None, p: Path) -> None:
         names: list[str] = []
         keys: dict[str, str] = {}
-        if prefix is not None:
-            _walk(prefix, names, keys)
-        _walk(p, names, keys)
+        if self.mapper is not None:  # a platform's entry: its canonical entry (SR Linux /interface[name=e1])
+            entity = self.mapper.entity(p.origin or (prefix.origin if prefix is not None else ""),
+                                        platform_elems(prefix, p))
+            if entity is None:
+                return
+            names, keys = list(entity[0]), entity[1]
+        else:
+            if prefix is not None:
+                _walk(prefix, names, keys)
+            _walk(p, names, keys)
         what = _DELETES.get(tuple(names))
         if what is None:
             return  # a leaf went away: the next sample says what it is now
@@ -525,6 +591,30 @@ class Decoder:
             s.errors.append(f"delete /{'/'.join(names)}: {e}")
             return
         s.deletes.append((kind, *ident))
+
+
+def platform_elems(prefix: Path | None, path: Path) -> Elems:
+    """``prefix + path`` as (element name, keys) pairs, YANG module prefixes stripped."""
+    out = []
+    for p in (prefix, path):
+        if p is not None:
+            out += [(e.name.rsplit(":", 1)[-1], dict(e.key)) for e in p.elem]
+    return tuple(out)
+
+
+def _elems_text(elems: Elems) -> str:
+    return "/" + "/".join(n + "".join(f"[{k}={v}]" for k, v in keys.items()) for n, keys in elems)
+
+
+def _converting(h: Handler, fmt: str) -> Handler:
+    """``h`` after converting the value from the platform's format (``schemas/platform_profiles.py``)."""
+    def conv(s: Samples, keys: dict[str, str], v: Any) -> None:
+        try:
+            v = from_platform(fmt, v)
+        except ValueError as e:
+            raise DecodeError(str(e)) from None
+        h(s, keys, v)
+    return conv
 
 
 def format_key(prefix: Path | None, path: Path) -> str:

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gnmi_switches import Ticker
+from waiting import wait_for
 
-from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription
+from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription, Target
 from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, STATUS_NAMES
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, OperStatus
@@ -54,6 +55,21 @@ def run_session(session: TargetSession, lt: LoopThread) -> Any:
 def stop_session(session: TargetSession, fut: Any, lt: LoopThread, timeout: float = 10) -> None:
     lt.call(session.stop)
     fut.result(timeout)
+
+
+def collect_batches(target: Target, gnmi: Gnmi, n: int, timeout: float = 10) -> tuple[list[CounterBatch],
+                                                                                      TargetSession]:
+    """Run one session until it emitted ``n`` CounterBatches, stop it; the batches and the session (its stats)."""
+    batches: list[CounterBatch] = []
+    lt = LoopThread()
+    s = TargetSession(target, gnmi, collector_id="t", emit=batches.append)
+    fut = run_session(s, lt)
+    try:
+        wait_for(lambda: len(batches) >= n, timeout, f"{n} batches from {target.name}")
+    finally:
+        stop_session(s, fut, lt)
+        lt.close()
+    return batches, s
 
 
 def compact(b: CounterBatch, t0: int = 0) -> dict[str, Any]:

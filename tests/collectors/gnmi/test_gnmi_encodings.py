@@ -6,26 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gnmi_session_util import LoopThread, check_against_truth, fast_gnmi, run_session, stop_session
+from gnmi_session_util import check_against_truth, collect_batches, fast_gnmi
 from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
-from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Encoding, Target, Tls
-from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
 
 
 def _collect(target: Target, encoding: Encoding, ticker: Ticker, n: int = 6) -> list[CounterBatch]:
-    batches: list[CounterBatch] = []
-    lt = LoopThread()
-    s = TargetSession(target, fast_gnmi(0.1, encoding=encoding, batch_grace=0.3), collector_id="t", emit=batches.append)
-    fut = run_session(s, lt)
-    try:
-        wait_for(lambda: len(batches) >= n, 10, f"{n} batches")
-    finally:
-        stop_session(s, fut, lt)
-        lt.close()
+    batches, s = collect_batches(target, fast_gnmi(0.1, encoding=encoding, batch_grace=0.3), n)
     assert s.stats.decode_errors == 0
     return batches
 
