@@ -34,7 +34,8 @@ def emitted_lines(e: Emitted) -> list[str]:
     """Line protocol of every output in a finalization (see stream/sinks/line_protocol.py)."""
     from flowtracer.stream.sinks.line_protocol import to_lines
 
-    return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions, *e.link_congestion, *e.nic_congestion])
+    return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions, *e.link_congestion, *e.nic_congestion,
+                     *e.congestion_causes])
 
 
 def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:

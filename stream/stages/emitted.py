@@ -18,6 +18,7 @@ class Emitted:
     collisions: list[analytics_pb2.Collision] = field(default_factory=list)
     link_congestion: list[analytics_pb2.LinkCongestion] = field(default_factory=list)
     nic_congestion: list[analytics_pb2.NicCongestionSample] = field(default_factory=list)
+    congestion_causes: list[analytics_pb2.CongestionCause] = field(default_factory=list)
     #: (destination partition, batch) of the internal attributions topic
     attributions: list[tuple[int, internal_pb2.AttributionBatch]] = field(default_factory=list)
     group_fims: list[internal_pb2.GroupFimBatch] = field(default_factory=list)

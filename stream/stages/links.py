@@ -4,7 +4,7 @@ Input: CounterBatches (and, when the collectors publish them, CongestionBatches)
 the AttributionBatches every flows partition sent here. A window is complete when every flows partition's batch
 arrived and the switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
 Collisions, LinkCongestion of the switches that sent congestion counters, and one GroupFimBatch for the
-fabric-wide aggregation.
+fabric-wide aggregation (with the evidence of each congested link, for the fabric-wide congestion causes).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, inter
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from flowtracer.stream.analytics.congestion import link_congestion
+from flowtracer.stream.analytics.congestion_cause import congested, congested_link
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
@@ -55,18 +56,24 @@ class LinksStage:
             for m in g.members:
                 self.link_groups[m.id].append(g.id)
         self.resolver = resolver
+        #: (window end ns, link id -> measured utilization) of the last finalized window: a degraded link's
+        #: plateau spans two windows.
+        self.last_utilization: tuple[int, dict[str, float]] = (0, {})
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
 
     def state(self) -> dict[str, Any]:
         """What a new owner of the partition needs (JSON-able): the last published window and the history."""
-        return {"released_up_to": self.tracker.released_up_to, "history": self.history.state()}
+        return {"released_up_to": self.tracker.released_up_to, "history": self.history.state(),
+                "last_utilization": [self.last_utilization[0], self.last_utilization[1]]}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Continue after the windows a previous owner published: replayed records of those are late."""
         self.tracker.released_up_to = int(state["released_up_to"])
         self.history.restore(state["history"])
+        end, util = state.get("last_utilization", (0, {}))  # absent in a state saved before it existed
+        self.last_utilization = (int(end), {k: float(v) for k, v in util.items()})
 
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
         return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
@@ -117,6 +124,7 @@ class LinksStage:
         out = Emitted()
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
+        utilization = {lid: b * 8 / (self.links.fabric.links[lid].speed_bps * seconds) for lid, b in measured.items()}
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
@@ -145,5 +153,26 @@ class LinksStage:
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
             if collision is not None:
                 out.collisions.append(collision)
+        group_batch.congested.extend(self._congested(out.link_congestion, utilization, shares, member_flows, start))
+        self.last_utilization = (end, utilization)
         out.group_fims.append(group_batch)
+        return out
+
+    def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
+                   shares: dict[str, Share], member_flows: dict[str, list[common_pb2.FlowRef]],
+                   start: int) -> list[internal_pb2.CongestedLink]:
+        """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
+        hot = [lc for lc in lcs if congested(lc)]
+        if not hot:
+            return []
+        previous = self.last_utilization[1] if self.last_utilization[0] == start else {}
+        ids = {lc.link for lc in hot}
+        fabric = self.links.fabric
+        out = []
+        for lc in hot:
+            share = shares.get(lc.link)
+            siblings = [m.id for gid in self.link_groups.get(lc.link, ()) for m in fabric.ecmp_groups[gid].members]
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0,
+                                      member_flows.get(lc.link, ()), siblings, ids,
+                                      to_host=lc.dst_node not in fabric.switch_names))
         return out
