@@ -105,6 +105,7 @@ class LinksStage:
         reported: set[str] = set()
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
+        ends: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
         congestion: list[counters_pb2.CongestionBatch] = []
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
@@ -121,6 +122,10 @@ class LinksStage:
                     s.flow_count += ls.flow_count
                     s.conf_bytes += ls.bytes * ls.confidence
                     member_flows[ls.link].extend(ls.flows)
+                    if ls.src_nics or ls.dst_nics:
+                        e = ends[ls.link]
+                        e[0].update(ls.src_nics)
+                        e[1].update(ls.dst_nics)
         out = Emitted()
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
@@ -153,13 +158,13 @@ class LinksStage:
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
             if collision is not None:
                 out.collisions.append(collision)
-        group_batch.congested.extend(self._congested(out.link_congestion, utilization, shares, member_flows, start))
+        group_batch.congested.extend(self._congested(out.link_congestion, utilization, shares, ends, start))
         self.last_utilization = (end, utilization)
         out.group_fims.append(group_batch)
         return out
 
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
-                   shares: dict[str, Share], member_flows: dict[str, list[common_pb2.FlowRef]],
+                   shares: dict[str, Share], ends: dict[str, tuple[set[str], set[str]]],
                    start: int) -> list[internal_pb2.CongestedLink]:
         """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
         hot = [lc for lc in lcs if congested(lc)]
@@ -172,7 +177,7 @@ class LinksStage:
         for lc in hot:
             share = shares.get(lc.link)
             siblings = [m.id for gid in self.link_groups.get(lc.link, ()) for m in fabric.ecmp_groups[gid].members]
-            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0,
-                                      member_flows.get(lc.link, ()), siblings, ids,
-                                      to_host=lc.dst_node not in fabric.switch_names))
+            srcs, dsts = ends.get(lc.link, ((), ()))
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, srcs, dsts,
+                                      siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
         return out
