@@ -220,26 +220,25 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
     return out
 
 
-MAX_LINK_ENDS = 8
-"""Sending / receiving NICs named per link (LinkShare.src_nics / dst_nics): enough to tell one from many."""
+def link_ends(att: Attribution) -> dict[str, tuple[int, str]]:
+    """Link id -> (distinct sending NICs, the one receiving NIC or "" when several) of the paths placed on it.
 
-
-def link_ends(att: Attribution, limit: int = MAX_LINK_ENDS) -> dict[str, tuple[set[str], set[str]]]:
-    """Link id -> (sending NICs, receiving NICs) of the paths placed on it, at most ``limit`` each.
-
-    Per path, not per flow: a window has far fewer paths than flow-link pairs.
+    Per path, not per flow: a window has far fewer paths than flow-link pairs. Two numbers per link, not NIC
+    lists: every window's attributions carry them for every link.
     """
-    out: dict[str, tuple[set[str], set[str]]] = {}
+    srcs: dict[str, set[str]] = {}
+    dsts: dict[str, str] = {}
     for src, dst, links in zip(att.path_src_nic, att.path_dst_nic, att.path_links, strict=True):
         for lid in links:
-            ends = out.get(lid)
-            if ends is None:
-                ends = out[lid] = (set(), set())
-            if len(ends[0]) < limit:
-                ends[0].add(src)
-            if len(ends[1]) < limit:
-                ends[1].add(dst)
-    return out
+            s = srcs.get(lid)
+            if s is None:
+                srcs[lid] = {src}
+                dsts[lid] = dst
+            else:
+                s.add(src)
+                if dsts[lid] != dst:
+                    dsts[lid] = ""
+    return {lid: (len(s), dsts[lid]) for lid, s in srcs.items()}
 
 
 def flow_ref(flow: FlowObs, nbytes: float, placement: Placement | None = None) -> common_pb2.FlowRef:

@@ -4,8 +4,9 @@ A link is **congested** in a window when its LinkCongestion shows, on the RoCE p
 receiver stopped it: *paused*), ECN marks or drops (its own egress queue built up: *queued*). Two steps:
 
 1. Per counters partition (:func:`congested_link`): a congested link's signals plus what that partition alone
-   knows: the link's measured utilization this window and the previous one, the flows placed on it and their
-   sending and receiving NICs (from every flows partition's attributions), its ECMP sibling with the most room.
+   knows: the link's measured utilization this window and the previous one (if congested then too), the flows
+   placed on it, how many NICs send them and the one NIC they all go to if they do (from every flows
+   partition's attributions), its ECMP sibling with the most room.
 2. Fabric-wide (:func:`congestion_causes`), over every partition's congested links, first match wins:
 
    - ``pause_spread``: the link is paused. PFC is followed downstream, hop by hop, to where it started: from the
@@ -16,9 +17,9 @@ receiver stopped it: *paused*), ECN marks or drops (its own egress queue built u
      from this link to the origin's link. A paused link whose chain ends nowhere (nothing downstream reported
      congested) is ``unknown``.
    - ``degraded_link``: queued, and its measured utilization stayed below ``degraded`` of nominal in this and the
-     previous window, within ``plateau`` of each other: the link carries a constant rate below its speed while
-     its queue says more is offered than it carries (a link running at its nominal speed with a queue is
-     oversubscribed, not degraded). A window where traffic starts or stops is not a plateau.
+     previous window (congested too), within ``plateau`` of each other: the link carries a constant rate below
+     its speed while its queue says more is offered than it carries (a link running at its nominal speed with a
+     queue is oversubscribed, not degraded). A window where traffic starts or stops is not a plateau.
    - ``incast``: queued, and the flows placed on it all go to one NIC from two or more NICs (origin: that NIC);
      without the flows' ends (no attributions), a leaf's downlink to a host carrying more than one flow.
    - ``collision``: queued, an ECMP member carrying more than one flow, while a sibling member is not congested
@@ -36,7 +37,6 @@ from dataclasses import dataclass
 
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
-from flowtracer.stream.analytics.attribution import MAX_LINK_ENDS
 
 UNKNOWN = -1.0
 """Utilization not measured."""
@@ -72,19 +72,19 @@ def congested(lc: analytics_pb2.LinkCongestion) -> bool:
 
 
 def congested_link(lc: analytics_pb2.LinkCongestion, utilization: Mapping[str, float],
-                   previous: Mapping[str, float], flow_count: int, src_nics: Iterable[str], dst_nics: Iterable[str],
+                   previous: Mapping[str, float], flow_count: int, sources: int, destination: str,
                    siblings: Iterable[str], congested_ids: set[str], to_host: bool) -> internal_pb2.CongestedLink:
     """The evidence of one congested link its counters partition sends to the fabric-wide step.
 
-    ``utilization`` / ``previous``: link id -> measured utilization this window / the previous one (measured links
-    only); ``src_nics`` / ``dst_nics``: the sending / receiving NICs of the flows placed on it (at most
-    MAX_LINK_ENDS each); ``siblings``: the other members of its ECMP groups; ``congested_ids``: the partition's
-    congested links this window.
+    ``utilization`` / ``previous``: link id -> measured utilization this window (measured links) / the previous
+    one (links congested then); ``sources``: the distinct NICs sending the flows placed on it, ``destination``: the
+    one NIC they all go to ("" when several); ``siblings``: the other members of its ECMP groups;
+    ``congested_ids``: the partition's congested links this window.
     """
     out = internal_pb2.CongestedLink(
         utilization=utilization.get(lc.link, UNKNOWN), previous_utilization=previous.get(lc.link, UNKNOWN),
-        flow_count=flow_count, src_nics=sorted(set(src_nics))[:MAX_LINK_ENDS],
-        dst_nics=sorted(set(dst_nics))[:MAX_LINK_ENDS], to_host=to_host, sibling_utilization=UNKNOWN)
+        flow_count=flow_count, sources=sources, destination=destination, to_host=to_host,
+        sibling_utilization=UNKNOWN)
     out.congestion.CopyFrom(lc)
     measured = sorted((utilization[s], s) for s in set(siblings) if s in utilization and s != lc.link)
     if measured:
@@ -150,7 +150,7 @@ def congestion_causes(links: Sequence[internal_pb2.CongestedLink], window_start_
             ecn_marked_pkts=lc.ecn_marked_pkts_roce if lc.ecn_valid else 0,
             dropped_pkts=lc.dropped_pkts_roce if lc.drops_valid else 0,
             utilization=link.utilization, previous_utilization=link.previous_utilization,
-            flow_count=link.flow_count, sources=len(link.src_nics), sibling_utilization=UNKNOWN)
+            flow_count=link.flow_count, sources=link.sources, sibling_utilization=UNKNOWN)
         _decide(c, link, by_src, rule)
         out.append(c)
     return out
@@ -175,12 +175,12 @@ def _decide(c: analytics_pb2.CongestionCause, link: internal_pb2.CongestedLink,
         c.cause = "degraded_link"
         c.evidence = f"{signals}; carries {_pct(u)} of nominal (previous window {_pct(prev)}) while queueing"
         return
-    one_dst = len(link.dst_nics) == 1 and len(link.src_nics) >= 2
-    if one_dst or (link.to_host and not link.dst_nics and link.flow_count != 1):
+    one_dst = bool(link.destination) and link.sources >= 2
+    if one_dst or (link.to_host and not link.sources and link.flow_count != 1):
         c.cause = "incast"
-        c.origin = link.dst_nics[0] if one_dst else f"{lc.dst_node}:{lc.dst_port}"
+        c.origin = link.destination if one_dst else f"{lc.dst_node}:{lc.dst_port}"
         c.evidence = (f"{signals}; {link.flow_count} flows"
-                      + (f" from {len(link.src_nics)} NICs" if link.src_nics else "") + f" converge on {c.origin}")
+                      + (f" from {link.sources} NICs" if link.sources else "") + f" converge on {c.origin}")
         return
     if (link.sibling and not link.sibling_congested and 0 <= link.sibling_utilization < rule.room
             and link.flow_count != 1):

@@ -194,9 +194,8 @@ class FlowsStage:
             ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=round(b), flow_count=lcount[i],
                                                confidence=lconf[i] / b if b else 1.0)
             ends = ends_of.get(lid)
-            if ends is not None:  # who sends and who receives over the link: incast is many to one
-                ls.src_nics.extend(sorted(ends[0]))
-                ls.dst_nics.extend(sorted(ends[1]))
+            if ends is not None:  # how many send to how many over the link: incast is many to one
+                ls.src_nic_count, ls.dst_nic = ends
             threshold = named_min.get(lid)
             if threshold is not None:  # flows are named only on ECMP members (see __init__)
                 named = heaviest(lflows.get(lid, ()), self.max_flows_per_link, threshold)

@@ -56,8 +56,8 @@ class LinksStage:
             for m in g.members:
                 self.link_groups[m.id].append(g.id)
         self.resolver = resolver
-        #: (window end ns, link id -> measured utilization) of the last finalized window: a degraded link's
-        #: plateau spans two windows.
+        #: (window end ns, congested link id -> measured utilization) of the last finalized window: a degraded
+        #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
         self.last_utilization: tuple[int, dict[str, float]] = (0, {})
 
     def window_of(self, timestamp_ns: int) -> int:
@@ -105,7 +105,8 @@ class LinksStage:
         reported: set[str] = set()
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
-        ends: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+        #: link -> [sending NICs, receiving NICs named, some partition's flows went to several]
+        ends: dict[str, list[Any]] = {}
         congestion: list[counters_pb2.CongestionBatch] = []
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
@@ -122,10 +123,15 @@ class LinksStage:
                     s.flow_count += ls.flow_count
                     s.conf_bytes += ls.bytes * ls.confidence
                     member_flows[ls.link].extend(ls.flows)
-                    if ls.src_nics or ls.dst_nics:
-                        e = ends[ls.link]
-                        e[0].update(ls.src_nics)
-                        e[1].update(ls.dst_nics)
+                    if ls.src_nic_count:
+                        e = ends.get(ls.link)
+                        if e is None:
+                            e = ends[ls.link] = [0, set(), False]
+                        e[0] += ls.src_nic_count  # a NIC's flows are in one flows partition: counts add up
+                        if ls.dst_nic:
+                            e[1].add(ls.dst_nic)
+                        else:
+                            e[2] = True
         out = Emitted()
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
@@ -158,13 +164,15 @@ class LinksStage:
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
             if collision is not None:
                 out.collisions.append(collision)
-        group_batch.congested.extend(self._congested(out.link_congestion, utilization, shares, ends, start))
-        self.last_utilization = (end, utilization)
+        congested_links = self._congested(out.link_congestion, utilization, shares, ends, start)
+        group_batch.congested.extend(congested_links)
+        self.last_utilization = (end, {c.congestion.link: c.utilization for c in congested_links
+                                       if c.utilization >= 0})
         out.group_fims.append(group_batch)
         return out
 
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
-                   shares: dict[str, Share], ends: dict[str, tuple[set[str], set[str]]],
+                   shares: dict[str, Share], ends: dict[str, list[Any]],
                    start: int) -> list[internal_pb2.CongestedLink]:
         """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
         hot = [lc for lc in lcs if congested(lc)]
@@ -177,7 +185,8 @@ class LinksStage:
         for lc in hot:
             share = shares.get(lc.link)
             siblings = [m.id for gid in self.link_groups.get(lc.link, ()) for m in fabric.ecmp_groups[gid].members]
-            srcs, dsts = ends.get(lc.link, ((), ()))
-            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, srcs, dsts,
-                                      siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
+            sources, dsts, several = ends.get(lc.link, (0, set(), True))
+            destination = next(iter(dsts)) if len(dsts) == 1 and not several else ""
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, sources,
+                                      destination, siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
         return out

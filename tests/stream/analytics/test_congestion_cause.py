@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
-from flowtracer.stream.analytics.attribution import MAX_LINK_ENDS, Attribution, link_ends
+from flowtracer.stream.analytics.attribution import Attribution, link_ends
 from flowtracer.stream.analytics.congestion_cause import CAUSES, UNKNOWN, congested_link, congestion_causes
 
 START, END = 9_000_000_000, 10_000_000_000
@@ -29,11 +29,11 @@ def lc(link: str, pauses: int = 0, ecn: int = 0, drops: int = 0, valid: bool = T
 
 
 def cl(link: str, pauses: int = 0, ecn: int = 0, drops: int = 0, util: float = 1.0, prev: float = 1.0,
-       flows: int = 2, srcs: tuple[str, ...] = (), dsts: tuple[str, ...] = (), sibling: str = "",
+       flows: int = 2, sources: int = 0, dst: str = "", sibling: str = "",
        sibling_util: float = UNKNOWN, sibling_congested: bool = False, valid: bool = True) -> internal_pb2.CongestedLink:
     return internal_pb2.CongestedLink(
         congestion=lc(link, pauses, ecn, drops, valid), utilization=util, previous_utilization=prev, flow_count=flows,
-        src_nics=srcs, dst_nics=dsts, sibling=sibling, sibling_utilization=sibling_util,
+        sources=sources, destination=dst, sibling=sibling, sibling_utilization=sibling_util,
         sibling_congested=sibling_congested, to_host=link.split(">")[1].startswith("host"))
 
 
@@ -65,18 +65,15 @@ CASES: dict[str, tuple[list[internal_pb2.CongestedLink], dict[str, dict[str, Any
         {INCAST: {"cause": "incast", "origin": "host16:mlx5_0", "flow_count": 6, "sources": 0}}),
     "a host downlink with one flow is not incast": ([cl(INCAST, ecn=40, flows=1)], {INCAST: {"cause": "unknown"}}),
     "a host downlink whose two flows come from one NIC is not incast": (
-        [cl(INCAST, ecn=40, flows=2, srcs=("host13:mlx5_0",), dsts=("host16:mlx5_0",))], {INCAST: {"cause": "unknown"}}),
+        [cl(INCAST, ecn=40, flows=2, sources=1, dst="host16:mlx5_0")], {INCAST: {"cause": "unknown"}}),
     "a spine downlink whose flows converge on one NIC from three: incast": (
-        [cl(S1_L4, ecn=300, flows=3, srcs=("host04:mlx5_0", "host08:mlx5_0", "host12:mlx5_0"),
-            dsts=("host16:mlx5_0",))],
+        [cl(S1_L4, ecn=300, flows=3, sources=3, dst="host16:mlx5_0")],
         {S1_L4: {"cause": "incast", "origin": "host16:mlx5_0", "sources": 3}}),
     "an uplink whose flows converge on one NIC from two: incast, not collision": (
-        [cl(UP5, ecn=500, srcs=("host01:mlx5_0", "host02:mlx5_0"), dsts=("host16:mlx5_0",), sibling=UP6,
-            sibling_util=0.0)],
+        [cl(UP5, ecn=500, sources=2, dst="host16:mlx5_0", sibling=UP6, sibling_util=0.0)],
         {UP5: {"cause": "incast", "origin": "host16:mlx5_0", "sources": 2}}),
     "an uplink whose two flows go to two NICs: collision": (
-        [cl(UP5, ecn=500, srcs=("host01:mlx5_0", "host02:mlx5_0"), dsts=("host05:mlx5_0", "host06:mlx5_0"),
-            sibling=UP6, sibling_util=0.0)], {UP5: {"cause": "collision"}}),
+        [cl(UP5, ecn=500, sources=2, sibling=UP6, sibling_util=0.0)], {UP5: {"cause": "collision"}}),
     "a queue at a plateau of 25% of nominal: degraded link": (
         [cl(L3_S2, ecn=900, util=0.25, prev=0.26, sibling="leaf03:Ethernet5>spine01:Ethernet3", sibling_util=0.3)],
         {L3_S2: {"cause": "degraded_link", "utilization": 0.25, "previous_utilization": 0.26}}),
@@ -132,29 +129,27 @@ def test_causes_are_sorted_and_one_per_congested_link() -> None:
 
 def test_congested_link_picks_the_sibling_with_most_room() -> None:
     util = {UP5: 1.0, UP6: 0.4, "leaf01:Ethernet7>spine03:Ethernet1": 0.1}
-    srcs = [f"host{i:02d}:mlx5_0" for i in range(12, 0, -1)]  # more than are named
-    out = congested_link(lc(UP5, ecn=5), util, {UP5: 0.9}, 2, srcs, ["host05:mlx5_0", "host05:mlx5_0"],
+    out = congested_link(lc(UP5, ecn=5), util, {UP5: 0.9}, 2, 12, "host05:mlx5_0",
                          [UP5, UP6, "leaf01:Ethernet7>spine03:Ethernet1"], {UP5, "leaf01:Ethernet7>spine03:Ethernet1"},
                          to_host=False)
     assert (out.sibling, out.sibling_utilization, out.sibling_congested) == (
         "leaf01:Ethernet7>spine03:Ethernet1", 0.1, True)
     assert (out.utilization, out.previous_utilization, out.flow_count) == (1.0, 0.9, 2)
-    assert list(out.src_nics) == sorted(srcs)[:MAX_LINK_ENDS] and list(out.dst_nics) == ["host05:mlx5_0"]
-    unmeasured = congested_link(lc(UP5, ecn=5), {}, {}, 0, [], [], [UP6], set(), to_host=False)
+    assert (out.sources, out.destination) == (12, "host05:mlx5_0")
+    unmeasured = congested_link(lc(UP5, ecn=5), {}, {}, 0, 0, "", [UP6], set(), to_host=False)
     assert (unmeasured.sibling, unmeasured.utilization, unmeasured.previous_utilization) == ("", UNKNOWN, UNKNOWN)
 
 
-def test_link_ends_name_each_links_senders_and_receivers_up_to_the_cap() -> None:
+def test_link_ends_count_each_links_senders_and_name_its_one_receiver() -> None:
     att = Attribution()
-    for i in range(1, 11):  # ten senders to host16 over one spine downlink, one of them also to host15
+    for i in range(1, 11):  # ten senders to host16 over one spine downlink, host01 twice
         att.path_src_nic.append(f"host{i:02d}:mlx5_0")
         att.path_dst_nic.append("host16:mlx5_0")
         att.path_links.append((f"host{i:02d}:mlx5_0>leaf01:Ethernet1", S1_L4, INCAST))
     att.path_src_nic.append("host01:mlx5_0")
     att.path_dst_nic.append("host15:mlx5_0")
     att.path_links.append(("host01:mlx5_0>leaf01:Ethernet1", S1_L4))
-    ends = link_ends(att, limit=4)
-    assert ends[S1_L4] == ({"host01:mlx5_0", "host02:mlx5_0", "host03:mlx5_0", "host04:mlx5_0"},
-                           {"host16:mlx5_0", "host15:mlx5_0"})
-    assert ends["host03:mlx5_0>leaf01:Ethernet1"] == ({"host03:mlx5_0"}, {"host16:mlx5_0"})
-    assert ends[INCAST][1] == {"host16:mlx5_0"} and len(ends[INCAST][0]) == 4
+    ends = link_ends(att)
+    assert ends[S1_L4] == (10, "") and ends[INCAST] == (10, "host16:mlx5_0")
+    assert ends["host03:mlx5_0>leaf01:Ethernet1"] == (1, "host16:mlx5_0")
+    assert ends["host01:mlx5_0>leaf01:Ethernet1"] == (1, "")
