@@ -68,6 +68,7 @@ def queued(lc: analytics_pb2.LinkCongestion) -> bool:
 
 
 def congested(lc: analytics_pb2.LinkCongestion) -> bool:
+    """Paused or queued: the link gets a CongestionCause."""
     return paused(lc) or queued(lc)
 
 
