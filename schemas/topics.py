@@ -70,6 +70,11 @@ ECMP_DRIFT = Topic(
     "per switch and window while it lasts: each difference between the topology's ECMP groups and the switch's AFT "
     "(a next hop withdrawn or added, a weight changed, a group missing or added)",
 )
+CONGESTION_CAUSE = Topic(
+    "flowtracer.congestion-cause.v1", "CongestionCause", "directed link id",
+    "per congested link and window: its cause (collision, incast, degraded link, pause spread from an origin, "
+    "unknown) with the evidence",
+)
 DEAD_LETTER = Topic(
     "flowtracer.dead-letter.v1", "DeadLetter", "the original key",
     "records the processor could not use, with the reason",
@@ -113,7 +118,7 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     ECMP_DRIFT, DEAD_LETTER)
+                                     ECMP_DRIFT, CONGESTION_CAUSE, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

@@ -272,6 +272,52 @@ class NicCongestionSample(_message.Message):
     pfc_valid: bool
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., nic: _Optional[str] = ..., host: _Optional[str] = ..., leaf: _Optional[str] = ..., port: _Optional[int] = ..., netdev: _Optional[str] = ..., ecn_marked_received: _Optional[int] = ..., cnp_sent: _Optional[int] = ..., cnp_handled: _Optional[int] = ..., cnp_ignored: _Optional[int] = ..., cnp_valid: _Optional[bool] = ..., out_of_sequence: _Optional[int] = ..., packet_seq_err: _Optional[int] = ..., local_ack_timeout_err: _Optional[int] = ..., implied_nak_seq_err: _Optional[int] = ..., retransmit_valid: _Optional[bool] = ..., pfc_pauses_received: _Optional[int] = ..., pfc_pauses_received_roce: _Optional[int] = ..., pfc_pauses_sent: _Optional[int] = ..., pfc_pauses_sent_roce: _Optional[int] = ..., pfc_valid: _Optional[bool] = ...) -> None: ...
 
+class CongestionCause(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "cause", "origin", "spread_links", "sibling", "sibling_utilization", "pfc_pauses_received", "ecn_marked_pkts", "dropped_pkts", "utilization", "previous_utilization", "flow_count", "sources", "evidence")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    SRC_NODE_FIELD_NUMBER: _ClassVar[int]
+    SRC_PORT_FIELD_NUMBER: _ClassVar[int]
+    DST_NODE_FIELD_NUMBER: _ClassVar[int]
+    DST_PORT_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SPREAD_LINKS_FIELD_NUMBER: _ClassVar[int]
+    SIBLING_FIELD_NUMBER: _ClassVar[int]
+    SIBLING_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    PFC_PAUSES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    ECN_MARKED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    FLOW_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    link: str
+    src_node: str
+    src_port: str
+    dst_node: str
+    dst_port: str
+    cause: str
+    origin: str
+    spread_links: _containers.RepeatedScalarFieldContainer[str]
+    sibling: str
+    sibling_utilization: float
+    pfc_pauses_received: int
+    ecn_marked_pkts: int
+    dropped_pkts: int
+    utilization: float
+    previous_utilization: float
+    flow_count: int
+    sources: int
+    evidence: str
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., link: _Optional[str] = ..., src_node: _Optional[str] = ..., src_port: _Optional[str] = ..., dst_node: _Optional[str] = ..., dst_port: _Optional[str] = ..., cause: _Optional[str] = ..., origin: _Optional[str] = ..., spread_links: _Optional[_Iterable[str]] = ..., sibling: _Optional[str] = ..., sibling_utilization: _Optional[float] = ..., pfc_pauses_received: _Optional[int] = ..., ecn_marked_pkts: _Optional[int] = ..., dropped_pkts: _Optional[int] = ..., utilization: _Optional[float] = ..., previous_utilization: _Optional[float] = ..., flow_count: _Optional[int] = ..., sources: _Optional[int] = ..., evidence: _Optional[str] = ...) -> None: ...
+
 class DeadLetter(_message.Message):
     __slots__ = ("schema_version", "topic", "partition", "offset", "key", "value", "reason", "received_ns", "worker", "sink", "http_status", "window_end_ns")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]

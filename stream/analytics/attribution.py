@@ -220,6 +220,27 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
     return out
 
 
+def link_ends(att: Attribution) -> dict[str, tuple[int, str]]:
+    """Link id -> (distinct sending NICs, the one receiving NIC or "" when several) of the paths placed on it.
+
+    Per path, not per flow: a window has far fewer paths than flow-link pairs. Two numbers per link, not NIC
+    lists: every window's attributions carry them for every link.
+    """
+    srcs: dict[str, set[str]] = {}
+    dsts: dict[str, str] = {}
+    for src, dst, links in zip(att.path_src_nic, att.path_dst_nic, att.path_links, strict=True):
+        for lid in links:
+            s = srcs.get(lid)
+            if s is None:
+                srcs[lid] = {src}
+                dsts[lid] = dst
+            else:
+                s.add(src)
+                if dsts[lid] != dst:
+                    dsts[lid] = ""
+    return {lid: (len(s), dsts[lid]) for lid, s in srcs.items()}
+
+
 def flow_ref(flow: FlowObs, nbytes: float, placement: Placement | None = None) -> common_pb2.FlowRef:
     """The FlowRef naming ``flow`` with ``nbytes`` (its bytes on the link in question) and, when given, the
     confidence, method and link share (``nbytes`` / the flow's bytes) of the placement that put it there."""

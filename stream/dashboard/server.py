@@ -6,6 +6,8 @@
   utilization of the newest window the worker finalized for them;
 * the fabric-wide FIM (measured and attributed basis) and the per-group FIM as time series;
 * the collisions of the last few hops with their flows, NCCL collective, communicator and job;
+* the congested links of the last few hops with their cause (collision, incast, degraded link, pause spread from
+  its origin over its chain of links, unknown) and the evidence;
 * pipeline health: lag (now - newest finalized window end), records consumed, dead letters, late
   records, records held until durable, switches whose counters arrived, hosts whose flows arrived,
   and the switches and hosts whose clock is off (skew and transit per source, ``runtime/source_clocks``).
@@ -100,6 +102,8 @@ class DashboardState:
         #: (group, basis) -> newest FimSample
         self.latest_fim: dict[tuple[str, str], analytics_pb2.FimSample] = {}
         self.collisions: dict[tuple[str, str], _CollisionSeen] = {}
+        #: link id -> newest CongestionCause seen for it
+        self.causes: dict[str, analytics_pb2.CongestionCause] = {}
         self.newest_end_ns = 0
         self.windows = 0
         self.observed = 0
@@ -159,6 +163,11 @@ class DashboardState:
                 seen.last = c
                 seen.windows += 1
             self._newest(c.window_end_ns)
+        for cc in e.congestion_causes:
+            old_c = self.causes.get(cc.link)
+            if old_c is None or cc.window_end_ns >= old_c.window_end_ns:
+                self.causes[cc.link] = cc
+            self._newest(cc.window_end_ns)
         self._forget()
 
     def _newest(self, end_ns: int) -> None:
@@ -210,9 +219,12 @@ class DashboardState:
         collisions = [self._collision_json(s) for s in sorted(
             self.collisions.values(), key=lambda s: (-s.last.window_end_ns, -s.last.link_utilization))
             if s.last.window_end_ns > current_from]
+        causes = [self._cause_json(c) for c in sorted(
+            self.causes.values(), key=lambda c: (c.cause == "pause_spread", c.origin, len(c.spread_links), c.link))
+            if c.window_end_ns > current_from]
         return {"now_ms": _ms(now), "newest_window_end_ms": _ms(self.newest_end_ns) or None,
                 "links": links, "fabric": fabric, "groups": group_json, "group_count": len(groups),
-                "collisions": collisions, "health": self.health(now)}
+                "collisions": collisions, "congestion_causes": causes, "health": self.health(now)}
 
     def _last(self, basis: str, group: str) -> float:
         s = self.series.get((group, basis))
@@ -234,6 +246,14 @@ class DashboardState:
                 "idle_link": c.idle_link, "idle_utilization": c.idle_utilization,
                 "window_end_ms": _ms(c.window_end_ns), "first_seen_ms": _ms(s.first_end_ns), "windows": s.windows,
                 "resolver": c.resolver, "flows": [flow_json(f) for f in c.flows]}
+
+    @staticmethod
+    def _cause_json(c: analytics_pb2.CongestionCause) -> dict[str, Any]:
+        return {"link": c.link, "cause": c.cause, "origin": c.origin, "spread_links": list(c.spread_links),
+                "sibling": c.sibling, "pfc_pauses_received": c.pfc_pauses_received,
+                "ecn_marked_pkts": c.ecn_marked_pkts, "dropped_pkts": c.dropped_pkts,
+                "utilization": c.utilization if c.utilization >= 0 else None, "evidence": c.evidence,
+                "window_end_ms": _ms(c.window_end_ns)}
 
     def health(self, now_ns: int) -> dict[str, Any]:
         """Lag, counts from the processor's metrics, and which switches and hosts reported recently."""

@@ -159,6 +159,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             futures.append(await send(topics.NIC_CONGESTION.name, topics.key(nc.nic), nc.SerializeToString()))
         for d in e.ecmp_drift:
             futures.append(await send(topics.ECMP_DRIFT.name, topics.key(d.switch), d.SerializeToString()))
+        for cc in e.congestion_causes:
+            futures.append(await send(topics.CONGESTION_CAUSE.name, topics.key(cc.link), cc.SerializeToString()))
         for dest, ab in e.attributions:
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:

@@ -1,6 +1,6 @@
 """The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
 functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``,
-``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``) to lines.
+``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``, ``CongestionCause``) to lines.
 
 :data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
 by it (a field is formatted by its declared type, a tag or field it does not name cannot be
@@ -24,7 +24,8 @@ Series per measurement: ``link_load`` 2 x cables x resolvers; ``path_load`` NIC 
 exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: the largest one);
 ``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link);
 ``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters; ``ecmp_drift`` only while a
-switch's AFT differs from the topology, per (group, kind, port).
+switch's AFT differs from the topology, per (group, kind, port); ``congestion_cause`` only where congestion happens,
+per (link, cause).
 
 | measurement | key | kind | holds | absent when |
 | --- | --- | --- | --- | --- |
@@ -111,6 +112,22 @@ switch's AFT differs from the topology, per (group, kind, port).
 |  | `topology_weight` | int field | weight (0: not in the topology) |  |
 |  | `network_weight` | int field | weight (0: not in the AFT) |  |
 |  | `link` | string field | link id | kind=group_*, or a port with no link in the topology |
+| `congestion_cause` | `link` | tag | link id |  |
+|  | `src_node` | tag | switch or host |  |
+|  | `dst_node` | tag | switch or host |  |
+|  | `cause` | tag | collision, incast, degraded_link, pause_spread or unknown |  |
+|  | `origin` | string field | NIC name or switch:port | cause not pause_spread or incast |
+|  | `spread_links` | string field | link ids joined by a bar | cause not pause_spread |
+|  | `sibling` | string field | link id | cause not collision |
+|  | `sibling_utilization` | float field | 0..1 | cause not collision |
+|  | `utilization` | float field | 0..1 | not measured |
+|  | `previous_utilization` | float field | 0..1 | not measured |
+|  | `pfc_pauses_received` | int field | frames (priority 3) |  |
+|  | `ecn_marked_pkts` | int field | packets (queue 3) |  |
+|  | `dropped_pkts` | int field | packets (queue 3) |  |
+|  | `flow_count` | int field | flows |  |
+|  | `sources` | int field | hosts |  |
+|  | `evidence` | string field | text |  |
 
 Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
 ``src_nic``/``dst_nic`` are topology NIC names ``<host>:<rdma_device>``; ``path`` is the
@@ -283,8 +300,26 @@ LINK_CONGESTION = _congestion_measurement(
 NIC_CONGESTION = _congestion_measurement(
     "nic_congestion", "NicCongestionSample", {"nic": "NIC name", "leaf": "switch"}, _NIC_CONGESTION_GROUPS)
 
+CONGESTION_CAUSE = Measurement(
+    "congestion_cause", "CongestionCause",
+    tags=("link", "src_node", "dst_node", "cause"),
+    fields={"origin": "string", "spread_links": "string", "sibling": "string", "sibling_utilization": "float",
+            "utilization": "float", "previous_utilization": "float", "pfc_pauses_received": "int",
+            "ecn_marked_pkts": "int", "dropped_pkts": "int", "flow_count": "int", "sources": "int",
+            "evidence": "string"},
+    units={"link": _LINK, "src_node": "switch or host", "dst_node": "switch or host",
+           "cause": "collision, incast, degraded_link, pause_spread or unknown",
+           "origin": "NIC name or switch:port", "spread_links": "link ids joined by a bar", "sibling": _LINK,
+           "sibling_utilization": "0..1", "utilization": "0..1", "previous_utilization": "0..1",
+           "pfc_pauses_received": "frames (priority 3)", "ecn_marked_pkts": "packets (queue 3)",
+           "dropped_pkts": "packets (queue 3)", "flow_count": "flows", "sources": "hosts", "evidence": "text"},
+    optional={"origin": "cause not pause_spread or incast", "spread_links": "cause not pause_spread",
+              "sibling": "cause not collision", "sibling_utilization": "cause not collision",
+              "utilization": "not measured", "previous_utilization": "not measured"},
+)
+
 MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION, LINK_CONGESTION,
-                                                          NIC_CONGESTION, ECMP_DRIFT)}
+                                                          NIC_CONGESTION, ECMP_DRIFT, CONGESTION_CAUSE)}
 """Every measurement the processor writes, by name."""
 
 
@@ -584,6 +619,24 @@ def ecmp_drift_line(m: analytics_pb2.EcmpDrift) -> str:
     }, m.window_end_ns, where)
 
 
+def congestion_cause_line(m: analytics_pb2.CongestionCause) -> str:
+    """``congestion_cause`` line of one CongestionCause; what does not apply to its cause, or was not measured
+    (utilization -1), is left out."""
+    where = f"CongestionCause link={m.link!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    collision = m.cause == "collision"
+    return _line(CONGESTION_CAUSE, {"link": m.link, "src_node": m.src_node, "dst_node": m.dst_node,
+                                    "cause": m.cause}, {
+        "origin": m.origin or None, "spread_links": "|".join(m.spread_links) or None,
+        "sibling": m.sibling if collision else None,
+        "sibling_utilization": m.sibling_utilization if collision else None,
+        "utilization": m.utilization if m.utilization >= 0 else None,
+        "previous_utilization": m.previous_utilization if m.previous_utilization >= 0 else None,
+        "pfc_pauses_received": m.pfc_pauses_received, "ecn_marked_pkts": m.ecn_marked_pkts,
+        "dropped_pkts": m.dropped_pkts, "flow_count": m.flow_count, "sources": m.sources, "evidence": m.evidence,
+    }, m.window_end_ns, where)
+
+
 ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.LinkLoad: link_load_line,
     analytics_pb2.PathLoad: path_load_line,
@@ -592,6 +645,7 @@ ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.LinkCongestion: link_congestion_line,
     analytics_pb2.NicCongestionSample: nic_congestion_line,
     analytics_pb2.EcmpDrift: ecmp_drift_line,
+    analytics_pb2.CongestionCause: congestion_cause_line,
 }
 """Message class -> its line encoder."""
 

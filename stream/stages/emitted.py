@@ -19,6 +19,7 @@ class Emitted:
     link_congestion: list[analytics_pb2.LinkCongestion] = field(default_factory=list)
     nic_congestion: list[analytics_pb2.NicCongestionSample] = field(default_factory=list)
     ecmp_drift: list[analytics_pb2.EcmpDrift] = field(default_factory=list)
+    congestion_causes: list[analytics_pb2.CongestionCause] = field(default_factory=list)
     #: (destination partition, batch) of the internal attributions topic
     attributions: list[tuple[int, internal_pb2.AttributionBatch]] = field(default_factory=list)
     group_fims: list[internal_pb2.GroupFimBatch] = field(default_factory=list)

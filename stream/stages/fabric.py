@@ -1,4 +1,5 @@
-"""Stage C, one partition: the fabric-wide FIM from every counters partition's group FIMs (pure)."""
+"""Stage C, one partition: the fabric-wide FIM from every counters partition's group FIMs, and the cause of every
+congested link from every partition's congested links (PFC spreads across switches of any partition) (pure)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
+from flowtracer.stream.analytics.congestion_cause import congestion_causes
 from flowtracer.stream.analytics.fim import fabric_fim
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS
@@ -16,7 +18,8 @@ FABRIC = "fabric"
 
 
 class FabricStage:
-    """Waits for the GroupFimBatch of every counters partition that reports, then emits the fabric samples."""
+    """Waits for the GroupFimBatch of every counters partition that reports, then emits the fabric samples and
+    the congestion causes."""
 
     def __init__(self, hop_ns: int, grace_ns: int, rolling_hops: int, senders: frozenset[int] = frozenset()) -> None:
         """``senders``: the counters partitions that own switches (each sends one batch per window)."""
@@ -42,6 +45,8 @@ class FabricStage:
         for end in self.tracker.due(now_ns):
             items, tokens, _ = self.tracker.pop(end)
             samples = [s for b in items for s in b.groups]
+            out.congestion_causes.extend(congestion_causes([c for b in items for c in b.congested],
+                                                           end - self.hop_ns, end))
             for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
                 # A group of one member (what a withdrawal left of a group) cannot be imbalanced: docs/fim.md
                 # leaves it out of the fabric figure rather than let its FIM 0 dilute it.

@@ -15,7 +15,7 @@ from typing import Any
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
-from flowtracer.stream.analytics.attribution import attribute, heaviest
+from flowtracer.stream.analytics.attribution import attribute, heaviest, link_ends
 from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
@@ -186,12 +186,16 @@ class FlowsStage:
         owner_of, dest_of, named_min = self.links.owner, self._dest, self._named_min_bytes
         lrow, lbytes, lcount, lconf, lflows = (att.link_row, att.link_bytes, att.link_flow_count, att.link_conf_bytes,
                                                att.link_flows)
+        ends_of = link_ends(att)
         for lid in sorted(lrow):
             i = lrow[lid]
             owner = owner_of[lid]
             b = lbytes[i]
             ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=round(b), flow_count=lcount[i],
                                                confidence=lconf[i] / b if b else 1.0)
+            ends = ends_of.get(lid)
+            if ends is not None:  # how many send to how many over the link: incast is many to one
+                ls.src_nic_count, ls.dst_nic = ends
             threshold = named_min.get(lid)
             if threshold is not None:  # flows are named only on ECMP members (see __init__)
                 named = heaviest(lflows.get(lid, ()), self.max_flows_per_link, threshold)

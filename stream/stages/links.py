@@ -4,7 +4,8 @@ Input: CounterBatches (and, when the collectors publish them, CongestionBatches)
 the AttributionBatches every flows partition sent here. A window is complete when every flows partition's batch
 arrived and the switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
 Collisions, LinkCongestion of the switches that sent congestion counters, EcmpDrift of the switches whose AFT
-differs from the topology, and one GroupFimBatch for the fabric-wide aggregation.
+differs from the topology, and one GroupFimBatch for the fabric-wide aggregation (with the evidence of each
+congested link, for the fabric-wide congestion causes).
 
 A switch's groups follow its AFT from the window its CounterBatch says so (``aft_groups``): a withdrawn next hop or
 a changed weight is in that window's group samples; a switch that streams no group state keeps the topology's.
@@ -24,6 +25,7 @@ from flowtracer.stream.analytics.aft_groups import AftView, WeightedGroup, read_
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from flowtracer.stream.analytics.congestion import link_congestion
+from flowtracer.stream.analytics.congestion_cause import congested, congested_link
 from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_records, group_drift
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.emitted import Emitted
@@ -71,18 +73,24 @@ class LinksStage:
             for m in g.members:
                 self.link_groups[m.id].append(g.id)
         self.resolver = resolver
+        #: (window end ns, congested link id -> measured utilization) of the last finalized window: a degraded
+        #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
+        self.last_utilization: tuple[int, dict[str, float]] = (0, {})
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
 
     def state(self) -> dict[str, Any]:
         """What a new owner of the partition needs (JSON-able): the last published window and the history."""
-        return {"released_up_to": self.tracker.released_up_to, "history": self.history.state()}
+        return {"released_up_to": self.tracker.released_up_to, "history": self.history.state(),
+                "last_utilization": [self.last_utilization[0], self.last_utilization[1]]}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Continue after the windows a previous owner published: replayed records of those are late."""
         self.tracker.released_up_to = int(state["released_up_to"])
         self.history.restore(state["history"])
+        end, util = state.get("last_utilization", (0, {}))  # absent in a state saved before it existed
+        self.last_utilization = (int(end), {k: float(v) for k, v in util.items()})
 
     def add_counters(self, batch: counters_pb2.CounterBatch, token: object, now_ns: int) -> bool:
         return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
@@ -114,6 +122,8 @@ class LinksStage:
         reported: set[str] = set()
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
+        #: link -> [sending NICs, receiving NICs named, some partition's flows went to several]
+        ends: dict[str, list[Any]] = {}
         congestion: list[counters_pb2.CongestionBatch] = []
         views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
@@ -138,6 +148,15 @@ class LinksStage:
                     s.flow_count += ls.flow_count
                     s.conf_bytes += ls.bytes * ls.confidence
                     member_flows[ls.link].extend(ls.flows)
+                    if ls.src_nic_count:
+                        e = ends.get(ls.link)
+                        if e is None:
+                            e = ends[ls.link] = [0, set(), False]
+                        e[0] += ls.src_nic_count  # a NIC's flows are in one flows partition: counts add up
+                        if ls.dst_nic:
+                            e[1].add(ls.dst_nic)
+                        else:
+                            e[2] = True
         out = Emitted()
         for sw, view in sorted(views.items()):
             if sw not in self.topology_groups:
@@ -162,6 +181,7 @@ class LinksStage:
             self.drift_logged[sw] = drifts
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
         seconds = self.hop_ns / 1e9
+        utilization = {lid: b * 8 / (self.links.fabric.links[lid].speed_bps * seconds) for lid, b in measured.items()}
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
@@ -191,5 +211,32 @@ class LinksStage:
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
             if collision is not None:
                 out.collisions.append(collision)
+        congested_links = self._congested(out.link_congestion, utilization, shares, ends, start)
+        group_batch.congested.extend(congested_links)
+        self.last_utilization = (end, {c.congestion.link: c.utilization for c in congested_links
+                                       if c.utilization >= 0})
         out.group_fims.append(group_batch)
+        return out
+
+    def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
+                   shares: dict[str, Share], ends: dict[str, list[Any]],
+                   start: int) -> list[internal_pb2.CongestedLink]:
+        """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
+        hot = [lc for lc in lcs if congested(lc)]
+        if not hot:
+            return []
+        previous = self.last_utilization[1] if self.last_utilization[0] == start else {}
+        ids = {lc.link for lc in hot}
+        fabric = self.links.fabric
+        out = []
+        for lc in hot:
+            share = shares.get(lc.link)
+            # siblings in the groups the switch has now (its AFT when it streams one), not the topology's
+            siblings = [m.id for wg in self.live_groups.get(lc.src_node, ())
+                        if any(m.id == lc.link for m in wg.group.members)
+                        for m in wg.group.members]
+            sources, dsts, several = ends.get(lc.link, (0, set(), True))
+            destination = next(iter(dsts)) if len(dsts) == 1 and not several else ""
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, sources,
+                                      destination, siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
         return out

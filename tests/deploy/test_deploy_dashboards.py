@@ -95,6 +95,9 @@ def test_the_panels_the_issue_asks_for_exist() -> None:
     keep = re.findall(r'keep\(columns: \[([^\]]*)\]', collisions)[-1]
     assert '"flows"' in keep and '"jobs"' in keep, "the collisions table shows flows and jobs"
     assert '"unexplained_bytes"' in find(r"unexplained bytes per link", "table")["targets"][0]["query"]
+    causes = find(r"congestion causes", "table")["targets"][0]["query"]
+    keep = re.findall(r'keep\(columns: \[([^\]]*)\]', causes)[-1]
+    assert all(f'"{c}"' in keep for c in ("cause", "origin", "spread_links", "evidence")), "causes show origin and spread"
     health_text = json.dumps(health)
     for stage in ("flowtracer_gnmi_", "flowtracer_agent_", "flowtracer_processor_", "flowtracer_kafka_"):
         assert stage in health_text, f"the health dashboard shows nothing of {stage}*"

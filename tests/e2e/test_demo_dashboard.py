@@ -12,9 +12,9 @@ they are missing) and the ``selenium`` package (dev extra).
 
 from __future__ import annotations
 
-import re
 import json
 import os
+import re
 import shutil
 import signal
 import socket

@@ -82,7 +82,7 @@ def test_no_field_renumbered_retyped_or_removed_unreserved() -> None:
 
 def test_every_top_level_record_carries_schema_version() -> None:
     for name in ("CounterBatch", "FlowBatch", "LinkLoad", "PathLoad", "FimSample", "Collision", "LinkCongestion",
-                 "NicCongestionSample", "DeadLetter", "QpEnds", "PathTrace"):
+                 "NicCongestionSample", "CongestionCause", "DeadLetter", "QpEnds", "PathTrace"):
         d = _messages()[f"flowtracer.v1.{name}"]
         assert d.fields_by_name["schema_version"].number == 1, name
 

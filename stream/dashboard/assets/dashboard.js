@@ -240,6 +240,31 @@ function showCollisions(state) {
   }
 }
 
+function showCauses(state) {
+  const body = document.querySelector("#congestion-causes tbody");
+  body.textContent = "";
+  const causes = state.congestion_causes || [];
+  if (causes.length === 0) {
+    const tr = h("tr", {class: "empty"});
+    tr.appendChild(h("td", {colspan: "7"}, "none"));
+    body.appendChild(tr);
+    return;
+  }
+  for (const c of causes) {
+    const tr = h("tr", {class: `cause ${c.cause}`, "data-link": c.link});
+    tr.appendChild(h("td", {}, breakable(c.link)));
+    tr.appendChild(h("td", {class: c.cause === "unknown" ? "" : "hot"}, c.cause.replace("_", " ")));
+    const origin = c.cause === "collision" ? `sibling ${c.sibling}` : c.origin;
+    const spread = c.spread_links.length > 1 ? ` over ${c.spread_links.length} links` : "";
+    tr.appendChild(h("td", {title: c.spread_links.join("\n")}, breakable(`${origin || "–"}${spread}`)));
+    tr.appendChild(h("td", {class: "num"}, `${c.pfc_pauses_received}`));
+    tr.appendChild(h("td", {class: "num"}, `${c.ecn_marked_pkts}`));
+    tr.appendChild(h("td", {class: "num"}, `${c.dropped_pkts}`));
+    tr.appendChild(h("td", {class: "flows"}, c.evidence));
+    body.appendChild(tr);
+  }
+}
+
 function showHealth(state) {
   const hl = state.health;
   const dl = document.getElementById("health");
@@ -310,6 +335,7 @@ async function tick() {
       state.newest_window_end_ms ? `ending ${clock(state.newest_window_end_ms)}` : "";
     showFabricFim(state);
     showCollisions(state);
+    showCauses(state);
     showHealth(state);
     document.body.setAttribute("data-updated-ms", String(state.now_ms));
   } catch (err) {

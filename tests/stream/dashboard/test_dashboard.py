@@ -107,6 +107,29 @@ def test_collisions_are_current_for_a_few_hops_then_drop_out(fabric: Fabric) -> 
     assert st.snapshot()["collisions"] == []
 
 
+def _cause(link: str, end: int, cause: str, origin: str = "", spread: tuple[str, ...] = ()
+           ) -> analytics_pb2.CongestionCause:
+    return analytics_pb2.CongestionCause(schema_version=1, window_start_ns=end - S, window_end_ns=end, link=link,
+                                         cause=cause, origin=origin, spread_links=spread, ecn_marked_pkts=7,
+                                         utilization=-1.0, evidence=f"{cause} because")
+
+
+def test_congestion_causes_newest_per_link_pauses_last_then_drop_out(fabric: Fabric) -> None:
+    st = _state(fabric)
+    stall = "leaf02:Ethernet1>host05:mlx5_0"
+    st.observe(Emitted(congestion_causes=[_cause(UP1, T0 + S, "unknown")]))
+    st.observe(Emitted(congestion_causes=[
+        _cause(UP2, T0 + 2 * S, "pause_spread", "host05:mlx5_0", (UP2, "spine02:Ethernet2>leaf02:Ethernet6", stall)),
+        _cause(UP1, T0 + 2 * S, "collision"), _cause(stall, T0 + 2 * S, "pause_spread", "host05:mlx5_0", (stall,))]))
+    causes = st.snapshot()["congestion_causes"]
+    assert [(c["link"], c["cause"], c["origin"], len(c["spread_links"])) for c in causes] == [
+        (UP1, "collision", "", 0), (stall, "pause_spread", "host05:mlx5_0", 1),
+        (UP2, "pause_spread", "host05:mlx5_0", 3)]
+    assert causes[0]["utilization"] is None and causes[0]["evidence"] == "collision because"
+    st.observe(Emitted(fims=[_fim("fabric", T0 + 6 * S, 0.1)]))
+    assert st.snapshot()["congestion_causes"] == []
+
+
 def test_health_lag_switches_reporting_and_processor_metrics(fabric: Fabric) -> None:
     from flowtracer.stream.runtime.processor import Metrics
 

@@ -87,6 +87,13 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
         a[partition_for(fb.leaf, P)].add_flows(fb, "flow-token", now_ns=S)
     for cb in counters:
         b[partition_for(cb.switch, P)].add_counters(cb, "counter-token", now_ns=S)
+    # leaf01's collided uplink (its port Ethernet3) marks ECN on the RoCE queue: the congestion counters' window.
+    cong = counters_pb2.CongestionBatch(schema_version=1, switch="leaf01", timestamp_ns=S, sequence=1)
+    cong.queues.add(interface="Ethernet3", queue="3", interval_ns=S, ecn_marked_pkts=_counter(770),
+                    dropped_pkts=_counter(0), dropped_octets=_counter(0))
+    cong.pfc.add(interface="Ethernet3", priority=3, interval_ns=S, pause_frames_rx=_counter(0),
+                 pause_frames_tx=_counter(0))
+    b[partition_for("leaf01", P)].add_congestion(cong, "congestion-token", now_ns=S)
     out = Emitted()
     for stage in a:
         out.extend(stage.finalize(now_ns=10 * S))  # grace passed: the first window has no history
@@ -120,7 +127,12 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     assert sorted(f.src_host for f in collision.flows) == ["host01", "host02"]
     assert {f.job_id for f in collision.flows} == {"job7"}
     assert len(out.path_loads) == 2 and all(p.bytes == GB for p in out.path_loads)
-    assert sorted(set(out.tokens)) == ["attr-token", "counter-token", "flow-token", "group-token"]
+    # The congested uplink's cause, decided by the fabric stage from leaf01's partition's evidence.
+    [cause] = out.congestion_causes
+    assert (cause.link, cause.cause, cause.sibling, cause.ecn_marked_pkts) == (up, "collision", idle, 770)
+    assert (cause.flow_count, cause.sources, cause.utilization, cause.sibling_utilization) == (2, 2, 1.0, 0.0)
+    assert sorted(set(out.tokens)) == ["attr-token", "congestion-token", "counter-token", "flow-token",
+                                       "group-token"]
 
 
 def _uplink_counters(fabric: Fabric, links: LinkIndex, end: int, loads: dict[str, int]) -> list[counters_pb2.CounterBatch]:
@@ -148,6 +160,9 @@ def test_a_stage_restored_from_saved_state_skips_published_windows_and_keeps_its
     def window(stage: LinksStage, k: int) -> Emitted:
         for cb in _uplink_counters(fabric, links, k * S, {up1: k * GB, up2: GB}):
             stage.add_counters(cb, f"c{k}", now_ns=k * S)
+        cong = counters_pb2.CongestionBatch(schema_version=1, switch="leaf01", timestamp_ns=k * S, sequence=k)
+        cong.queues.add(interface="Ethernet3", queue="3", interval_ns=S, ecn_marked_pkts=_counter(k))  # up1 queues
+        stage.add_congestion(cong, f"g{k}", now_ns=k * S)
         for q in range(P):  # every flows partition's (empty) attribution batch: the end-of-window marker
             stage.add_attributions(internal_pb2.AttributionBatch(schema_version=1, window_end_ns=k * S,
                                                                  source_partition=q), f"a{k}", now_ns=k * S)
@@ -163,6 +178,7 @@ def test_a_stage_restored_from_saved_state_skips_published_windows_and_keeps_its
 
     taker = new_stage()
     taker.restore(saved)
+    assert taker.last_utilization == (2 * S, {up1: 2 * GB * 8 / 400e9})  # the congested link's, saved
     assert [window(taker, k).windows for k in (1, 2)] == [0, 0], "published windows are not reopened"
     assert taker.tracker.late > 0
     got = window(taker, 3)
