@@ -17,6 +17,7 @@ from flowtracer.schemas.fabric import EcmpGroup, Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.attribution import Share
+from flowtracer.stream.analytics.collision_harm import assess
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.link_index import LinkIndex
@@ -55,6 +56,7 @@ class LinksStage:
             for m in g.members:
                 self.link_groups[m.id].append(g.id)
         self.resolver = resolver
+        self.nic_of_ip = {ip: ref.name for ip, ref in fabric.nic_by_ip.items()}
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
@@ -99,6 +101,7 @@ class LinksStage:
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
         congestion: list[counters_pb2.CongestionBatch] = []
+        nic_cnps: dict[str, int] = {}
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
                 reported.add(item.switch)
@@ -114,8 +117,13 @@ class LinksStage:
                     s.flow_count += ls.flow_count
                     s.conf_bytes += ls.bytes * ls.confidence
                     member_flows[ls.link].extend(ls.flows)
+                for nc in item.nic_cnps:
+                    nic_cnps[nc.nic] = nc.cnp_sent
         out = Emitted()
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
+        # Collisions are judged by this same window's congestion: the group switch owns both members, so their
+        # LinkCongestion is computed here, from the CongestionBatches this window waited for; no delay.
+        congestion_of = {lc.link: lc for lc in out.link_congestion}
         seconds = self.hop_ns / 1e9
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         for lid in sorted(link_ids):
@@ -144,6 +152,7 @@ class LinksStage:
             group_batch.groups.extend(samples)
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
             if collision is not None:
+                assess(collision, congestion_of, nic_cnps, self.nic_of_ip)
                 out.collisions.append(collision)
         out.group_fims.append(group_batch)
         return out
