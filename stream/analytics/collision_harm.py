@@ -19,7 +19,7 @@ Only the RoCE priority / queue 3 counts: other classes' marks and pauses say not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
@@ -109,3 +109,26 @@ def assess(c: analytics_pb2.Collision, congestion: Mapping[str, analytics_pb2.Li
                  receiver_cnps(c.flows, nic_cnps, nic_of_ip))
     mark(c, harm)
     return harm
+
+
+def cnp_shares(congested_flows: Mapping[str, Sequence[common_pb2.FlowRef]], nic_cnps: Mapping[str, int],
+               nic_of_ip: Mapping[str, str]) -> None:
+    """Estimate each flow's share of its receiver's CNPs and write it into ``FlowRef.cnp_share`` (packets).
+
+    ``congested_flows`` maps each congested link (its RoCE queue marked, dropped or it was paused this window) to
+    the flows named on it. A receiving NIC's CNPs of the window go to its flows on those links in proportion to
+    their bytes there: CNPs answer marked packets, marked packets come from congested queues, and at a DCQCN
+    fixed point a flow's marks grow with its packets. An estimate: flows to the NIC on congested links this
+    partition does not see (other switches, unnamed light flows) would take a part, and a flow marked at two
+    queues is counted at each.
+    """
+    by_nic: dict[str, list[common_pb2.FlowRef]] = {}
+    for flows in congested_flows.values():
+        for f in flows:
+            nic = nic_of_ip.get(f.key.dst_ip)
+            if nic is not None and nic_cnps.get(nic):
+                by_nic.setdefault(nic, []).append(f)
+    for nic, flows in by_nic.items():
+        total = sum(f.bytes for f in flows)
+        for f in flows:
+            f.cnp_share = nic_cnps[nic] * f.bytes / total if total else nic_cnps[nic] / len(flows)

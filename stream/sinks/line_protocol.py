@@ -527,7 +527,10 @@ def flows_text(flows: Sequence[common_pb2.FlowRef], limit: int = MAX_FLOWS_TEXT)
             text += f" job={f.job_id}"
         if f.collective:
             text += f" coll={f.collective}"
-        parts.append(f"{text} {human_bytes(f.bytes)}")
+        text += f" {human_bytes(f.bytes)}"
+        if f.cnp_share:  # an estimate (FlowRef.cnp_share), hence the ~
+            text += f" cnps~{round(f.cnp_share)}"
+        parts.append(text)
     if len(flows) > limit:
         parts.append(f"+{len(flows) - limit} more")
     return "; ".join(parts)

@@ -17,7 +17,7 @@ from flowtracer.schemas.fabric import EcmpGroup, Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.attribution import Share
-from flowtracer.stream.analytics.collision_harm import assess
+from flowtracer.stream.analytics.collision_harm import assess, cnp_shares, link_signals
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.link_index import LinkIndex
@@ -124,6 +124,9 @@ class LinksStage:
         # Collisions are judged by this same window's congestion: the group switch owns both members, so their
         # LinkCongestion is computed here, from the CongestionBatches this window waited for; no delay.
         congestion_of = {lc.link: lc for lc in out.link_congestion}
+        # Before collisions copy their flows: each named flow on a congested member gets its CNP share estimate.
+        cnp_shares({lid: member_flows[lid] for lid, lc in congestion_of.items()
+                    if lid in member_flows and link_signals(lc).congested}, nic_cnps, self.nic_of_ip)
         seconds = self.hop_ns / 1e9
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         for lid in sorted(link_ids):

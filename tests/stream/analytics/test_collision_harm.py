@@ -8,6 +8,7 @@ from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.stream.analytics.collision_harm import (
     LinkSignals,
     assess,
+    cnp_shares,
     cnps_by_nic,
     judge,
     link_signals,
@@ -98,3 +99,16 @@ def test_assess_writes_the_verdict_and_its_evidence_into_the_collision() -> None
     unknown = analytics_pb2.Collision(link=UP, idle_link=IDLE, flows=[_flow("10.0.0.5")])
     assess(unknown, {}, {}, NIC_OF_IP)
     assert (unknown.harmful, unknown.harm_basis, unknown.receiver_cnps) == (False, "", 0)
+
+
+def test_cnp_shares_split_each_receivers_cnps_by_bytes_on_congested_links() -> None:
+    a, b, c = _flow("10.0.0.5"), _flow("10.0.0.5"), _flow("10.0.0.16")
+    a.bytes, b.bytes, c.bytes = 300, 100, 200
+    quiet = _flow("10.0.0.9")
+    quiet.bytes = 500
+    cnp_shares({UP: [a, b, c], "other": [quiet]}, {"host05:mlx5_0": 800, "host16:mlx5_0": 266, "host09:mlx5_0": 0},
+               NIC_OF_IP)
+    assert (a.cnp_share, b.cnp_share, c.cnp_share, quiet.cnp_share) == (600.0, 200.0, 266.0, 0.0)
+    unknown = _flow("10.0.0.5")
+    cnp_shares({UP: [unknown]}, {}, NIC_OF_IP)  # the receiver reported no CNP count
+    assert unknown.cnp_share == 0.0

@@ -134,6 +134,8 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     # attribution batches from the receivers' flows partition).
     assert (collision.harmful, collision.harm_basis) == (True, "switch")
     assert (collision.link_ecn_marked_pkts, collision.idle_ecn_marked_pkts, collision.receiver_cnps) == (886, 0, 700)
+    # host03's CNPs all go to the one flow it receives on the congested uplink; host04 sent none.
+    assert {f.dst_host: f.cnp_share for f in collision.flows} == {"host03": 700.0, "host04": 0.0}
     assert len(out.path_loads) == 2 and all(p.bytes == GB for p in out.path_loads)
     assert sorted(set(out.tokens)) == ["attr-token", "congestion-token", "counter-token", "flow-token", "group-token"]
 
