@@ -1,10 +1,11 @@
 """Stage B, per counters partition: measured vs attributed load of every link its switches own (pure).
 
 Input: CounterBatches (and, when the collectors publish them, CongestionBatches) of this partition's switches and
-the AttributionBatches every flows partition sent here. A window is complete when every flows partition's batch
-arrived and the switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
-Collisions, LinkCongestion of the switches that sent congestion counters, and one GroupFimBatch for the
-fabric-wide aggregation.
+the AttributionBatches every flows partition sent here (with the window's NIC CNP counts). A window is complete
+when every flows partition's batch arrived and the switches that usually report have reported. Per window:
+LinkLoads, rolling group FimSamples, Collisions (each judged harmful or not by the same window's congestion,
+stream/analytics/collision_harm.py), LinkCongestion of the switches that sent congestion counters, and one
+GroupFimBatch for the fabric-wide aggregation.
 """
 
 from __future__ import annotations
