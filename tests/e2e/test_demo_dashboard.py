@@ -51,7 +51,7 @@ const dts = q("#health dt"), dds = q("#health dd");
 return {
   title: document.title, fimText: fim.textContent, fim: fim.dataset.fim, fimEnd: fim.dataset.windowEndMs,
   collisions: q("#collisions tr.collision").map((r) => [r.dataset.group, r.dataset.link,
-                                                         r.querySelector("td.flows").innerText]),
+                                                         r.querySelector("td.flows").innerText, r.dataset.harm]),
   linksDrawn: q("#fabric line.link").length, linksColoured: q("#fabric line.link[data-util]").filter(
     (l) => l.getAttribute("data-util") !== "").length,
   switches: q("#fabric g.switch text").map((t) => t.textContent),
@@ -69,7 +69,7 @@ class Seen:
     fim_text: str = ""
     fim: float | None = None
     fim_window_end_ms: int | None = None
-    collisions: list[tuple[str, str, str]] = field(default_factory=list)  # group, link, flows text
+    collisions: list[tuple[str, str, str, str]] = field(default_factory=list)  # group, link, flows text, harm
     links_drawn: int = 0
     links_coloured: int = 0
     switches: list[str] = field(default_factory=list)
@@ -226,9 +226,9 @@ def test_dashboard_fim_matches_the_store(demo: DemoRun) -> None:
 
 
 def test_dashboard_shows_the_known_collision_with_its_flows(demo: DemoRun) -> None:
-    groups = {g for g, _, _ in demo.seen.collisions}
+    groups = {g for g, _, _, _ in demo.seen.collisions}
     assert groups == KNOWN_COLLISIONS
-    for group, link, flows in demo.seen.collisions:
+    for group, link, flows, _ in demo.seen.collisions:
         assert link.startswith(group.split(":")[0] + ":")
         assert flows.count("sport") >= 2 and "AllReduce" in flows, flows
 
@@ -307,6 +307,9 @@ def test_the_known_collision_congests_its_uplink_not_the_sibling_and_is_reported
             assert bool(value) == expected, (link, end, value, truth.get(member), truth.get(sib))
             verdicts[expected] += 1
     assert verdicts[True] >= 8 and verdicts[False] >= 8, verdicts
+    # ... and the dashboard showed it so: the collided uplink's row harmful, the other not.
+    assert {link: harm for _, link, _, harm in demo.seen.collisions} == \
+        {lk: str(lk == up).lower() for lk in harmful}, demo.seen.collisions
 
 
 def test_demo_leaves_nothing_running(demo: DemoRun) -> None:
