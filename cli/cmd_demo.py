@@ -117,8 +117,9 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
               help="How the processor places flows on paths; trace turns path tracing on in the agents.")
 @click.option("--topology", "topology_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Fabric topology YAML [default: the 16-host, 4-leaf, 2-spine fabric].")
-@click.option("--workload", default="ring-allreduce", show_default=True,
-              help="Workload preset or YAML/JSON file (a file runs as written, without the degrade fault).")
+@click.option("--workload", default=None,
+              help="Workload preset or YAML/JSON file (a file runs as written, without the degrade fault) "
+                   "[default: known-collision, the demo's ring all-reduce with a harmful collision].")
 @click.option("--warmup", type=float, default=20.0, show_default=True,
               help="Seconds after the simulator starts before windows are scored against ground truth.")
 def demo(duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
@@ -160,8 +161,10 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
             _fail(EXIT_BAD_INPUT, f"--dataplane kernel: {missing}")
     from flowtracer.demo.scenario import ScenarioError, write_scenario
 
-    scenario_args = {"degrade_at_s": degrade_at if degrade_at >= 0 else None, "topology_file": topology_file,
-                     "workload": workload}
+    scenario_args: dict[str, Any] = {"degrade_at_s": degrade_at if degrade_at >= 0 else None,
+                                     "topology_file": topology_file, "congestion": dataplane == "model"}
+    if workload is not None:
+        scenario_args["workload"] = workload
     with tempfile.TemporaryDirectory(prefix="flowtracer-demo-check-") as tmp:
         try:  # before the run directory is replaced: bad input must not cost the previous run
             write_scenario(Path(tmp), **scenario_args)  # type: ignore[arg-type]
@@ -205,7 +208,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     options = PipelineOptions(topology=scenario.topology, workload=str(scenario.workload), hop_s=HOP_S,
                               partitions=PARTITIONS, resolvers=(resolver,), influx_url=influx_url,
                               line_protocol_file=line_protocol_file, processor_args=processor_args,
-                              sim_args=("--dataplane", dataplane), agent_tracing=resolver == "trace")
+                              sim_args=("--dataplane", dataplane), agent_tracing=resolver == "trace",
+                              switch_congestion=scenario.congestion)
     pipeline = DemoPipeline(options, run_dir)
     dashboard = f"http://127.0.0.1:{web_port}/dashboard/" if web_port else None
     started_at = datetime.now(UTC)

@@ -89,6 +89,9 @@ class PipelineOptions:
     agent_tracing: bool = False
     #: Probe budget per simulated host, probes/s (the one agent process plays every host: its budget is this x hosts).
     probes_per_host_s: float = 50.0
+    #: Have the collector read the switches' congestion counters (``gnmi.congestion``, a ``--config`` file
+    #: written into the run directory): for workloads whose simulator models congestion.
+    switch_congestion: bool = False
     #: Kafka TLS/SASL settings file every stage is given (``--kafka-config``); then pass the broker that
     #: speaks them as ``LocalPipeline(broker=...)`` (its ``client_config`` creates the topics).
     kafka_config: Path | None = None
@@ -171,8 +174,10 @@ class LocalPipeline:
             sim_topology = self.ready["topology"]
             self.start_processors(o.resolvers)
             # Tansu has no idempotent producers: both producers are told so.
+            collector_config = ["--config", str(self.write_collector_config())] if o.switch_congestion else []
             self._spawn("collect", ["collect", "--topology", sim_topology, "--kafka", self.bootstrap,
-                                    "--no-idempotence", *self.kafka_config_args(), *o.collector_args])
+                                    "--no-idempotence", *collector_config, *self.kafka_config_args(),
+                                    *o.collector_args])
             agent_config = ["--config", str(self.write_agent_config())] if o.agent_tracing else []
             self._spawn("agent", ["agent", *agent_config, "--source", "sim",
                                   "--sim-endpoints", str(self.run_dir / "ready.json"),
@@ -195,6 +200,12 @@ class LocalPipeline:
             raise PipelineError(f"the simulator exited before it was ready: {stage.tail()}")
         self.ready = json.loads(line)
         (self.run_dir / "ready.json").write_text(json.dumps(self.ready))
+
+    def write_collector_config(self) -> Path:
+        """``RUN_DIR/collector.yaml``: ``gnmi.congestion`` on (docs/congestion-counters.md); the rest defaults."""
+        path = self.run_dir / "collector.yaml"
+        path.write_text(json.dumps({"gnmi": {"congestion": True}}) + "\n", encoding="utf-8")  # JSON is YAML
+        return path
 
     def write_agent_config(self) -> Path:
         """``RUN_DIR/agent.yaml``: a ``tracing:`` section for the data plane the simulator runs (docs/tracing.md).

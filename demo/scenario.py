@@ -1,17 +1,24 @@
-"""The demo's default scenario: FlowTracer's 16-node fabric, NCCL ring all-reduce, a link degraded later.
+"""The demo's default scenario: FlowTracer's 16-node fabric, NCCL ring all-reduce, a harmful collision, a link
+degraded later.
 
 Fabric: 16 hosts with one 400G NIC each on 4 leaves, 2 spines (the cluster of the FlowTracer paper,
-arXiv 2410.17078). Traffic: the simulator's ``ring-allreduce`` preset unchanged, whose QP numbers
-hash two rings onto the same uplink of leaf01 and of leaf02 while the sibling uplink idles: a
-collision from the start. At ``degrade_at_s`` one cable drops to half its capacity; since a ring
-all-reduce runs at the speed of its slowest link, the whole job slows down (the fabric throughput
-drops) even though the degraded link is not part of the collision.
+arXiv 2410.17078), with the simulator's RoCE congestion model on (docs/congestion.md). Traffic (the
+``known-collision`` workload, :func:`demo_workload`): the ``ring-allreduce`` preset on host01..host15, whose QP
+numbers hash host04's two channels onto one uplink of leaf01 (and host08's onto one of leaf02), plus one steady
+flow from host01 to host16 (a checkpoint writer, say) that the ECMP hash puts on the same leaf01 uplink while its
+sibling idles: two NICs offer 533G to a 400G link. That uplink builds a queue, marks ECN, its receivers send CNPs:
+the collision is harmful. leaf02's collision is host08's single NIC at its line rate: an imbalance that congests
+nothing. At ``degrade_at_s`` one cable drops to half its capacity; since a ring all-reduce runs at the speed of its
+slowest link, the whole job slows down (the fabric throughput drops) even though the degraded link is not part of
+the collision. The congestion model runs on the model data plane only: on the kernel data plane the same traffic
+runs without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,6 +34,24 @@ simulator's congestion scenarios)."""
 DEGRADE_LINK = "leaf03:Ethernet5"
 """The cable degraded later in the run (leaf03's uplink to spine01), named by one end."""
 
+DEMO_WORKLOAD = "known-collision"
+"""The demo's own workload (the default ``--workload``): :func:`demo_workload`."""
+
+COLLIDING_FLOW = {"src": "host01:mlx5_0", "dst": "host16:mlx5_0"}
+"""The steady flow that collides with host04's ring channels on leaf01's uplink (the hash of its QP numbers,
+drawn from the workload's seed 1, puts it there; tests check it against the simulator's ground truth)."""
+
+
+def demo_workload(congestion: bool = True) -> dict[str, Any]:
+    """The ``known-collision`` workload as data: ring all-reduce on the first 15 hosts, :data:`COLLIDING_FLOW`
+    (host16 is outside the job, so nothing but that flow reaches it: the only oversubscribed port is the collided
+    uplink), and the congestion model when ``congestion``."""
+    data = preset("ring-allreduce", hosts=DEMO_SPEC.hosts - 1).model_dump(mode="json", exclude={"congestion"})
+    data["flows"] = [dict(COLLIDING_FLOW)]
+    if congestion:
+        data["congestion"] = {}
+    return data
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -40,8 +65,11 @@ class Scenario:
     hosts: int = DEMO_SPEC.hosts
     leaves: int = DEMO_SPEC.leaves
     spines: int = DEMO_SPEC.spines
-    #: What the workload is: a preset's name, or the file it came from.
-    workload_name: str = "ring-allreduce"
+    #: What the workload is: the demo's, a preset's name, or the file it came from.
+    workload_name: str = DEMO_WORKLOAD
+    #: Whether the simulator models RoCE congestion (the workload has a ``congestion:`` section): the demo then
+    #: has the collectors read the switches' congestion counters.
+    congestion: bool = False
 
 
 class ScenarioError(ValueError):
@@ -50,14 +78,16 @@ class ScenarioError(ValueError):
 
 def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_link: str = DEGRADE_LINK,
                    capacity: float = 0.5, topology_file: Path | None = None,
-                   workload: str = "ring-allreduce") -> Scenario:
+                   workload: str = DEMO_WORKLOAD, congestion: bool = True) -> Scenario:
     """Write the topology and ``workload.yaml`` into ``out_dir``; ``degrade_at_s`` None = no fault.
 
-    Default: ``fabric16.yaml`` (:data:`DEMO_SPEC`) and the ``ring-allreduce`` preset (so the known
-    collision happens). ``topology_file`` replaces the fabric (copied as ``topology.yaml``);
-    ``workload`` is a preset name or a workload file. A preset gets the ``degrade`` fault when the
-    topology has ``degrade_link``; a workload file runs as written (its own faults). Raises
-    :class:`ScenarioError` (one line) for a topology or workload that does not load.
+    Default: ``fabric16.yaml`` (:data:`DEMO_SPEC`) and the ``known-collision`` workload (:func:`demo_workload`,
+    congestion modelled when ``congestion``: False for the kernel data plane, which cannot). ``topology_file``
+    replaces the fabric (copied as ``topology.yaml``); there the demo's workload, which names host01 and host16
+    of the demo fabric, becomes the plain ``ring-allreduce`` preset. ``workload`` is the demo's, a preset name
+    or a workload file. The demo's and a preset get the ``degrade`` fault when the topology has
+    ``degrade_link``; a workload file runs as written (its own faults). Raises :class:`ScenarioError` (one
+    line) for a topology or workload that does not load.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     if topology_file is None:
@@ -70,8 +100,12 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
             raise ScenarioError(f"--topology {topology_file}: {e}") from None
         topology = out_dir / "topology.yaml"
     topology.write_text(topo.to_yaml(), encoding="utf-8")
+    if workload == DEMO_WORKLOAD and topology_file is not None:
+        workload = "ring-allreduce"
     try:
-        if workload in PRESETS:
+        if workload == DEMO_WORKLOAD:
+            data = demo_workload(congestion)
+        elif workload in PRESETS:
             data = preset(workload).model_dump(mode="json")
         else:
             data = load_workload(Path(workload)).model_dump(mode="json")
@@ -93,5 +127,6 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
     out.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     leaves = sum(1 for s_ in topo.switches if s_.role is Role.LEAF)
     return Scenario(topology, out, degrade_link if degrade_at_s is not None else None, degrade_at_s, capacity,
-                    hosts=len(topo.hosts), leaves=leaves, spines=len(topo.switches) - leaves, workload_name=workload)
+                    hosts=len(topo.hosts), leaves=leaves, spines=len(topo.switches) - leaves, workload_name=workload,
+                    congestion=data.get("congestion") is not None)
 

@@ -41,6 +41,9 @@ class CollisionSeen:
     windows: int = 0
     max_link_utilization: float = 0.0
     min_idle_utilization: float = 1.0
+    #: windows whose harm could be judged (Collision.harm_basis set), and those judged harmful
+    judged_windows: int = 0
+    harmful_windows: int = 0
     #: (src_ip, dst_ip, udp_src_port) -> flow details (job, collective, comm, hosts, max bytes in a hop)
     flows: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
 
@@ -125,6 +128,8 @@ class Observed:
         seen.last_end_ns = max(seen.last_end_ns, c.window_end_ns)
         seen.max_link_utilization = max(seen.max_link_utilization, c.link_utilization)
         seen.min_idle_utilization = min(seen.min_idle_utilization, c.idle_utilization)
+        seen.judged_windows += bool(c.harm_basis)
+        seen.harmful_windows += c.harmful
         self.collision_confidence[key] = min(self.collision_confidence.get(key, 1.0), c.confidence)
         for f in c.flows:
             k = (f.key.src_ip, f.key.dst_ip, f.key.udp_src_port)
@@ -272,7 +277,8 @@ def status_lines(obs: Observed, elapsed_s: float, duration_s: float | None, stag
         flows = ", ".join(f"{f['src_host'] or f['src_ip']}>{f['dst_host'] or f['dst_ip']}:{f['udp_src_port']}"
                           for f in list(c.flows.values())[:4])
         lines.append(f"  collision {c.group}: {len(c.flows)} flows on {c.link} ({c.max_link_utilization:.0%}) "
-                     f"while {c.idle_link} idles ({c.min_idle_utilization:.0%}) [{flows}]")
+                     f"while {c.idle_link} idles ({c.min_idle_utilization:.0%}) [{flows}]"
+                     + (" HARMFUL" if c.harmful_windows else ""))
     if len(cols) > top:
         lines.append(f"  ... and {len(cols) - top} more collisions")
     lag = (now_ns - obs.newest_end_ns) / S if obs.newest_end_ns else None

@@ -109,7 +109,8 @@ def collisions_section(obs: Observed, gt: GroundTruth | None) -> list[dict[str, 
                     "last_s": round((c.last_end_ns - start) / S, 3) if start else None,
                     "first_window_end_ns": c.first_end_ns, "last_window_end_ns": c.last_end_ns,
                     "max_link_utilization": round(c.max_link_utilization, 4),
-                    "min_idle_utilization": round(c.min_idle_utilization, 4), "flows": flows})
+                    "min_idle_utilization": round(c.min_idle_utilization, 4),
+                    "judged_windows": c.judged_windows, "harmful_windows": c.harmful_windows, "flows": flows})
     return out
 
 
@@ -220,6 +221,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         jobs = sorted({fl["job_ground_truth"] or fl["job_id"] or fl["comm_id"][:8] for fl in c["flows"]} - {""})
         lines.append(f"collision {c['group']}: {len(c['flows'])} flows share {c['link']} "
                      f"(up to {c['max_link_utilization']:.0%}) while {c['idle_link']} idles, {c['windows']} windows"
+                     + (f", harmful in {c['harmful_windows']} of {c['judged_windows']} judged"
+                        if c["judged_windows"] else "")
                      + (f"; job {', '.join(jobs)}" if jobs else ""))
     for fl in s["faults"]:
         what = f"{fl['kind']} {fl['target']}" + (f" to {fl['capacity']:.0%}" if "capacity" in fl else "")

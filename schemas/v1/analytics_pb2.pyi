@@ -143,7 +143,7 @@ class FimSample(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., group: _Optional[str] = ..., switch: _Optional[str] = ..., basis: _Optional[_Union[LoadBasis, str]] = ..., members: _Optional[int] = ..., fim: _Optional[float] = ..., fim_flows: _Optional[float] = ..., max_mean_ratio: _Optional[float] = ..., cv: _Optional[float] = ..., total_bytes: _Optional[int] = ..., member_links: _Optional[_Iterable[str]] = ..., member_bytes: _Optional[_Iterable[int]] = ..., resolver: _Optional[str] = ..., member_weights: _Optional[_Iterable[int]] = ..., group_source: _Optional[str] = ..., load_source: _Optional[str] = ...) -> None: ...
 
 class Collision(_message.Message):
-    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group", "link", "link_utilization", "idle_link", "idle_utilization", "flows", "resolver", "confidence")
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group", "link", "link_utilization", "idle_link", "idle_utilization", "flows", "resolver", "confidence", "harmful", "harm_basis", "link_ecn_marked_pkts", "link_dropped_pkts", "link_pfc_pauses", "idle_ecn_marked_pkts", "idle_dropped_pkts", "idle_pfc_pauses", "receiver_cnps")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,15 @@ class Collision(_message.Message):
     FLOWS_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    HARMFUL_FIELD_NUMBER: _ClassVar[int]
+    HARM_BASIS_FIELD_NUMBER: _ClassVar[int]
+    LINK_ECN_MARKED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    LINK_DROPPED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    LINK_PFC_PAUSES_FIELD_NUMBER: _ClassVar[int]
+    IDLE_ECN_MARKED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_DROPPED_PKTS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_PFC_PAUSES_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_CNPS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_start_ns: int
     window_end_ns: int
@@ -168,7 +177,16 @@ class Collision(_message.Message):
     flows: _containers.RepeatedCompositeFieldContainer[_common_pb2.FlowRef]
     resolver: str
     confidence: float
-    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+    harmful: bool
+    harm_basis: str
+    link_ecn_marked_pkts: int
+    link_dropped_pkts: int
+    link_pfc_pauses: int
+    idle_ecn_marked_pkts: int
+    idle_dropped_pkts: int
+    idle_pfc_pauses: int
+    receiver_cnps: int
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., harmful: _Optional[bool] = ..., harm_basis: _Optional[str] = ..., link_ecn_marked_pkts: _Optional[int] = ..., link_dropped_pkts: _Optional[int] = ..., link_pfc_pauses: _Optional[int] = ..., idle_ecn_marked_pkts: _Optional[int] = ..., idle_dropped_pkts: _Optional[int] = ..., idle_pfc_pauses: _Optional[int] = ..., receiver_cnps: _Optional[int] = ...) -> None: ...
 
 class LinkCongestion(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "pfc_pauses_received", "pfc_pauses_received_roce", "pfc_pauses_sent", "pfc_pauses_sent_roce", "pfc_valid", "ecn_marked_pkts", "ecn_marked_pkts_roce", "ecn_valid", "dropped_pkts", "dropped_pkts_roce", "dropped_octets", "dropped_octets_roce", "drops_valid", "queue_watermark_bytes", "queue_watermark_bytes_roce", "watermark_valid")

@@ -46,7 +46,7 @@ class FlowKey(_message.Message):
     def __init__(self, src_ip: _Optional[str] = ..., dst_ip: _Optional[str] = ..., ip_proto: _Optional[int] = ..., udp_src_port: _Optional[int] = ..., udp_dst_port: _Optional[int] = ..., dst_qpn: _Optional[int] = ...) -> None: ...
 
 class FlowRef(_message.Message):
-    __slots__ = ("key", "src_host", "dst_host", "lqpn", "job_id", "collective", "comm_id", "bytes", "confidence", "link_share", "method")
+    __slots__ = ("key", "src_host", "dst_host", "lqpn", "job_id", "collective", "comm_id", "bytes", "confidence", "link_share", "method", "cnp_share")
     KEY_FIELD_NUMBER: _ClassVar[int]
     SRC_HOST_FIELD_NUMBER: _ClassVar[int]
     DST_HOST_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class FlowRef(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     LINK_SHARE_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
+    CNP_SHARE_FIELD_NUMBER: _ClassVar[int]
     key: FlowKey
     src_host: str
     dst_host: str
@@ -69,4 +70,5 @@ class FlowRef(_message.Message):
     confidence: float
     link_share: float
     method: str
-    def __init__(self, key: _Optional[_Union[FlowKey, _Mapping]] = ..., src_host: _Optional[str] = ..., dst_host: _Optional[str] = ..., lqpn: _Optional[int] = ..., job_id: _Optional[str] = ..., collective: _Optional[str] = ..., comm_id: _Optional[str] = ..., bytes: _Optional[int] = ..., confidence: _Optional[float] = ..., link_share: _Optional[float] = ..., method: _Optional[str] = ...) -> None: ...
+    cnp_share: float
+    def __init__(self, key: _Optional[_Union[FlowKey, _Mapping]] = ..., src_host: _Optional[str] = ..., dst_host: _Optional[str] = ..., lqpn: _Optional[int] = ..., job_id: _Optional[str] = ..., collective: _Optional[str] = ..., comm_id: _Optional[str] = ..., bytes: _Optional[int] = ..., confidence: _Optional[float] = ..., link_share: _Optional[float] = ..., method: _Optional[str] = ..., cnp_share: _Optional[float] = ...) -> None: ...

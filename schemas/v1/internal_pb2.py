@@ -26,7 +26,7 @@ from flowtracer.schemas.v1 import common_pb2 as flowtracer_dot_schemas_dot_v1_do
 from flowtracer.schemas.v1 import analytics_pb2 as flowtracer_dot_schemas_dot_v1_dot_analytics__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$flowtracer/schemas/v1/internal.proto\x12\rflowtracer.v1\x1a\"flowtracer/schemas/v1/common.proto\x1a%flowtracer/schemas/v1/analytics.proto\"\xca\x01\n\x10\x41ttributionBatch\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x17\n\x0fwindow_start_ns\x18\x02 \x01(\x03\x12\x15\n\rwindow_end_ns\x18\x03 \x01(\x03\x12\x18\n\x10source_partition\x18\x04 \x01(\x05\x12\x19\n\x11source_partitions\x18\x05 \x01(\x05\x12\x10\n\x08resolver\x18\x06 \x01(\t\x12\'\n\x05links\x18\x07 \x03(\x0b\x32\x18.flowtracer.v1.LinkShare\"\xaf\x01\n\tLinkShare\x12\x0c\n\x04link\x18\x01 \x01(\t\x12\x0e\n\x06switch\x18\x02 \x01(\t\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\x12\x12\n\nflow_count\x18\x04 \x01(\r\x12%\n\x05\x66lows\x18\x05 \x03(\x0b\x32\x16.flowtracer.v1.FlowRef\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12\x15\n\rsrc_nic_count\x18\x07 \x01(\r\x12\x0f\n\x07\x64st_nic\x18\x08 \x01(\t\"\xce\x01\n\rGroupFimBatch\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x15\n\rwindow_end_ns\x18\x02 \x01(\x03\x12\x18\n\x10source_partition\x18\x03 \x01(\x05\x12\x19\n\x11source_partitions\x18\x04 \x01(\x05\x12(\n\x06groups\x18\x05 \x03(\x0b\x32\x18.flowtracer.v1.FimSample\x12/\n\tcongested\x18\x06 \x03(\x0b\x32\x1c.flowtracer.v1.CongestedLink\"\x89\x02\n\rCongestedLink\x12\x31\n\ncongestion\x18\x01 \x01(\x0b\x32\x1d.flowtracer.v1.LinkCongestion\x12\x13\n\x0butilization\x18\x02 \x01(\x01\x12\x1c\n\x14previous_utilization\x18\x03 \x01(\x01\x12\x12\n\nflow_count\x18\x04 \x01(\r\x12\x0f\n\x07sources\x18\x05 \x01(\r\x12\x13\n\x0b\x64\x65stination\x18\x06 \x01(\t\x12\x0f\n\x07sibling\x18\x07 \x01(\t\x12\x1b\n\x13sibling_utilization\x18\x08 \x01(\x01\x12\x19\n\x11sibling_congested\x18\t \x01(\x08\x12\x0f\n\x07to_host\x18\n \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$flowtracer/schemas/v1/internal.proto\x12\rflowtracer.v1\x1a\"flowtracer/schemas/v1/common.proto\x1a%flowtracer/schemas/v1/analytics.proto\"\xf4\x01\n\x10\x41ttributionBatch\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x17\n\x0fwindow_start_ns\x18\x02 \x01(\x03\x12\x15\n\rwindow_end_ns\x18\x03 \x01(\x03\x12\x18\n\x10source_partition\x18\x04 \x01(\x05\x12\x19\n\x11source_partitions\x18\x05 \x01(\x05\x12\x10\n\x08resolver\x18\x06 \x01(\t\x12\'\n\x05links\x18\x07 \x03(\x0b\x32\x18.flowtracer.v1.LinkShare\x12(\n\x08nic_cnps\x18\x08 \x03(\x0b\x32\x16.flowtracer.v1.NicCnps\"(\n\x07NicCnps\x12\x0b\n\x03nic\x18\x01 \x01(\t\x12\x10\n\x08\x63np_sent\x18\x02 \x01(\x04\"\xaf\x01\n\tLinkShare\x12\x0c\n\x04link\x18\x01 \x01(\t\x12\x0e\n\x06switch\x18\x02 \x01(\t\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\x12\x12\n\nflow_count\x18\x04 \x01(\r\x12%\n\x05\x66lows\x18\x05 \x03(\x0b\x32\x16.flowtracer.v1.FlowRef\x12\x12\n\nconfidence\x18\x06 \x01(\x01\x12\x15\n\rsrc_nic_count\x18\x07 \x01(\r\x12\x0f\n\x07\x64st_nic\x18\x08 \x01(\t\"\xce\x01\n\rGroupFimBatch\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x15\n\rwindow_end_ns\x18\x02 \x01(\x03\x12\x18\n\x10source_partition\x18\x03 \x01(\x05\x12\x19\n\x11source_partitions\x18\x04 \x01(\x05\x12(\n\x06groups\x18\x05 \x03(\x0b\x32\x18.flowtracer.v1.FimSample\x12/\n\tcongested\x18\x06 \x03(\x0b\x32\x1c.flowtracer.v1.CongestedLink\"\x89\x02\n\rCongestedLink\x12\x31\n\ncongestion\x18\x01 \x01(\x0b\x32\x1d.flowtracer.v1.LinkCongestion\x12\x13\n\x0butilization\x18\x02 \x01(\x01\x12\x1c\n\x14previous_utilization\x18\x03 \x01(\x01\x12\x12\n\nflow_count\x18\x04 \x01(\r\x12\x0f\n\x07sources\x18\x05 \x01(\r\x12\x13\n\x0b\x64\x65stination\x18\x06 \x01(\t\x12\x0f\n\x07sibling\x18\x07 \x01(\t\x12\x1b\n\x13sibling_utilization\x18\x08 \x01(\x01\x12\x19\n\x11sibling_congested\x18\t \x01(\x08\x12\x0f\n\x07to_host\x18\n \x01(\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,11 +34,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'flowtracer.schemas.v1.inter
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ATTRIBUTIONBATCH']._serialized_start=131
-  _globals['_ATTRIBUTIONBATCH']._serialized_end=333
-  _globals['_LINKSHARE']._serialized_start=336
-  _globals['_LINKSHARE']._serialized_end=511
-  _globals['_GROUPFIMBATCH']._serialized_start=514
-  _globals['_GROUPFIMBATCH']._serialized_end=720
-  _globals['_CONGESTEDLINK']._serialized_start=723
-  _globals['_CONGESTEDLINK']._serialized_end=988
+  _globals['_ATTRIBUTIONBATCH']._serialized_end=375
+  _globals['_NICCNPS']._serialized_start=377
+  _globals['_NICCNPS']._serialized_end=417
+  _globals['_LINKSHARE']._serialized_start=420
+  _globals['_LINKSHARE']._serialized_end=595
+  _globals['_GROUPFIMBATCH']._serialized_start=598
+  _globals['_GROUPFIMBATCH']._serialized_end=804
+  _globals['_CONGESTEDLINK']._serialized_start=807
+  _globals['_CONGESTEDLINK']._serialized_end=1072
 # @@protoc_insertion_point(module_scope)

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AttributionBatch(_message.Message):
-    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "source_partition", "source_partitions", "resolver", "links")
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "source_partition", "source_partitions", "resolver", "links", "nic_cnps")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class AttributionBatch(_message.Message):
     SOURCE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
     LINKS_FIELD_NUMBER: _ClassVar[int]
+    NIC_CNPS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_start_ns: int
     window_end_ns: int
@@ -24,7 +25,16 @@ class AttributionBatch(_message.Message):
     source_partitions: int
     resolver: str
     links: _containers.RepeatedCompositeFieldContainer[LinkShare]
-    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., source_partition: _Optional[int] = ..., source_partitions: _Optional[int] = ..., resolver: _Optional[str] = ..., links: _Optional[_Iterable[_Union[LinkShare, _Mapping]]] = ...) -> None: ...
+    nic_cnps: _containers.RepeatedCompositeFieldContainer[NicCnps]
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., source_partition: _Optional[int] = ..., source_partitions: _Optional[int] = ..., resolver: _Optional[str] = ..., links: _Optional[_Iterable[_Union[LinkShare, _Mapping]]] = ..., nic_cnps: _Optional[_Iterable[_Union[NicCnps, _Mapping]]] = ...) -> None: ...
+
+class NicCnps(_message.Message):
+    __slots__ = ("nic", "cnp_sent")
+    NIC_FIELD_NUMBER: _ClassVar[int]
+    CNP_SENT_FIELD_NUMBER: _ClassVar[int]
+    nic: str
+    cnp_sent: int
+    def __init__(self, nic: _Optional[str] = ..., cnp_sent: _Optional[int] = ...) -> None: ...
 
 class LinkShare(_message.Message):
     __slots__ = ("link", "switch", "bytes", "flow_count", "flows", "confidence", "src_nic_count", "dst_nic")

@@ -245,7 +245,10 @@ class DashboardState:
         return {"group": c.group, "switch": c.switch, "link": c.link, "link_utilization": c.link_utilization,
                 "idle_link": c.idle_link, "idle_utilization": c.idle_utilization,
                 "window_end_ms": _ms(c.window_end_ns), "first_seen_ms": _ms(s.first_end_ns), "windows": s.windows,
-                "resolver": c.resolver, "flows": [flow_json(f) for f in c.flows]}
+                "resolver": c.resolver, "flows": [flow_json(f) for f in c.flows],
+                "harmful": c.harmful, "harm_basis": c.harm_basis, "link_ecn_marked_pkts": c.link_ecn_marked_pkts,
+                "link_dropped_pkts": c.link_dropped_pkts, "link_pfc_pauses": c.link_pfc_pauses,
+                "receiver_cnps": c.receiver_cnps}
 
     @staticmethod
     def _cause_json(c: analytics_pb2.CongestionCause) -> dict[str, Any]:

@@ -69,6 +69,15 @@ per (link, cause).
 |  | `flow_bytes` | int field | bytes |  |
 |  | `top_bytes` | int field | bytes |  |
 |  | `flows` | string field | text |  |
+|  | `harmful` | int field | 0 or 1 |  |
+|  | `harm_basis` | string field | switch, nic or empty (unknown) | harm unknown |
+|  | `link_ecn_marked_pkts` | int field | packets (queue 3) |  |
+|  | `link_dropped_pkts` | int field | packets (queue 3) |  |
+|  | `link_pfc_pauses` | int field | frames (priority 3) |  |
+|  | `idle_ecn_marked_pkts` | int field | packets (queue 3) |  |
+|  | `idle_dropped_pkts` | int field | packets (queue 3) |  |
+|  | `idle_pfc_pauses` | int field | frames (priority 3) |  |
+|  | `receiver_cnps` | int field | packets |  |
 | `link_congestion` | `link` | tag | link id |  |
 |  | `src_node` | tag | switch or host |  |
 |  | `dst_node` | tag | switch or host |  |
@@ -252,10 +261,19 @@ COLLISION = Measurement(
     "collision", "Collision",
     tags=("group", "switch", "link", "resolver"),
     fields={"link_utilization": "float", "idle_utilization": "float", "idle_link": "string",
-            "flow_count": "int", "flow_bytes": "int", "top_bytes": "int", "flows": "string"},
+            "flow_count": "int", "flow_bytes": "int", "top_bytes": "int", "flows": "string",
+            "harmful": "int", "harm_basis": "string", "link_ecn_marked_pkts": "int", "link_dropped_pkts": "int",
+            "link_pfc_pauses": "int", "idle_ecn_marked_pkts": "int", "idle_dropped_pkts": "int",
+            "idle_pfc_pauses": "int", "receiver_cnps": "int"},
     units={"group": "ECMP group id", "switch": "switch", "link": _LINK, "resolver": "hash or infer",
            "link_utilization": "0..1", "idle_utilization": "0..1", "idle_link": _LINK,
-           "flow_count": "flows", "flow_bytes": "bytes", "top_bytes": "bytes", "flows": "text"},
+           "flow_count": "flows", "flow_bytes": "bytes", "top_bytes": "bytes", "flows": "text",
+           "harmful": "0 or 1", "harm_basis": "switch, nic or empty (unknown)",
+           "link_ecn_marked_pkts": "packets (queue 3)", "link_dropped_pkts": "packets (queue 3)",
+           "link_pfc_pauses": "frames (priority 3)", "idle_ecn_marked_pkts": "packets (queue 3)",
+           "idle_dropped_pkts": "packets (queue 3)", "idle_pfc_pauses": "frames (priority 3)",
+           "receiver_cnps": "packets"},
+    optional={"harm_basis": "harm unknown"},
 )
 
 #: Validity flag of each congestion field group (``<flag>``: the group's fields, left out while it is 0).
@@ -567,7 +585,10 @@ def flows_text(flows: Sequence[common_pb2.FlowRef], limit: int = MAX_FLOWS_TEXT)
             text += f" job={f.job_id}"
         if f.collective:
             text += f" coll={f.collective}"
-        parts.append(f"{text} {human_bytes(f.bytes)}")
+        text += f" {human_bytes(f.bytes)}"
+        if f.cnp_share:  # an estimate (FlowRef.cnp_share), hence the ~
+            text += f" cnps~{round(f.cnp_share)}"
+        parts.append(text)
     if len(flows) > limit:
         parts.append(f"+{len(flows) - limit} more")
     return "; ".join(parts)
@@ -582,6 +603,10 @@ def collision_line(m: analytics_pb2.Collision) -> str:
         "link_utilization": m.link_utilization, "idle_utilization": m.idle_utilization,
         "idle_link": m.idle_link, "flow_count": len(sizes), "flow_bytes": sum(sizes),
         "top_bytes": max(sizes, default=0), "flows": flows_text(m.flows),
+        "harmful": int(m.harmful), "harm_basis": m.harm_basis or None, "link_ecn_marked_pkts": m.link_ecn_marked_pkts,
+        "link_dropped_pkts": m.link_dropped_pkts, "link_pfc_pauses": m.link_pfc_pauses,
+        "idle_ecn_marked_pkts": m.idle_ecn_marked_pkts, "idle_dropped_pkts": m.idle_dropped_pkts,
+        "idle_pfc_pauses": m.idle_pfc_pauses, "receiver_cnps": m.receiver_cnps,
     }, m.window_end_ns, where)
 
 

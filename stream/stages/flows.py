@@ -16,6 +16,7 @@ from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
 from flowtracer.stream.analytics.attribution import attribute, heaviest, link_ends
+from flowtracer.stream.analytics.collision_harm import cnps_by_nic
 from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
@@ -201,5 +202,12 @@ class FlowsStage:
                 named = heaviest(lflows.get(lid, ()), self.max_flows_per_link, threshold)
                 if named:
                     ls.flows.extend(named)
+        # Every counters partition gets the window's NIC CNP counts: its collisions judge their harm by the CNPs
+        # their flows' receivers sent, and a receiver may sit behind any leaf.
+        cnps = sorted(cnps_by_nic(out.nic_congestion).items())
+        if cnps:
+            for b in batches:
+                for nic, n in cnps:
+                    b.nic_cnps.add(nic=nic, cnp_sent=n)
         out.attributions.extend(enumerate(batches))
         return out

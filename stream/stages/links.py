@@ -1,11 +1,12 @@
 """Stage B, per counters partition: measured vs attributed load of every link its switches own (pure).
 
 Input: CounterBatches (and, when the collectors publish them, CongestionBatches) of this partition's switches and
-the AttributionBatches every flows partition sent here. A window is complete when every flows partition's batch
-arrived and the switches that usually report have reported. Per window: LinkLoads, rolling group FimSamples,
-Collisions, LinkCongestion of the switches that sent congestion counters, EcmpDrift of the switches whose AFT
-differs from the topology, and one GroupFimBatch for the fabric-wide aggregation (with the evidence of each
-congested link, for the fabric-wide congestion causes).
+the AttributionBatches every flows partition sent here (with the window's NIC CNP counts). A window is complete
+when every flows partition's batch arrived and the switches that usually report have reported. Per window:
+LinkLoads, rolling group FimSamples, Collisions (each judged harmful or not by the same window's congestion,
+stream/analytics/collision_harm.py), LinkCongestion of the switches that sent congestion counters, EcmpDrift of the
+switches whose AFT differs from the topology, and one GroupFimBatch for the fabric-wide aggregation (with the
+evidence of each congested link, for the fabric-wide congestion causes).
 
 A switch's groups follow its AFT from the window its CounterBatch says so (``aft_groups``): a withdrawn next hop or
 a changed weight is in that window's group samples; a switch that streams no group state keeps the topology's.
@@ -23,6 +24,7 @@ from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.aft_groups import AftView, WeightedGroup, read_aft, switch_groups, topology_groups
 from flowtracer.stream.analytics.attribution import Share
+from flowtracer.stream.analytics.collision_harm import assess, cnp_shares, link_signals
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
 from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.congestion_cause import congested, congested_link
@@ -76,6 +78,7 @@ class LinksStage:
         #: (window end ns, congested link id -> measured utilization) of the last finalized window: a degraded
         #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
         self.last_utilization: tuple[int, dict[str, float]] = (0, {})
+        self.nic_of_ip = {ip: ref.name for ip, ref in fabric.nic_by_ip.items()}
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
@@ -127,6 +130,7 @@ class LinksStage:
         congestion: list[counters_pb2.CongestionBatch] = []
         views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
+        nic_cnps: dict[str, int] = {}
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
                 reported.add(item.switch)
@@ -157,6 +161,8 @@ class LinksStage:
                             e[1].add(ls.dst_nic)
                         else:
                             e[2] = True
+                for nc in item.nic_cnps:
+                    nic_cnps[nc.nic] = nc.cnp_sent
         out = Emitted()
         for sw, view in sorted(views.items()):
             if sw not in self.topology_groups:
@@ -180,6 +186,12 @@ class LinksStage:
                 log.warning("%s", line)
             self.drift_logged[sw] = drifts
         out.link_congestion.extend(link_congestion(congestion, self.links, self.hop_ns, start, end))
+        # Collisions are judged by this same window's congestion: the group switch owns both members, so their
+        # LinkCongestion is computed here, from the CongestionBatches this window waited for; no delay.
+        congestion_of = {lc.link: lc for lc in out.link_congestion}
+        # Before collisions copy their flows: each named flow on a congested member gets its CNP share estimate.
+        cnp_shares({lid: member_flows[lid] for lid, lc in congestion_of.items()
+                    if lid in member_flows and link_signals(lc).congested}, nic_cnps, self.nic_of_ip)
         seconds = self.hop_ns / 1e9
         utilization = {lid: b * 8 / (self.links.fabric.links[lid].speed_bps * seconds) for lid, b in measured.items()}
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
@@ -210,6 +222,7 @@ class LinksStage:
             group_batch.groups.extend(samples)
             collision = find_collision(g, hop, member_flows, self.hop_ns, self.rule, start, end, self.resolver)
             if collision is not None:
+                assess(collision, congestion_of, nic_cnps, self.nic_of_ip)
                 out.collisions.append(collision)
         congested_links = self._congested(out.link_congestion, utilization, shares, ends, start)
         group_batch.congested.extend(congested_links)

@@ -63,7 +63,7 @@ def test_bad_flags_name_the_flag(tmp_path: Path, args: list[str], message: str) 
     assert code == 2 and message in out
 
 
-def test_scenario_is_the_16_node_fabric_with_ring_allreduce_and_a_degraded_link(tmp_path: Path) -> None:
+def test_scenario_is_the_16_node_fabric_with_ring_allreduce_a_known_collision_and_a_degraded_link(tmp_path: Path) -> None:
     sc = write_scenario(tmp_path, degrade_at_s=30)
     topo = load_topology(sc.topology)
     assert (len(topo.hosts), sorted(s.name for s in topo.switches)) == (16, sorted(SWITCHES))
@@ -73,6 +73,13 @@ def test_scenario_is_the_16_node_fabric_with_ring_allreduce_and_a_degraded_link(
     [fault] = wl.faults
     assert (fault.kind, fault.target, fault.at, fault.capacity) == ("degrade", DEGRADE_LINK, 30.0, 0.5)
     assert load_workload(write_scenario(tmp_path / "nofault", degrade_at_s=None).workload).faults == ()
+    # The known collision: ring on host01..host15, a second NIC's steady flow to host16, congestion modelled
+    # (the kernel data plane cannot: congestion=False leaves the model out, and the collectors' counters off).
+    assert job.hosts == 15 and [(f.src, f.dst) for f in wl.flows] == [("host01:mlx5_0", "host16:mlx5_0")]
+    assert wl.congestion is not None and sc.congestion and sc.workload_name == "known-collision"
+    kernel = write_scenario(tmp_path / "kernel", congestion=False)
+    assert load_workload(kernel.workload).congestion is None and not kernel.congestion
+    assert not write_scenario(tmp_path / "preset", workload="ring-allreduce").congestion
 
 
 def _fim(end: int, value: float, basis: int) -> bytes:

@@ -215,17 +215,30 @@ function flowText(f) {
   return `${f.src_host || f.src_ip} > ${f.dst_host || f.dst_ip}  sport ${f.udp_src_port}  ${who}  ${bytes(f.bytes)}`;
 }
 
+// Whether the collision congested its member (Collision.harmful, docs/stream.md "Collision harm"), with the evidence.
+function harmCell(c) {
+  if (!c.harm_basis) return h("td", {class: "harm"}, "unknown");
+  if (!c.harmful) return h("td", {class: "harm"}, "no");
+  const what = c.harm_basis === "switch"
+    ? [c.link_ecn_marked_pkts && `ECN ${c.link_ecn_marked_pkts}`, c.link_dropped_pkts && `drops ${c.link_dropped_pkts}`,
+       c.link_pfc_pauses && `paused ${c.link_pfc_pauses}`].filter(Boolean).join(", ")
+    : "";
+  const cnps = c.receiver_cnps ? `CNPs ${c.receiver_cnps}` : "";
+  return h("td", {class: "harm hot"}, ["harmful", [what, cnps].filter(Boolean).join(", ")].filter(Boolean).join(": "));
+}
+
 function showCollisions(state) {
   const body = document.querySelector("#collisions tbody");
   body.textContent = "";
   if (state.collisions.length === 0) {
     const tr = h("tr", {class: "empty"});
-    tr.appendChild(h("td", {colspan: "7"}, "none"));
+    tr.appendChild(h("td", {colspan: "8"}, "none"));
     body.appendChild(tr);
     return;
   }
   for (const c of state.collisions) {
-    const tr = h("tr", {class: "collision", "data-group": c.group, "data-link": c.link});
+    const tr = h("tr", {class: "collision", "data-group": c.group, "data-link": c.link,
+                        "data-harm": c.harm_basis ? String(c.harmful) : "unknown"});
     tr.appendChild(h("td", {title: c.group}, breakable(shortGroup(c.group))));
     tr.appendChild(h("td", {}, breakable(c.link)));
     tr.appendChild(h("td", {class: "num hot"}, pct(c.link_utilization)));
@@ -236,6 +249,7 @@ function showCollisions(state) {
     if (c.flows.length > 4) flows.appendChild(h("div", {class: "note"}, `+${c.flows.length - 4} more flows`));
     tr.appendChild(flows);
     tr.appendChild(h("td", {class: "num"}, `${c.windows} hops since ${clock(c.first_seen_ms)}`));
+    tr.appendChild(harmCell(c));
     body.appendChild(tr);
   }
 }

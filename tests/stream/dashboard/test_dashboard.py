@@ -97,9 +97,13 @@ def test_replayed_fim_window_overwrites_its_point(fabric: Fabric) -> None:
 def test_collisions_are_current_for_a_few_hops_then_drop_out(fabric: Fabric) -> None:
     st = _state(fabric)
     st.observe(Emitted(collisions=[_collision(T0 + S)]))
-    st.observe(Emitted(collisions=[_collision(T0 + 2 * S)]))
+    newest = _collision(T0 + 2 * S)
+    newest.harmful, newest.harm_basis, newest.link_ecn_marked_pkts, newest.receiver_cnps = True, "switch", 886, 797
+    st.observe(Emitted(collisions=[newest]))
     [c] = st.snapshot()["collisions"]
     assert (c["group"], c["link"], c["idle_link"], c["windows"]) == (GROUP, UP1, UP2, 2)
+    # the newest hop's harm verdict, with its evidence
+    assert (c["harmful"], c["harm_basis"], c["link_ecn_marked_pkts"], c["receiver_cnps"]) == (True, "switch", 886, 797)
     assert c["first_seen_ms"] == (T0 + S) // 10**6
     assert [(f["src_host"], f["udp_src_port"], f["collective"]) for f in c["flows"]] == [
         ("host04", 59280, "AllReduce"), ("host04", 61397, "AllReduce")]

@@ -254,7 +254,14 @@ def test_collision_fields() -> None:
         "link_utilization": 0.96, "idle_utilization": 0.0, "idle_link": "leaf-01:Ethernet1/2>spine-02:Ethernet1/1",
         "flow_count": 2, "flow_bytes": 2_000_000_000, "top_bytes": 1_200_000_000,
         "flows": "10.0.0.1>10.0.3.1:sport=52208 job=j42 coll=AllReduce 1.2GB; 10.0.0.2>10.0.3.2:sport=49152 800.0MB",
-    }
+        "harmful": 0, "link_ecn_marked_pkts": 0, "link_dropped_pkts": 0, "link_pfc_pauses": 0,
+        "idle_ecn_marked_pkts": 0, "idle_dropped_pkts": 0, "idle_pfc_pauses": 0, "receiver_cnps": 0,
+    }  # harm unknown: no harm_basis field, harmful 0
+    judged = collision()
+    judged.harmful, judged.harm_basis, judged.link_ecn_marked_pkts, judged.receiver_cnps = True, "switch", 886, 797
+    _, fields, _ = check_against_schema(ip.collision_line(judged))
+    assert (fields["harmful"], fields["harm_basis"], fields["link_ecn_marked_pkts"], fields["receiver_cnps"]) == \
+        (1, "switch", 886, 797)
     many = [flow("10.0.0.1", "10.0.3.1", 1000 + i, 10 - i) for i in range(ip.MAX_FLOWS_TEXT + 3)]
     _, fields, _ = check_against_schema(ip.collision_line(collision(flows=many)))
     assert fields["flows"].endswith("; +3 more") and fields["flow_count"] == ip.MAX_FLOWS_TEXT + 3

@@ -61,11 +61,15 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
             schema_version=1, host=src, leaf=s.leaf, window_start_ns=0, window_end_ns=S,
             flows=[flows_pb2.Flow(rdma_device="mlx5_0", lqpn=lqpn, rqpn=rqpn, src_ip=s.nic.ip, dst_ip=d.nic.ip,
                                   udp_src_port=sport, udp_dst_port=4791, tx_bytes=GB, job_id="job7")]))
-    # The other hosts' agents report too, with no flows (as agents do every window).
-    for host in ("host03", "host04"):
+    # The other hosts' agents report too, with no flows (as agents do every window), and the receivers' NIC
+    # congestion counters: host03 sent CNPs, host04 none.
+    for host, cnps in (("host03", 700), ("host04", 0)):
         nic = fabric.nics[f"{host}:mlx5_0"]
+        port = flows_pb2.PortTotals(rdma_device="mlx5_0", port=1, congestion=flows_pb2.NicCongestion(
+            interval_ns=S, np_cnp_sent=_counter(cnps), np_ecn_marked_roce_packets=_counter(cnps),
+            rp_cnp_handled=_counter(0), rp_cnp_ignored=_counter(0)))
         batches.append(flows_pb2.FlowBatch(schema_version=1, host=host, leaf=nic.leaf, window_start_ns=0,
-                                           window_end_ns=S))
+                                           window_end_ns=S, ports=[port]))
     # Every switch reports counters that agree with the truth (0 on idle links).
     counters = []
     for sw in sorted(fabric.switch_names):
@@ -87,12 +91,12 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
         a[partition_for(fb.leaf, P)].add_flows(fb, "flow-token", now_ns=S)
     for cb in counters:
         b[partition_for(cb.switch, P)].add_counters(cb, "counter-token", now_ns=S)
-    # leaf01's collided uplink (its port Ethernet3) marks ECN on the RoCE queue: the congestion counters' window.
-    cong = counters_pb2.CongestionBatch(schema_version=1, switch="leaf01", timestamp_ns=S, sequence=1)
-    cong.queues.add(interface="Ethernet3", queue="3", interval_ns=S, ecn_marked_pkts=_counter(770),
-                    dropped_pkts=_counter(0), dropped_octets=_counter(0))
-    cong.pfc.add(interface="Ethernet3", priority=3, interval_ns=S, pause_frames_rx=_counter(0),
-                 pause_frames_tx=_counter(0))
+    # leaf01's congestion counters of the same instant: the collided uplink's RoCE queue marked, the idle one not.
+    marked = {"Ethernet3": 886, "Ethernet4": 0}
+    cong = counters_pb2.CongestionBatch(schema_version=1, switch="leaf01", timestamp_ns=S, queues=[
+        counters_pb2.QueueCounters(interface=port, queue="3", interval_ns=S, ecn_marked_pkts=_counter(n),
+                                   dropped_pkts=_counter(0), dropped_octets=_counter(0))
+        for port, n in marked.items()])
     b[partition_for("leaf01", P)].add_congestion(cong, "congestion-token", now_ns=S)
     out = Emitted()
     for stage in a:
@@ -126,13 +130,18 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     assert (collision.switch, collision.link, collision.idle_link) == ("leaf01", up, idle)
     assert sorted(f.src_host for f in collision.flows) == ["host01", "host02"]
     assert {f.job_id for f in collision.flows} == {"job7"}
+    # Judged by the same window's congestion: harmful, with the evidence (host03's CNPs came through the
+    # attribution batches from the receivers' flows partition).
+    assert (collision.harmful, collision.harm_basis) == (True, "switch")
+    assert (collision.link_ecn_marked_pkts, collision.idle_ecn_marked_pkts, collision.receiver_cnps) == (886, 0, 700)
+    # host03's CNPs all go to the one flow it receives on the congested uplink; host04 sent none.
+    assert {f.dst_host: f.cnp_share for f in collision.flows} == {"host03": 700.0, "host04": 0.0}
     assert len(out.path_loads) == 2 and all(p.bytes == GB for p in out.path_loads)
     # The congested uplink's cause, decided by the fabric stage from leaf01's partition's evidence.
     [cause] = out.congestion_causes
-    assert (cause.link, cause.cause, cause.sibling, cause.ecn_marked_pkts) == (up, "collision", idle, 770)
+    assert (cause.link, cause.cause, cause.sibling, cause.ecn_marked_pkts) == (up, "collision", idle, 886)
     assert (cause.flow_count, cause.sources, cause.utilization, cause.sibling_utilization) == (2, 2, 1.0, 0.0)
-    assert sorted(set(out.tokens)) == ["attr-token", "congestion-token", "counter-token", "flow-token",
-                                       "group-token"]
+    assert sorted(set(out.tokens)) == ["attr-token", "congestion-token", "counter-token", "flow-token", "group-token"]
 
 
 def _uplink_counters(fabric: Fabric, links: LinkIndex, end: int, loads: dict[str, int]) -> list[counters_pb2.CounterBatch]:
