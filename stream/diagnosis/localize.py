@@ -36,10 +36,12 @@ from flowtracer.stream.diagnosis.window import FabricModel, cable_of
 
 WEIGHTS: dict[str, dict[Kind, float]] = {
     # a dead direction weighs 0.35: a cut cable kills both (0.7 at hit ratio 1), while a link that only lost
-    # its traffic to a failure elsewhere (flows rehashed away) is one direction (0.26, under MIN_SCORE)
-    "cable": {Kind.CAPACITY_LOSS: 1.0, Kind.LINK_DEAD: 0.35, Kind.UNEXPLAINED: 0.3, Kind.HOTSPOT: 0.2,
-              Kind.FIM_HIGH: 0.2},
-    "switch": {Kind.SWITCH_SILENT: 1.0, Kind.LINK_DEAD: 0.2, Kind.CAPACITY_LOSS: 0.2, Kind.UNEXPLAINED: 0.2},
+    # its traffic to a failure elsewhere (flows rehashed away) is one direction (0.26, under MIN_SCORE); a flow
+    # moves off a path when a cable on it fails (or its switch): the flows that left a cable vote for it
+    "cable": {Kind.CAPACITY_LOSS: 1.0, Kind.LINK_DEAD: 0.35, Kind.PATH_MOVED: 0.5, Kind.UNEXPLAINED: 0.3,
+              Kind.HOTSPOT: 0.2, Kind.FIM_HIGH: 0.2},
+    "switch": {Kind.SWITCH_SILENT: 1.0, Kind.PATH_MOVED: 0.3, Kind.LINK_DEAD: 0.2, Kind.CAPACITY_LOSS: 0.2,
+               Kind.UNEXPLAINED: 0.2},
     "hash": {Kind.UNEXPLAINED: 1.0, Kind.FIM_HIGH: 0.6, Kind.COLLISION: 0.6},
     "group": {Kind.FIM_HIGH: 1.0, Kind.COLLISION: 1.0, Kind.UNEXPLAINED: 0.6},
     "agent": {Kind.AGENT_MISSING: 1.0},
@@ -98,7 +100,7 @@ class Hypothesis:
 
 def _obs_id(s: Symptom) -> str:
     kind = {Kind.FIM_HIGH: "group", Kind.COLLISION: "group", Kind.SWITCH_SILENT: "switch",
-            Kind.AGENT_MISSING: "host"}.get(s.kind, "link")
+            Kind.AGENT_MISSING: "host", Kind.PATH_MOVED: "flow"}.get(s.kind, "link")
     return f"{kind}:{s.subject}"
 
 
@@ -131,6 +133,29 @@ class RiskModel:
             sick.setdefault(_obs_id(s), []).append(s)
         if not sick:
             return []
+        saved = self.deps, self.by_obs
+        try:
+            self._add_flow_deps(sick)
+            return self._cover(sick)
+        finally:
+            self.deps, self.by_obs = saved
+
+    def _add_flow_deps(self, sick: dict[str, list[Symptom]]) -> None:
+        """A moved flow depends on the cables (and their switches) of the links it left: this window only."""
+        deps = {c: set(o) for c, o in self.deps.items()}
+        by_obs = {o: list(c) for o, c in self.by_obs.items()}
+        for o, syms in sick.items():
+            for s in syms:
+                for lk in s.links:
+                    tx, _, rx = lk.partition(">")
+                    comps = [cable_of(lk)] + [f"switch:{n.split(':', 1)[0]}" for n in (tx, rx)]
+                    for c in comps:
+                        if c in deps and o not in deps[c]:
+                            deps[c].add(o)
+                            by_obs.setdefault(o, []).append(c)
+        self.deps, self.by_obs = deps, by_obs
+
+    def _cover(self, sick: dict[str, list[Symptom]]) -> list[Hypothesis]:
         candidates = sorted({c for o in sick for c in self.by_obs.get(o, ())})
         left = set(sick)
         out = []
@@ -140,6 +165,9 @@ class RiskModel:
             if best_score < MIN_SCORE:
                 break
             explained = {o for o in self.deps[best] & left if _weight(best, sick[o]) > 0}
+            # the links those flows left are quiet because of this component: their dead links are its too
+            explained |= {f"link:{lk}" for o in explained for s in sick[o] for lk in s.links
+                          if f"link:{lk}" in left and all(x.kind is Kind.LINK_DEAD for x in sick[f"link:{lk}"])}
             if not any(s.kind in SIGNATURE[_type(best)] for o in explained for s in sick[o]):
                 candidates.remove(best)
                 continue

@@ -25,6 +25,7 @@ class Kind(StrEnum):
     COLLISION = "collision"  # group: heavy flows share a member while a sibling idles
     SWITCH_SILENT = "switch_silent"  # switch: none of its counters gave a trusted delta (silent, reset, rebooted)
     AGENT_MISSING = "agent_missing"  # host: it sent flows before, none of its flows are reported now
+    PATH_MOVED = "path_moved"  # NIC pair: still sends, but no longer over links it used (``links``: those)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Symptom:
     #: capacity_loss: the link's throughput in the window, bit/s: a lower bound of its effective capacity
     #: (the queue was busy, so the link sent as fast as it could for at least part of the window).
     rate_bps: float = 0.0
+    #: path_moved: the links the pair's traffic left
+    links: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,12 @@ class SymptomDetector:
     host_last_ns: dict[str, int] = field(default_factory=dict)
     #: end of the newest window with a dead link or a silent switch, ns
     last_failure_ns: int = 0
+    #: end of the newest window with a silent switch, ns
+    last_silent_ns: int = 0
+    #: sending>receiving NIC -> links its traffic crossed in the previous window
+    pair_links: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: sending>receiving NIC -> (links it left, window end it left them, ns), while it stays off them
+    moved: dict[str, tuple[frozenset[str], int]] = field(default_factory=dict)
 
     def detect(self, view: WindowView) -> list[Symptom]:
         """The symptoms of one window (and the history updated with it)."""
@@ -100,11 +109,18 @@ class SymptomDetector:
         out += self._group_symptoms(view)
         out += self._switch_symptoms(view)
         out += self._host_symptoms(view)
+        out += self._path_symptoms(view)
         if any(s.kind in (Kind.LINK_DEAD, Kind.SWITCH_SILENT) for s in out):
             self.last_failure_ns = view.end_ns
+        if any(s.kind is Kind.SWITCH_SILENT for s in out):
+            self.last_silent_ns = view.end_ns
         quiet_ns = self.thresholds.after_failure_windows * view.hop_ns
         if self.last_failure_ns and view.end_ns - self.last_failure_ns <= quiet_ns:
             out = [s for s in out if s.kind not in (Kind.UNEXPLAINED, Kind.FIM_HIGH, Kind.COLLISION)]
+        if self.last_silent_ns and view.end_ns - self.last_silent_ns <= quiet_ns:
+            # a switch going away and coming back reroutes the fabric twice: links losing their traffic then
+            # are its doing, and a silent switch has no counters to say which of its cables died
+            out = [s for s in out if s.kind is not Kind.LINK_DEAD]
         return out
 
     # -- links ------------------------------------------------------------------------------------
@@ -145,12 +161,6 @@ class SymptomDetector:
             if dead:
                 out.append(Symptom(Kind.LINK_DEAD, lo.link, view.end_ns, util,
                                    f"{lo.measured_bytes / 1e6:.0f} MB, usually {usual / 1e6:.0f} MB"))
-                rev = "{1}>{0}".format(*lo.link.split(">"))
-                if self.usual.get(rev, 0.0) < t.dead_min_usual_bytes and rev in view.links:
-                    # the other direction carried nothing to lose: it cannot testify either way, so it does not
-                    # count against a cut cable (the localizer weighs a cable by both directions)
-                    out.append(Symptom(Kind.LINK_DEAD, rev, view.end_ns, 0.0,
-                                       "carried nothing before either; its reverse went dead"))
             elif fabric_alive:  # a dead link keeps its usual load; a fabric-wide pause teaches nothing
                 a = t.usual_alpha
                 self.usual[lo.link] = lo.measured_bytes if usual is None else (1 - a) * usual + a * lo.measured_bytes
@@ -189,6 +199,31 @@ class SymptomDetector:
             elif sw in self.reported_switches and any(valid.values()):
                 out.append(Symptom(Kind.SWITCH_SILENT, sw, view.end_ns, 1.0,
                                    "no trusted counter delta on any of its links (silent, reset or rebooted)"))
+        return out
+
+    # -- paths ------------------------------------------------------------------------------------
+
+    def _path_symptoms(self, view: WindowView) -> list[Symptom]:
+        now: dict[str, set[str]] = {}
+        for p in view.paths:
+            if p.bytes > 0:
+                now.setdefault(f"{p.src_nic}>{p.dst_nic}", set()).update(p.links)
+        keep_ns = self.thresholds.after_failure_windows * view.hop_ns
+        for pair, links in now.items():
+            left = self.pair_links.get(pair, frozenset()) - links
+            if left:
+                self.moved[pair] = (frozenset(left) | self.moved.get(pair, (frozenset(), 0))[0], view.end_ns)
+        out = []
+        for pair, (left, since) in sorted(self.moved.items()):
+            back = left & now.get(pair, set())
+            if back or view.end_ns - since > keep_ns:  # it came back, or the move is old news
+                del self.moved[pair]
+                continue
+            if pair in now:
+                out.append(Symptom(Kind.PATH_MOVED, pair, view.end_ns, float(len(left)),
+                                   f"no longer over {', '.join(sorted(left))}", links=tuple(sorted(left))))
+        # a pair that paused keeps its last links (a compute gap is not a new path)
+        self.pair_links.update({pair: frozenset(links) for pair, links in now.items()})
         return out
 
     # -- hosts ------------------------------------------------------------------------------------
