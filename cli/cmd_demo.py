@@ -160,8 +160,9 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
             _fail(EXIT_BAD_INPUT, f"--dataplane kernel: {missing}")
     from flowtracer.demo.scenario import ScenarioError, write_scenario
 
+    # The congestion model (model data plane only) gives the switches queues: how a degraded link shows.
     scenario_args = {"degrade_at_s": degrade_at if degrade_at >= 0 else None, "topology_file": topology_file,
-                     "workload": workload}
+                     "workload": workload, "congestion": dataplane == "model"}
     with tempfile.TemporaryDirectory(prefix="flowtracer-demo-check-") as tmp:
         try:  # before the run directory is replaced: bad input must not cost the previous run
             write_scenario(Path(tmp), **scenario_args)  # type: ignore[arg-type]
@@ -184,10 +185,12 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
              status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
+    from flowtracer.demo.incidents import IncidentPublisher, IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
     from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
     from flowtracer.demo.summary import build_summary, summary_lines
+    from flowtracer.schemas.topology import load_topology
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
@@ -202,10 +205,17 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                       "--influx-bucket", influx_bucket]
     if web_port:
         processor_args += ["--web-port", str(web_port)]
+    collector_args: tuple[str, ...] = ()
+    if dataplane == "model":  # the simulated switches have queues: collect their congestion counters too
+        collector_config = run_dir / "collector.yaml"
+        collector_config.parent.mkdir(parents=True, exist_ok=True)
+        collector_config.write_text("gnmi:\n  congestion: true\n", encoding="utf-8")
+        collector_args = ("--config", str(collector_config))
     options = PipelineOptions(topology=scenario.topology, workload=str(scenario.workload), hop_s=HOP_S,
                               partitions=PARTITIONS, resolvers=(resolver,), influx_url=influx_url,
                               line_protocol_file=line_protocol_file, processor_args=processor_args,
-                              sim_args=("--dataplane", dataplane), agent_tracing=resolver == "trace")
+                              sim_args=("--dataplane", dataplane), agent_tracing=resolver == "trace",
+                              collector_args=collector_args)
     pipeline = DemoPipeline(options, run_dir)
     dashboard = f"http://127.0.0.1:{web_port}/dashboard/" if web_port else None
     started_at = datetime.now(UTC)
@@ -218,6 +228,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     printer.message("starting: broker, simulator, processor, collector, agents ...")
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher: OutputWatcher | None = None
+    incidents: IncidentWatch | None = None
+    publisher: IncidentPublisher | None = None
     stop = _Stop()
     code = 0
     failure: str | None = None
@@ -243,6 +255,11 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         switches = frozenset(sw for sw in _switch_names(scenario.topology))
         watcher = OutputWatcher(pipeline.bootstrap, Observed(switch_names=switches))
         watcher.start()
+        try:
+            publisher = IncidentPublisher(pipeline.bootstrap)
+        except Exception as e:  # the demo goes on without publishing incidents
+            printer.message(f"incidents are not published to Kafka: {type(e).__name__}: {e}")
+        incidents = IncidentWatch(load_topology(scenario.topology), round(HOP_S * 1e9), on_window=publisher)
         printer.message(f"running since {started_at.astimezone():%H:%M:%S}"
                         + (f" for {duration:g} s" if duration else " until Ctrl-C")
                         + (f"; dashboard: {dashboard}" if dashboard else "")
@@ -264,6 +281,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                 with watcher.lock:
                     lines = status_lines(watcher.observed, now - t0, duration,
                                          [(st.name, st.alive()) for st in pipeline.stages], time.time_ns())
+                    incidents.advance(watcher.observed)
+                lines[1:1] = incident_lines(incidents)
                 printer.show(lines)
                 next_status = now + status_every
             stop.event.wait(0.2)
@@ -278,6 +297,10 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         pipeline.stop_stages()
         if watcher is not None:
             watcher.drain()
+            if incidents is not None:  # the last windows, published before the broker stops
+                incidents.advance(watcher.observed, final=True)
+            if publisher is not None:
+                publisher.close()
         pipeline.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -308,8 +331,11 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         "sink": sink, "dashboard": dashboard, "run_dir": str(run_dir), "stages": stages,
         "watcher_error": watcher.error,
     }
+    if publisher is not None:
+        extra["incident_records_published"] = publisher.sent
     summary = build_summary(watcher.observed, ground_truth_dir=pipeline.ready.get("ground_truth"),
-                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver)
+                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver,
+                            incidents=incidents)
     printer.message(f"flowtracer demo: ran {ran_s:.0f} s, stopped by {stop.reason}; every process stopped")
     for line in summary_lines(summary):
         printer.message("  " + line)

@@ -50,13 +50,15 @@ class ScenarioError(ValueError):
 
 def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_link: str = DEGRADE_LINK,
                    capacity: float = 0.5, topology_file: Path | None = None,
-                   workload: str = "ring-allreduce") -> Scenario:
+                   workload: str = "ring-allreduce", congestion: bool = False) -> Scenario:
     """Write the topology and ``workload.yaml`` into ``out_dir``; ``degrade_at_s`` None = no fault.
 
     Default: ``fabric16.yaml`` (:data:`DEMO_SPEC`) and the ``ring-allreduce`` preset (so the known
     collision happens). ``topology_file`` replaces the fabric (copied as ``topology.yaml``);
     ``workload`` is a preset name or a workload file. A preset gets the ``degrade`` fault when the
-    topology has ``degrade_link``; a workload file runs as written (its own faults). Raises
+    topology has ``degrade_link``, and with ``congestion`` the simulator's RoCE congestion model (queues,
+    ECN, PFC: what tells a degraded link from a slow job, docs/stream.md, Incidents); a workload file runs
+    as written (its own faults). Raises
     :class:`ScenarioError` (one line) for a topology or workload that does not load.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -83,6 +85,8 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
         data["faults"] = [{"at": degrade_at_s, "degrade": degrade_link, "capacity": capacity}]
     else:
         degrade_at_s = None
+    if congestion and workload in PRESETS:
+        data["congestion"] = {"pfc": True}
     try:
         validate_workload(data, "demo workload")
     except WorkloadError as e:

@@ -65,6 +65,11 @@ NIC_CONGESTION = Topic(
     "flowtracer.nic-congestion.v1", "NicCongestionSample", "NIC name <host>:<rdma_device>",
     "per NIC port and window: CNPs, ECN-marked packets received, retransmission signals and PFC pauses",
 )
+INCIDENTS = Topic(
+    "flowtracer.incidents.v1", "Incident", "incident id",
+    "faults the diagnosis localized: kind, ranked suspect components with evidence, affected flows, start and end; "
+    "one record per window while open and one when closed",
+)
 DEAD_LETTER = Topic(
     "flowtracer.dead-letter.v1", "DeadLetter", "the original key",
     "records the processor could not use, with the reason",
@@ -108,7 +113,7 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     DEAD_LETTER)
+                                     INCIDENTS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

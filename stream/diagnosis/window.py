@@ -37,7 +37,7 @@ class CongestionObs:
 
 @dataclass(frozen=True)
 class PathObs:
-    """Bytes the resolver placed on one path in one window (PathLoad)."""
+    """Bytes the resolver placed on one path in one window (PathLoad); NICs as ``host:rdma_device``."""
 
     src_nic: str
     dst_nic: str

@@ -1,6 +1,6 @@
 """The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
 functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``,
-``LinkCongestion``, ``NicCongestionSample``) to lines.
+``LinkCongestion``, ``NicCongestionSample``, ``Incident``) to lines.
 
 :data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
 by it (a field is formatted by its declared type, a tag or field it does not name cannot be
@@ -23,7 +23,8 @@ Rules every line follows:
 Series per measurement: ``link_load`` 2 x cables x resolvers; ``path_load`` NIC pairs that
 exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: the largest one);
 ``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link);
-``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters.
+``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters; ``incident`` (kind, top
+suspect) pairs that ever had an incident (the id is a field: incidents come and go, components are the topology's).
 
 | measurement | key | kind | holds | absent when |
 | --- | --- | --- | --- | --- |
@@ -101,6 +102,18 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 |  | `cnp_valid` | int field | 0 or 1 |  |
 |  | `retransmit_valid` | int field | 0 or 1 |  |
 |  | `pfc_valid` | int field | 0 or 1 |  |
+| `incident` | `kind` | tag | incident kind |  |
+|  | `top_suspect` | tag | component id |  |
+|  | `id` | string field | incident id (a field: one per incident) |  |
+|  | `open` | int field | 1 open, 0 closed |  |
+|  | `score` | float field | set-cover score (summed over windows) |  |
+|  | `suspects` | string field | component ids, best first |  |
+|  | `flow_count` | int field | flows |  |
+|  | `hosts` | string field | host names |  |
+|  | `start_ns` | int field | ns since the epoch |  |
+|  | `detected_ns` | int field | ns since the epoch |  |
+|  | `end_ns` | int field | ns since the epoch | open=1 |
+|  | `evidence` | string field | text |  |
 
 Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
 ``src_nic``/``dst_nic`` are topology NIC names ``<host>:<rdma_device>``; ``path`` is the
@@ -261,8 +274,21 @@ LINK_CONGESTION = _congestion_measurement(
 NIC_CONGESTION = _congestion_measurement(
     "nic_congestion", "NicCongestionSample", {"nic": "NIC name", "leaf": "switch"}, _NIC_CONGESTION_GROUPS)
 
+INCIDENT = Measurement(
+    "incident", "Incident",
+    tags=("kind", "top_suspect"),
+    fields={"id": "string", "open": "int", "score": "float", "suspects": "string", "flow_count": "int",
+            "hosts": "string", "start_ns": "int", "detected_ns": "int", "end_ns": "int", "evidence": "string"},
+    units={"kind": "incident kind", "top_suspect": "component id", "id": "incident id (a field: one per incident)",
+           "open": "1 open, 0 closed", "score": "set-cover score (summed over windows)",
+           "suspects": "component ids, best first", "flow_count": "flows", "hosts": "host names",
+           "start_ns": "ns since the epoch", "detected_ns": "ns since the epoch", "end_ns": "ns since the epoch",
+           "evidence": "text"},
+    optional={"end_ns": "open=1"},
+)
+
 MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION, LINK_CONGESTION,
-                                                          NIC_CONGESTION)}
+                                                          NIC_CONGESTION, INCIDENT)}
 """Every measurement the processor writes, by name."""
 
 
@@ -525,6 +551,20 @@ def collision_line(m: analytics_pb2.Collision) -> str:
         "idle_link": m.idle_link, "flow_count": len(sizes), "flow_bytes": sum(sizes),
         "top_bytes": max(sizes, default=0), "flows": flows_text(m.flows),
     }, m.window_end_ns, where)
+
+
+def incident_line(m: analytics_pb2.Incident) -> str:
+    """``incident`` line of one Incident snapshot (stamped with its window end, so a replay overwrites)."""
+    where = f"Incident id={m.id!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    top = m.suspects[0] if m.suspects else None
+    fields: dict[str, Any] = {
+        "id": m.id, "open": int(m.state == "open"), "score": top.score if top else 0.0,
+        "suspects": ", ".join(s.component for s in m.suspects), "flow_count": len(m.flows),
+        "hosts": ",".join(m.hosts), "start_ns": m.start_ns, "detected_ns": m.detected_ns,
+        "evidence": "; ".join(top.evidence) if top else "", "end_ns": m.end_ns if m.state != "open" else None}
+    return _line(INCIDENT, {"kind": m.kind, "top_suspect": top.component if top else ""}, fields,
+                 m.window_end_ns, where)
 
 
 def _congestion_line(measurement: Measurement, groups: Mapping[str, tuple[str, ...]], m: Any, where: str) -> str:
