@@ -64,6 +64,12 @@ class Scenario:
     duration_s: int = 45
     #: switch -> the seed it really hashes with (its configuration says 0)
     miswired_seeds: tuple[tuple[str, int], ...] = ()
+    #: (host, s): from then on the host's agent reports nothing (the simulator has no such fault: the bench drops
+    #: the host's flows from the windows, which is what the processor's outputs then lack)
+    stopped_agents: tuple[tuple[str, float], ...] = ()
+    #: (switch, s): from then on the switch's gNMI server is silent while it forwards (emulated the same way: its
+    #: links have no trusted counter delta)
+    silent_switches: tuple[tuple[str, float], ...] = ()
 
 
 def _cable(fabric: Fabric, end: str) -> str:
@@ -89,8 +95,17 @@ def scenarios(hosts: int, leaves: int, spines: int) -> list[Scenario]:
     def reboot(sw: str, at: float = 15, for_s: float = 4) -> Fault:
         return Fault({"at": at, "reboot": sw, "down_for": for_s}, at, IncidentKind.SWITCH_SILENT, f"switch:{sw}")
 
+    def stop_agent(host: str, at: float = 15) -> Fault:
+        return Fault({}, at, IncidentKind.AGENT_MISSING, f"agent:{host}")
+
+    def silence(sw: str, at: float = 15) -> Fault:
+        return Fault({}, at, IncidentKind.SWITCH_SILENT, f"switch:{sw}")
+
     out = [
         Scenario("healthy", spec, ()),
+        Scenario("agent stopped on host03", spec, (stop_agent("host03"),), stopped_agents=(("host03", 15),)),
+        Scenario(f"gNMI silent on spine{spines:02d}", spec, (silence(f"spine{spines:02d}"),),
+                 silent_switches=((f"spine{spines:02d}", 15),)),
         Scenario("degrade leaf03 uplink 1 (the demo's)", spec, (degrade(up(3, 1)),)),
         Scenario("degrade leaf01 uplink 2", spec, (degrade(up(1, 2)),)),
         Scenario("degrade spine02 downlink to leaf04", spec, (degrade(down(2, 4)),)),
@@ -141,10 +156,12 @@ def run(sc: Scenario, seed: int, work: Path) -> dict[str, Any]:
     model = FabricModel(fabric)
     diag = Diagnoser(model)
     opened: dict[str, Incident] = {}
-    first_fault = T0 + round(min((f.at_s for f in sc.faults if f.entry), default=sc.duration_s) * S)
+    first_fault = T0 + round(min((f.at_s for f in sc.faults if f.entry or sc.stopped_agents or sc.silent_switches),
+                                 default=sc.duration_s) * S)
     pre_existing: set[tuple[str, str]] = set()
     for k in range(2, sc.duration_s + 1):
         view = window_view(gt, fabric, T0 + k * S)
+        emulate_silence(view, sc, fabric)
         for inc in diag.window(view):
             if inc.detected_ns < first_fault:  # a condition of the workload itself (the ring's collision)
                 pre_existing.add((inc.kind, inc.top))
@@ -171,6 +188,17 @@ def observable(sc: Scenario, gt: GroundTruth, fabric: Fabric) -> list[bool]:
         else:
             out.append(True)
     return out
+
+
+def emulate_silence(view: WindowView, sc: Scenario, fabric: Fabric) -> None:
+    """Stopped agents' flows and silent switches' counters, gone from the window as from the processor's outputs."""
+    t_s = (view.end_ns - T0) / S
+    gone = {h for h, at in sc.stopped_agents if t_s > at}
+    view.paths = [p for p in view.paths if p.src_host not in gone]
+    for sw in {sw for sw, at in sc.silent_switches if t_s > at}:
+        for lk, lo in view.links.items():
+            if (lo.src_node if lo.src_node in fabric.switch_names else lo.dst_node) == sw:
+                view.links[lk] = LinkObs(lk, lo.src_node, lo.dst_node, lo.speed_bps, None, lo.attributed_bytes, 0)
 
 
 def window_view(gt: GroundTruth, fabric: Fabric, end: int) -> WindowView:

@@ -1,7 +1,8 @@
 """Incidents: hypotheses that persist, with a start, an end and hysteresis.
 
 A hypothesis (``localize``) is a (kind, top component) pair of one window. An incident opens when its
-pair was seen in at least ``open_windows`` of the last ``open_within`` windows, and closes when it was
+pair was seen in at least ``open_windows`` of the last ``open_within`` windows (10 of 12 for a persistent
+imbalance), and closes when it was
 not seen for ``clear_windows`` windows; a signal that flaps faster than that stays one incident. A
 hypothesis whose top component is already a suspect of an incident of the same kind updates that
 incident (the ranking may swap two suspects from one window to the next without a new incident).
@@ -56,9 +57,18 @@ class Incident:
 
 @dataclass(frozen=True)
 class Hysteresis:
+    """When incidents open and close, in windows (module docstring)."""
+
     open_windows: int = 2
     open_within: int = 3
     clear_windows: int = 10
+    #: kinds that must last longer before they are reported: (open_windows, open_within). An imbalance is a
+    #: condition, not a failure: Apstra's probe asks for the threshold to hold for a duration.
+    slower: tuple[tuple[str, int, int], ...] = (("persistent_imbalance", 10, 12),)
+
+    def opening(self, kind: str) -> tuple[int, int]:
+        """(windows seen, within the last windows) that open an incident of ``kind``."""
+        return next(((n, w) for k, n, w in self.slower if k == kind), (self.open_windows, self.open_within))
 
 
 @dataclass
@@ -88,17 +98,18 @@ class IncidentTracker:
         out = []
         keep = []
         for inc in self.live:
-            recent = [t for t in inc.seen if t > view.end_ns - h.open_within * view.hop_ns]
-            if inc.state is None and len(recent) >= h.open_windows:
+            need, within = h.opening(inc.kind)
+            recent = [t for t in inc.seen if t > view.end_ns - within * view.hop_ns]
+            if inc.state is None and len(recent) >= need:
                 inc.state, inc.detected_ns = State.OPEN, view.end_ns
             gone = (view.end_ns - inc.last_seen_ns) // view.hop_ns
             if inc.state is State.OPEN and gone >= h.clear_windows:
                 inc.state, inc.end_ns = State.CLOSED, inc.last_seen_ns
                 out.append(inc)
                 continue
-            if inc.state is None and gone >= h.open_within:
+            if inc.state is None and gone >= within:
                 continue  # never opened: forgotten
-            inc.seen = inc.seen[-h.open_within:]
+            inc.seen = inc.seen[-within:]
             keep.append(inc)
             if inc.state is State.OPEN:
                 out.append(inc)

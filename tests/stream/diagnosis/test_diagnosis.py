@@ -63,7 +63,7 @@ QUEUED = CongestionObs(ecn_marked_pkts=700, queue_watermark_bytes=1_250_000)
      [_view(k) for k in range(1, 6)] + [_view(k, {DOWN: 50 * GB}, {DOWN: QUEUED}) for k in range(6, 10)],
      IncidentKind.CONGESTION_HOTSPOT, f"port:{DOWN}"),
     ("persistent imbalance: a group's FIM stays high",
-     [_view(k, fim={"leaf01:spine01|spine02": 0.9}) for k in range(1, 6)],
+     [_view(k, fim={"leaf01:spine01|spine02": 0.9}) for k in range(1, 12)],
      IncidentKind.PERSISTENT_IMBALANCE, "group:leaf01:spine01|spine02"),
 ])
 def test_each_fault_is_one_incident_with_its_component_on_top(name: str, views: list[WindowView], kind: str,
@@ -71,7 +71,8 @@ def test_each_fault_is_one_incident_with_its_component_on_top(name: str, views: 
     _, incidents = _run(views)
     assert [(i.kind, i.top) for i in incidents] == [(kind, top)], name
     [inc] = incidents
-    assert inc.state is State.OPEN and inc.detected_ns - inc.start_ns == S  # opened on its 2nd window
+    need = Hysteresis().opening(kind)[0]
+    assert inc.state is State.OPEN and inc.detected_ns - inc.start_ns == (need - 1) * S  # opened on its need-th window
 
 
 def test_a_healthy_fabric_has_no_symptom() -> None:
@@ -98,6 +99,11 @@ def test_a_flapping_signal_is_one_incident_and_it_closes_after_the_clear_windows
     assert len(incidents) == 1
     [inc] = incidents
     assert inc.state is State.CLOSED and inc.end_ns == T0 + 18 * S
+
+
+def test_an_imbalance_shorter_than_its_duration_opens_nothing() -> None:
+    views = [_view(k, fim={"leaf01:spine01|spine02": 0.9} if k < 9 else None) for k in range(1, 30)]
+    assert _run(views)[1] == []
 
 
 def test_one_window_of_noise_opens_nothing() -> None:
