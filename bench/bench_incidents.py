@@ -123,6 +123,8 @@ def scenarios(hosts: int, leaves: int, spines: int) -> list[Scenario]:
                          for i, t in enumerate((17, 19, 21, 23, 25)))),
         Scenario("degrade leaf04 uplink 1 + reboot leaf01 (simultaneous)", spec,
                  (degrade(up(4, 1)), reboot("leaf01", at=15.0))),
+        Scenario("degrade leaf03 uplink 1 + reboot leaf01 (simultaneous)", spec,
+                 (degrade(up(3, 1)), reboot("leaf01", at=15.0))),
         Scenario("hash misconfiguration leaf02", spec, (), miswired_seeds=(("leaf02", 0x5EED),)),
     ]
     # The misconfigured switch is a fault from the start; score it as such.

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from flowtracer.stream.diagnosis.localize import Hypothesis, RiskModel
 from flowtracer.stream.diagnosis.symptoms import Symptom, SymptomDetector, Thresholds
-from flowtracer.stream.diagnosis.window import FabricModel, WindowView
+from flowtracer.stream.diagnosis.window import FabricModel, WindowView, cable_of
 
 
 class State(StrEnum):
@@ -127,7 +127,7 @@ class IncidentTracker:
         typ, _, name = top.partition(":")
         links: set[str] = set()
         if typ == "cable":
-            links = {lk for lk in self.model.fabric.links if f"cable:{'~'.join(sorted(lk.split('>')))}" == top}
+            links = {lk for lk in self.model.fabric.links if cable_of(lk) == top}
         elif typ == "port":
             links = {name}
         elif typ == "switch":

@@ -133,6 +133,8 @@ class RiskModel:
             sick.setdefault(_obs_id(s), []).append(s)
         if not sick:
             return []
+        if not any(s.links for syms in sick.values() for s in syms):
+            return self._cover(sick)
         saved = self.deps, self.by_obs
         try:
             self._add_flow_deps(sick)
