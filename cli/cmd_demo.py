@@ -191,6 +191,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.schemas.topology import load_topology
+    from flowtracer.stream.runtime.worker import make_sink
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
@@ -255,8 +256,9 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         switches = frozenset(sw for sw in _switch_names(scenario.topology))
         watcher = OutputWatcher(pipeline.bootstrap, Observed(switch_names=switches))
         watcher.start()
-        try:
-            publisher = IncidentPublisher(pipeline.bootstrap)
+        try:  # incidents go where the processor writes its measurements (their own file: it rotates its own)
+            publisher = IncidentPublisher(pipeline.bootstrap, make_sink(
+                influx_url, influx_org, influx_bucket, None, None if influx_url else run_dir / "incidents.lp"))
         except Exception as e:  # the demo goes on without publishing incidents
             printer.message(f"incidents are not published to Kafka: {type(e).__name__}: {e}")
         incidents = IncidentWatch(load_topology(scenario.topology), round(HOP_S * 1e9), on_window=publisher)
@@ -333,6 +335,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     }
     if publisher is not None:
         extra["incident_records_published"] = publisher.sent
+        extra["incident_points_written"] = publisher.lines
     summary = build_summary(watcher.observed, ground_truth_dir=pipeline.ready.get("ground_truth"),
                             rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver,
                             incidents=incidents)

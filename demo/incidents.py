@@ -23,6 +23,8 @@ from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.diagnosis.incidents import Diagnoser, Incident, State
 from flowtracer.stream.diagnosis.records import incident_record
 from flowtracer.stream.diagnosis.window import FabricModel
+from flowtracer.stream.sinks.base import Sink
+from flowtracer.stream.sinks.line_protocol import incident_line
 
 log = logging.getLogger(__name__)
 S = 1_000_000_000
@@ -68,24 +70,30 @@ class IncidentWatch:
 
 
 class IncidentPublisher:
-    """Sends each incident snapshot to ``flowtracer.incidents.v1`` (key = incident id); a failure is counted and
-    logged once, never raised (the demo goes on)."""
+    """Sends each incident snapshot to ``flowtracer.incidents.v1`` (key = incident id) and its ``incident`` point to
+    ``sink`` (InfluxDB or a line-protocol file); a failure is counted and logged once, never raised (the demo goes
+    on)."""
 
-    def __init__(self, bootstrap: str, client_config: dict[str, Any] | None = None) -> None:
+    def __init__(self, bootstrap: str, sink: Sink | None = None, client_config: dict[str, Any] | None = None) -> None:
         from kafka import KafkaProducer
 
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="flowtracer-demo-incidents", acks=1,
                                       **(client_config or {}))
+        self.sink = sink
         self.sent = 0
+        self.lines = 0
         self.errors = 0
 
     def __call__(self, incidents: list[Incident], window_end_ns: int) -> None:
         for inc in incidents:
+            rec = incident_record(inc, window_end_ns)
             try:
-                self.producer.send(topics.INCIDENTS.name, key=topics.key(inc.id),
-                                   value=incident_record(inc, window_end_ns).SerializeToString())
+                self.producer.send(topics.INCIDENTS.name, key=topics.key(inc.id), value=rec.SerializeToString())
                 self.sent += 1
-            except Exception as e:  # a status display must not die on the broker
+                if self.sink is not None:
+                    self.sink.write([incident_line(rec)])
+                    self.lines += 1
+            except Exception as e:  # a status display must not die on the broker or the store
                 if not self.errors:
                     log.warning("cannot publish incidents: %s", e)
                 self.errors += 1
@@ -94,8 +102,10 @@ class IncidentPublisher:
         try:
             self.producer.flush(10)
             self.producer.close(5)
+            if self.sink is not None:
+                self.sink.close()
         except Exception as e:  # closing must not stop the summary
-            log.warning("closing the incident producer: %s", e)
+            log.warning("closing the incident outputs: %s", e)
 
 
 def _clock(ns: int) -> str:

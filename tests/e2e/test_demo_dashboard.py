@@ -265,6 +265,9 @@ def test_demo_reports_the_degraded_cable_as_an_incident_with_the_ring_job_affect
     assert "incident degraded_link" in demo.stdout
     # published to flowtracer.incidents.v1 and read back by the demo's own consumer
     assert s["incident_records_published"] > 0 and s["pipeline"]["incidents_read_back"] >= 1, s["pipeline"]
+    # ... and written to the store as the incident measurement, tagged with its kind and top suspect
+    stored = demo.victoria.export('incident_open{kind="degraded_link"}')
+    assert [x["metric"]["top_suspect"] for x in stored] == [inc["suspects"][0]["component"]], stored
 
 
 def test_demo_leaves_nothing_running(demo: DemoRun) -> None:
