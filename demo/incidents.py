@@ -77,8 +77,9 @@ class IncidentPublisher:
     def __init__(self, bootstrap: str, sink: Sink | None = None, client_config: dict[str, Any] | None = None) -> None:
         from kafka import KafkaProducer
 
+        # acks=1 without idempotence: the embedded Tansu broker has no idempotent producers
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="flowtracer-demo-incidents", acks=1,
-                                      **(client_config or {}))
+                                      enable_idempotence=False, **(client_config or {}))
         self.sink = sink
         self.sent = 0
         self.lines = 0
