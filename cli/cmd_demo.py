@@ -187,10 +187,13 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
              status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
+    from flowtracer.demo.incidents import IncidentPublisher, IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
     from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
     from flowtracer.demo.summary import build_summary, summary_lines
+    from flowtracer.schemas.topology import load_topology
+    from flowtracer.stream.runtime.worker import make_sink
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
@@ -222,6 +225,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     printer.message("starting: broker, simulator, processor, collector, agents ...")
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher: OutputWatcher | None = None
+    incidents: IncidentWatch | None = None
+    publisher: IncidentPublisher | None = None
     stop = _Stop()
     code = 0
     failure: str | None = None
@@ -247,6 +252,12 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         switches = frozenset(sw for sw in _switch_names(scenario.topology))
         watcher = OutputWatcher(pipeline.bootstrap, Observed(switch_names=switches))
         watcher.start()
+        try:  # incidents go where the processor writes its measurements (their own file: it rotates its own)
+            publisher = IncidentPublisher(pipeline.bootstrap, make_sink(
+                influx_url, influx_org, influx_bucket, None, None if influx_url else run_dir / "incidents.lp"))
+        except Exception as e:  # the demo goes on without publishing incidents
+            printer.message(f"incidents are not published to Kafka: {type(e).__name__}: {e}")
+        incidents = IncidentWatch(load_topology(scenario.topology), round(HOP_S * 1e9), on_window=publisher)
         printer.message(f"running since {started_at.astimezone():%H:%M:%S}"
                         + (f" for {duration:g} s" if duration else " until Ctrl-C")
                         + (f"; dashboard: {dashboard}" if dashboard else "")
@@ -268,6 +279,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                 with watcher.lock:
                     lines = status_lines(watcher.observed, now - t0, duration,
                                          [(st.name, st.alive()) for st in pipeline.stages], time.time_ns())
+                    incidents.advance(watcher.observed)
+                lines[1:1] = incident_lines(incidents)
                 printer.show(lines)
                 next_status = now + status_every
             stop.event.wait(0.2)
@@ -282,6 +295,10 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         pipeline.stop_stages()
         if watcher is not None:
             watcher.drain()
+            if incidents is not None:  # the last windows, published before the broker stops
+                incidents.advance(watcher.observed, final=True)
+            if publisher is not None:
+                publisher.close()
         pipeline.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -312,8 +329,12 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         "sink": sink, "dashboard": dashboard, "run_dir": str(run_dir), "stages": stages,
         "watcher_error": watcher.error,
     }
+    if publisher is not None:
+        extra["incident_records_published"] = publisher.sent
+        extra["incident_points_written"] = publisher.lines
     summary = build_summary(watcher.observed, ground_truth_dir=pipeline.ready.get("ground_truth"),
-                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver)
+                            rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver,
+                            incidents=incidents)
     printer.message(f"flowtracer demo: ran {ran_s:.0f} s, stopped by {stop.reason}; every process stopped")
     for line in summary_lines(summary):
         printer.message("  " + line)

@@ -86,8 +86,9 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
     replaces the fabric (copied as ``topology.yaml``); there the demo's workload, which names host01 and host16
     of the demo fabric, becomes the plain ``ring-allreduce`` preset. ``workload`` is the demo's, a preset name
     or a workload file. The demo's and a preset get the ``degrade`` fault when the topology has
-    ``degrade_link``; a workload file runs as written (its own faults). Raises :class:`ScenarioError` (one
-    line) for a topology or workload that does not load.
+    ``degrade_link``, and with ``congestion`` the simulator's RoCE congestion model (queues, ECN, PFC: what tells
+    a degraded link from a slow job, docs/stream.md, Incidents); a workload file runs as written (its own faults).
+    Raises :class:`ScenarioError` (one line) for a topology or workload that does not load.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     if topology_file is None:
@@ -117,6 +118,8 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
         data["faults"] = [{"at": degrade_at_s, "degrade": degrade_link, "capacity": capacity}]
     else:
         degrade_at_s = None
+    if congestion and workload in PRESETS:
+        data["congestion"] = {"pfc": True}
     try:
         validate_workload(data, "demo workload")
     except WorkloadError as e:

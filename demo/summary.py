@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from flowtracer.demo.incidents import IncidentWatch, incidents_section
 from flowtracer.demo.scoring import DEFAULT_WARMUP_S, link_section, path_section
 from flowtracer.demo.status import Observed
 from flowtracer.sim.fabric.ground_truth import GroundTruth
@@ -164,7 +165,7 @@ def scores_section(obs: Observed, gt: GroundTruth | None, hop_s: float, warmup_s
 
 def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling_s: float, hop_s: float,
                   extra: dict[str, Any], warmup_s: float = DEFAULT_WARMUP_S,
-                  resolver: str | None = None) -> dict[str, Any]:
+                  resolver: str | None = None, incidents: IncidentWatch | None = None) -> dict[str, Any]:
     """The whole summary. ``extra`` carries what only the command knows (run, sink, stages, scenario)."""
     gt = None
     gt_error = None
@@ -178,6 +179,7 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
     summary["fabric_fim"] = fim_section(obs, gt, rolling_s)
     summary["collisions"] = collisions_section(obs, gt)
     summary["faults"] = faults_section(obs, gt, hop_s)
+    summary["incidents"] = incidents_section(incidents, gt) if incidents is not None else []
     summary["scores"] = scores_section(obs, gt, hop_s, warmup_s, resolver)
     # Steady state: from a few hops after every switch was measured (start-up windows wait out the grace).
     steady_from = (fully_measured_from(obs) or 0) + STEADY_AFTER_HOPS * S
@@ -186,6 +188,7 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
         "dead_letters": obs.dead_letters, "dead_letter_reasons": obs.dead_letter_reasons,
         "latency_window_end_to_kafka": obs.latency_stats(steady_from),
         "latency_window_end_to_kafka_from_start": obs.latency_stats(), "undecodable_outputs": obs.undecodable,
+        "incidents_read_back": len(obs.incident_states),
     }
     if gt is not None:
         summary["pipeline"]["sim_ticks"] = len(gt.tick_ends)
@@ -228,6 +231,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         what = f"{fl['kind']} {fl['target']}" + (f" to {fl['capacity']:.0%}" if "capacity" in fl else "")
         lines.append(f"fault at {fl['at_s']:.0f} s: {what}; switch-to-switch traffic "
                      f"{_g(fl['fabric_gbps_before'])} -> {_g(fl['fabric_gbps_after'])} Gbit/s")
+    lines += incident_summary_lines(s.get("incidents") or [])
     lines += score_lines(s.get("scores"))
     p = s["pipeline"]
     lat = p["latency_window_end_to_kafka"]
@@ -240,6 +244,21 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(f"cpu: machine {cpu['machine_busy']:.0%} busy over {cpu['cores']} cores; stages used "
                      f"{cpu['stages_cpu_s']:.0f} CPU-s in {s.get('ran_s', 0):.0f} s")
     return lines
+
+
+def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
+    """One line per incident: kind, top suspects, when (s after the simulator's start), affected jobs."""
+    if not incidents:
+        return ["incidents: none"]
+    out = []
+    for i in incidents:
+        when = (f"from {i['start_s']:g} s (reported at {i['detected_s']:g} s)" if i["start_s"] is not None
+                else "")
+        when += f" to {i['end_s']:g} s" if i["end_s"] is not None else (", still open" if when else "still open")
+        jobs = ", ".join(i["jobs_ground_truth"]) or f"{len(i['flows'])} flows"
+        out.append(f"incident {i['kind']} {when}: suspects {', '.join(x['component'] for x in i['suspects'][:3])}; "
+                   f"affects {jobs}")
+    return out
 
 
 def score_lines(sc: dict[str, Any] | None) -> list[str]:

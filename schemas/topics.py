@@ -75,6 +75,11 @@ CONGESTION_CAUSE = Topic(
     "per congested link and window: its cause (collision, incast, degraded link, pause spread from an origin, "
     "unknown) with the evidence",
 )
+INCIDENTS = Topic(
+    "flowtracer.incidents.v1", "Incident", "incident id",
+    "faults the diagnosis localized: kind, ranked suspect components with evidence, affected flows, start and end; "
+    "one record per window while open and one when closed",
+)
 DEAD_LETTER = Topic(
     "flowtracer.dead-letter.v1", "DeadLetter", "the original key",
     "records the processor could not use, with the reason",
@@ -118,7 +123,7 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     ECMP_DRIFT, CONGESTION_CAUSE, DEAD_LETTER)
+                                     ECMP_DRIFT, CONGESTION_CAUSE, INCIDENTS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

@@ -188,6 +188,44 @@ class Collision(_message.Message):
     receiver_cnps: int
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., harmful: _Optional[bool] = ..., harm_basis: _Optional[str] = ..., link_ecn_marked_pkts: _Optional[int] = ..., link_dropped_pkts: _Optional[int] = ..., link_pfc_pauses: _Optional[int] = ..., idle_ecn_marked_pkts: _Optional[int] = ..., idle_dropped_pkts: _Optional[int] = ..., idle_pfc_pauses: _Optional[int] = ..., receiver_cnps: _Optional[int] = ...) -> None: ...
 
+class Incident(_message.Message):
+    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    START_NS_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_NS_FIELD_NUMBER: _ClassVar[int]
+    END_NS_FIELD_NUMBER: _ClassVar[int]
+    SUSPECTS_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_end_ns: int
+    id: str
+    kind: str
+    state: str
+    start_ns: int
+    detected_ns: int
+    end_ns: int
+    suspects: _containers.RepeatedCompositeFieldContainer[Suspect]
+    flows: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    windows: int
+    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ...) -> None: ...
+
+class Suspect(_message.Message):
+    __slots__ = ("component", "score", "evidence")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    score: float
+    evidence: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, component: _Optional[str] = ..., score: _Optional[float] = ..., evidence: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class LinkCongestion(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "pfc_pauses_received", "pfc_pauses_received_roce", "pfc_pauses_sent", "pfc_pauses_sent_roce", "pfc_valid", "ecn_marked_pkts", "ecn_marked_pkts_roce", "ecn_valid", "dropped_pkts", "dropped_pkts_roce", "dropped_octets", "dropped_octets_roce", "drops_valid", "queue_watermark_bytes", "queue_watermark_bytes_roce", "watermark_valid")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]

@@ -1,6 +1,6 @@
 """The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
 functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``,
-``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``, ``CongestionCause``) to lines.
+``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``, ``CongestionCause``, ``Incident``) to lines.
 
 :data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
 by it (a field is formatted by its declared type, a tag or field it does not name cannot be
@@ -25,7 +25,8 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 ``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link);
 ``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters; ``ecmp_drift`` only while a
 switch's AFT differs from the topology, per (group, kind, port); ``congestion_cause`` only where congestion happens,
-per (link, cause).
+per (link, cause); ``incident`` (kind, top suspect) pairs that ever had an incident (the id is a field:
+incidents come and go, components are the topology's).
 
 | measurement | key | kind | holds | absent when |
 | --- | --- | --- | --- | --- |
@@ -136,6 +137,18 @@ per (link, cause).
 |  | `dropped_pkts` | int field | packets (queue 3) |  |
 |  | `flow_count` | int field | flows |  |
 |  | `sources` | int field | hosts |  |
+|  | `evidence` | string field | text |  |
+| `incident` | `kind` | tag | incident kind |  |
+|  | `top_suspect` | tag | component id |  |
+|  | `id` | string field | incident id (a field: one per incident) |  |
+|  | `open` | int field | 1 open, 0 closed |  |
+|  | `score` | float field | set-cover score (summed over windows) |  |
+|  | `suspects` | string field | component ids, best first |  |
+|  | `flow_count` | int field | flows |  |
+|  | `hosts` | string field | host names |  |
+|  | `start_ns` | int field | ns since the epoch |  |
+|  | `detected_ns` | int field | ns since the epoch |  |
+|  | `end_ns` | int field | ns since the epoch | open=1 |
 |  | `evidence` | string field | text |  |
 
 Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
@@ -336,8 +349,21 @@ CONGESTION_CAUSE = Measurement(
               "utilization": "not measured", "previous_utilization": "not measured"},
 )
 
+INCIDENT = Measurement(
+    "incident", "Incident",
+    tags=("kind", "top_suspect"),
+    fields={"id": "string", "open": "int", "score": "float", "suspects": "string", "flow_count": "int",
+            "hosts": "string", "start_ns": "int", "detected_ns": "int", "end_ns": "int", "evidence": "string"},
+    units={"kind": "incident kind", "top_suspect": "component id", "id": "incident id (a field: one per incident)",
+           "open": "1 open, 0 closed", "score": "set-cover score (summed over windows)",
+           "suspects": "component ids, best first", "flow_count": "flows", "hosts": "host names",
+           "start_ns": "ns since the epoch", "detected_ns": "ns since the epoch", "end_ns": "ns since the epoch",
+           "evidence": "text"},
+    optional={"end_ns": "open=1"},
+)
+
 MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION, LINK_CONGESTION,
-                                                          NIC_CONGESTION, ECMP_DRIFT, CONGESTION_CAUSE)}
+                                                          NIC_CONGESTION, ECMP_DRIFT, CONGESTION_CAUSE, INCIDENT)}
 """Every measurement the processor writes, by name."""
 
 
@@ -608,6 +634,20 @@ def collision_line(m: analytics_pb2.Collision) -> str:
         "idle_ecn_marked_pkts": m.idle_ecn_marked_pkts, "idle_dropped_pkts": m.idle_dropped_pkts,
         "idle_pfc_pauses": m.idle_pfc_pauses, "receiver_cnps": m.receiver_cnps,
     }, m.window_end_ns, where)
+
+
+def incident_line(m: analytics_pb2.Incident) -> str:
+    """``incident`` line of one Incident snapshot (stamped with its window end, so a replay overwrites)."""
+    where = f"Incident id={m.id!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    top = m.suspects[0] if m.suspects else None
+    fields: dict[str, Any] = {
+        "id": m.id, "open": int(m.state == "open"), "score": top.score if top else 0.0,
+        "suspects": ", ".join(s.component for s in m.suspects), "flow_count": len(m.flows),
+        "hosts": ",".join(m.hosts), "start_ns": m.start_ns, "detected_ns": m.detected_ns,
+        "evidence": "; ".join(top.evidence) if top else "", "end_ns": m.end_ns if m.state != "open" else None}
+    return _line(INCIDENT, {"kind": m.kind, "top_suspect": top.component if top else ""}, fields,
+                 m.window_end_ns, where)
 
 
 def _congestion_line(measurement: Measurement, groups: Mapping[str, tuple[str, ...]], m: Any, where: str) -> str:

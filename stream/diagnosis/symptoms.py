@@ -1,0 +1,246 @@
+"""Symptoms: what looks wrong in one window of the processor's outputs, as small typed records.
+
+:class:`SymptomDetector` keeps the little history a symptom needs (each link's usual load, which
+switches and hosts have reported) and turns each :class:`WindowView` into :class:`Symptom` records.
+Pure: no clock, no I/O; windows must be given in order. Thresholds are in :class:`Thresholds`
+(docs/stream.md, Incidents, says how to tune them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from flowtracer.stream.diagnosis.window import FabricModel, WindowView
+
+
+class Kind(StrEnum):
+    """What a symptom says; the subject is a directed link, an ECMP group, a switch or a host."""
+
+    CAPACITY_LOSS = "capacity_loss"  # link: queue builds (ECN, watermark, drops) while well below nominal rate
+    HOTSPOT = "hotspot"  # link: queue builds at (near) nominal rate: plain congestion
+    LINK_DEAD = "link_dead"  # link: carried its usual load, now (almost) nothing, while the fabric still moves
+    UNEXPLAINED = "unexplained"  # link: counters and placed flows disagree beyond tolerance
+    FIM_HIGH = "fim_high"  # group: rolling FIM above threshold
+    COLLISION = "collision"  # group: heavy flows share a member while a sibling idles
+    SWITCH_SILENT = "switch_silent"  # switch: none of its counters gave a trusted delta (silent, reset, rebooted)
+    AGENT_MISSING = "agent_missing"  # host: it sent flows before, none of its flows are reported now
+    PATH_MOVED = "path_moved"  # NIC pair: still sends, but no longer over links it used (``links``: those)
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """One symptom in one window. ``value``: the measurement behind it (unit by kind: utilization 0..1 for
+    link kinds, unexplained share of measured bytes, FIM, windows silent); ``detail``: one human line."""
+
+    kind: Kind
+    subject: str
+    window_end_ns: int
+    value: float
+    detail: str
+    #: capacity_loss: the link's throughput in the window, bit/s: a lower bound of its effective capacity
+    #: (the queue was busy, so the link sent as fast as it could for at least part of the window).
+    rate_bps: float = 0.0
+    #: path_moved: the links the pair's traffic left
+    links: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold of the symptoms. Bytes are per window."""
+
+    #: a link is congested when its egress queue marked at least this many packets ECN CE ...
+    ecn_marked_pkts: int = 50
+    #: ... or its queue watermark reached this many bytes, or it dropped a packet
+    queue_watermark_bytes: int = 100_000
+    #: congested below this utilization of nominal speed: capacity loss; at or above: a hot spot
+    capacity_loss_utilization: float = 0.8
+    #: |unexplained| must exceed this share of measured bytes and ...
+    unexplained_share: float = 0.1
+    #: ... this many bytes (small windows are noise)
+    unexplained_min_bytes: int = 100_000_000
+    #: rolling measured FIM of a group at or above this is a symptom
+    fim: float = 0.5
+    #: a link is dead when it carries under this share of its usual load ...
+    dead_share: float = 0.02
+    #: ... and its usual load (EWMA of live windows) is at least this many bytes per window ...
+    dead_min_usual_bytes: int = 100_000_000
+    #: ... while the fabric's switch-to-switch links still carry at least this share of their usual total
+    dead_fabric_share: float = 0.5
+    #: EWMA weight of the newest window in a link's usual load
+    usual_alpha: float = 0.3
+    #: a host counts as reporting after this many windows with flows; missing while it reported one of
+    #: the last ``agent_memory`` windows and none since
+    agent_min_windows: int = 3
+    agent_memory: int = 120
+    #: windows after a dead link or a silent switch during which unexplained bytes, high FIM and collisions are
+    #: not symptoms of their own: flows rehash around the failure (the resolver's placements are stale and the
+    #: rolling FIM remembers the detour for a rolling window)
+    after_failure_windows: int = 15
+
+
+@dataclass
+class SymptomDetector:
+    """Per-window symptoms over a fabric; feed windows in order with :meth:`detect`."""
+
+    model: FabricModel
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    #: directed link -> usual measured bytes per window (EWMA over windows it was live)
+    usual: dict[str, float] = field(default_factory=dict)
+    usual_fabric: float = 0.0
+    #: switches that gave a trusted delta at least once
+    reported_switches: set[str] = field(default_factory=set)
+    #: host -> windows with flows, and the window end it last had flows
+    host_windows: dict[str, int] = field(default_factory=dict)
+    host_last_ns: dict[str, int] = field(default_factory=dict)
+    #: end of the newest window with a dead link or a silent switch, ns
+    last_failure_ns: int = 0
+    #: end of the newest window with a silent switch, ns
+    last_silent_ns: int = 0
+    #: sending>receiving NIC -> links its traffic crossed in the previous window
+    pair_links: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: sending>receiving NIC -> (links it left, window end it left them, ns), while it stays off them
+    moved: dict[str, tuple[frozenset[str], int]] = field(default_factory=dict)
+
+    def detect(self, view: WindowView) -> list[Symptom]:
+        """The symptoms of one window (and the history updated with it)."""
+        out: list[Symptom] = []
+        out += self._link_symptoms(view)
+        out += self._group_symptoms(view)
+        out += self._switch_symptoms(view)
+        out += self._host_symptoms(view)
+        out += self._path_symptoms(view)
+        if any(s.kind in (Kind.LINK_DEAD, Kind.SWITCH_SILENT) for s in out):
+            self.last_failure_ns = view.end_ns
+        if any(s.kind is Kind.SWITCH_SILENT for s in out):
+            self.last_silent_ns = view.end_ns
+        quiet_ns = self.thresholds.after_failure_windows * view.hop_ns
+        if self.last_failure_ns and view.end_ns - self.last_failure_ns <= quiet_ns:
+            out = [s for s in out if s.kind not in (Kind.UNEXPLAINED, Kind.FIM_HIGH, Kind.COLLISION)]
+        if self.last_silent_ns and view.end_ns - self.last_silent_ns <= quiet_ns:
+            # a switch going away and coming back reroutes the fabric twice: links losing their traffic then
+            # are its doing, and a silent switch has no counters to say which of its cables died
+            out = [s for s in out if s.kind is not Kind.LINK_DEAD]
+        return out
+
+    # -- links ------------------------------------------------------------------------------------
+
+    def _congested(self, view: WindowView, link: str) -> str | None:
+        c = view.congestion.get(link)
+        t = self.thresholds
+        if c is None:
+            return None
+        why = []
+        if c.ecn_marked_pkts >= t.ecn_marked_pkts:
+            why.append(f"{c.ecn_marked_pkts} ECN-marked packets")
+        if c.queue_watermark_bytes >= t.queue_watermark_bytes:
+            why.append(f"queue up to {c.queue_watermark_bytes / 1e3:.0f} kB")
+        if c.dropped_pkts > 0:
+            why.append(f"{c.dropped_pkts} drops")
+        return ", ".join(why) or None
+
+    def _link_symptoms(self, view: WindowView) -> list[Symptom]:
+        t = self.thresholds
+        out = []
+        secs = view.hop_ns / 1e9
+        fabric_now = sum(lo.measured_bytes or 0 for lo in view.links.values() if self.model.is_fabric_link(lo.link))
+        fabric_alive = self.usual_fabric <= 0 or fabric_now >= t.dead_fabric_share * self.usual_fabric
+        for lo in view.links.values():
+            if lo.measured_bytes is None:
+                continue
+            speed = lo.speed_bps or self.model.speed_bps(lo.link)
+            util = lo.measured_bytes * 8 / (speed * secs) if speed else 0.0
+            why = self._congested(view, lo.link)
+            if why is not None:
+                low = util < t.capacity_loss_utilization
+                out.append(Symptom(Kind.CAPACITY_LOSS if low else Kind.HOTSPOT, lo.link, view.end_ns, util,
+                                   f"{why} at {util:.0%} of nominal", lo.measured_bytes * 8 / secs))
+            usual = self.usual.get(lo.link)
+            dead = (usual is not None and usual >= t.dead_min_usual_bytes and fabric_alive
+                    and lo.measured_bytes < t.dead_share * usual)
+            if dead:
+                out.append(Symptom(Kind.LINK_DEAD, lo.link, view.end_ns, util,
+                                   f"{lo.measured_bytes / 1e6:.0f} MB, usually {usual / 1e6:.0f} MB"))
+            elif fabric_alive:  # a dead link keeps its usual load; a fabric-wide pause teaches nothing
+                a = t.usual_alpha
+                self.usual[lo.link] = lo.measured_bytes if usual is None else (1 - a) * usual + a * lo.measured_bytes
+            if self.model.is_fabric_link(lo.link) and lo.measured_bytes + abs(lo.unexplained_bytes) > 0:
+                share = abs(lo.unexplained_bytes) / max(lo.measured_bytes, 1)
+                if share >= t.unexplained_share and abs(lo.unexplained_bytes) >= t.unexplained_min_bytes:
+                    out.append(Symptom(Kind.UNEXPLAINED, lo.link, view.end_ns, min(share, 10.0),
+                                       f"{lo.unexplained_bytes / 1e6:+.0f} MB no placed flow explains "
+                                       f"({share:.0%} of measured)"))
+        if fabric_alive:
+            a = t.usual_alpha
+            self.usual_fabric = fabric_now if self.usual_fabric <= 0 else (1 - a) * self.usual_fabric + a * fabric_now
+        return out
+
+    # -- groups -----------------------------------------------------------------------------------
+
+    def _group_symptoms(self, view: WindowView) -> list[Symptom]:
+        out = [Symptom(Kind.FIM_HIGH, g, view.end_ns, f, f"rolling FIM {f:.2f}")
+               for g, f in sorted(view.group_fim.items()) if f >= self.thresholds.fim]
+        for g, link in sorted(view.collisions):
+            out.append(Symptom(Kind.COLLISION, g, view.end_ns, 1.0, f"heavy flows share {link}"))
+        return out
+
+    # -- switches ---------------------------------------------------------------------------------
+
+    def _switch_symptoms(self, view: WindowView) -> list[Symptom]:
+        valid: dict[str, bool] = {}
+        for lo in view.links.values():
+            # the switch that measures a link: its transmitter, or the leaf a host transmits to
+            meas = lo.src_node if lo.src_node in self.model.switches else lo.dst_node
+            valid[meas] = valid.get(meas, False) or lo.measured_bytes is not None
+        out = []
+        for sw in sorted(self.model.switches):
+            if valid.get(sw):
+                self.reported_switches.add(sw)
+            elif sw in self.reported_switches and any(valid.values()):
+                out.append(Symptom(Kind.SWITCH_SILENT, sw, view.end_ns, 1.0,
+                                   "no trusted counter delta on any of its links (silent, reset or rebooted)"))
+        return out
+
+    # -- paths ------------------------------------------------------------------------------------
+
+    def _path_symptoms(self, view: WindowView) -> list[Symptom]:
+        now: dict[str, set[str]] = {}
+        for p in view.paths:
+            if p.bytes > 0:
+                now.setdefault(f"{p.src_nic}>{p.dst_nic}", set()).update(p.links)
+        keep_ns = self.thresholds.after_failure_windows * view.hop_ns
+        for pair, links in now.items():
+            left = self.pair_links.get(pair, frozenset()) - links
+            if left:
+                self.moved[pair] = (frozenset(left) | self.moved.get(pair, (frozenset(), 0))[0], view.end_ns)
+        out = []
+        for pair, (left, since) in sorted(self.moved.items()):
+            back = left & now.get(pair, set())
+            if back or view.end_ns - since > keep_ns:  # it came back, or the move is old news
+                del self.moved[pair]
+                continue
+            if pair in now:
+                out.append(Symptom(Kind.PATH_MOVED, pair, view.end_ns, float(len(left)),
+                                   f"no longer over {', '.join(sorted(left))}", links=tuple(sorted(left))))
+        # a pair that paused keeps its last links (a compute gap is not a new path)
+        self.pair_links.update({pair: frozenset(links) for pair, links in now.items()})
+        return out
+
+    # -- hosts ------------------------------------------------------------------------------------
+
+    def _host_symptoms(self, view: WindowView) -> list[Symptom]:
+        t = self.thresholds
+        sending = {p.src_host for p in view.paths if p.bytes > 0 and p.src_host}
+        for h in sending:
+            self.host_windows[h] = self.host_windows.get(h, 0) + 1
+            self.host_last_ns[h] = view.end_ns
+        if not sending:  # nobody reports: a pipeline or fabric-wide gap, not one agent
+            return []
+        out = []
+        for h, n in sorted(self.host_windows.items()):
+            last = self.host_last_ns[h]
+            gone = (view.end_ns - last) // max(view.hop_ns, 1)
+            if h not in sending and n >= t.agent_min_windows and 0 < gone <= t.agent_memory:
+                out.append(Symptom(Kind.AGENT_MISSING, h, view.end_ns, float(gone),
+                                   f"no flows reported for {gone} windows"))
+        return out

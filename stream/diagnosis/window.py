@@ -1,0 +1,116 @@
+"""What the diagnosis reads: one window of the processor's outputs, and the fabric's components.
+
+Pure data. A :class:`WindowView` is built from the output topics (link loads, link congestion, FIM,
+collisions, path loads) by whoever consumes them (the demo, a bench from the simulator); the
+:class:`FabricModel` from the topology. Nothing here reads Kafka or ground truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from flowtracer.schemas.fabric import Fabric
+
+
+@dataclass(frozen=True)
+class LinkObs:
+    """One directed link in one window (LinkLoad). ``measured_bytes`` None: no trusted counter delta."""
+
+    link: str
+    src_node: str
+    dst_node: str
+    speed_bps: int
+    measured_bytes: int | None
+    attributed_bytes: int = 0
+    unexplained_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CongestionObs:
+    """Congestion signals of one directed link in one window (LinkCongestion): packets and bytes."""
+
+    ecn_marked_pkts: int = 0
+    queue_watermark_bytes: int = 0
+    dropped_pkts: int = 0
+
+
+@dataclass(frozen=True)
+class PathObs:
+    """Bytes the resolver placed on one path in one window (PathLoad); NICs as ``host:rdma_device``."""
+
+    src_nic: str
+    dst_nic: str
+    src_host: str
+    dst_host: str
+    links: tuple[str, ...]
+    bytes: int
+
+
+@dataclass
+class WindowView:
+    """Everything the processor said about one window. ``hop_ns``: the window's length, ns."""
+
+    end_ns: int
+    hop_ns: int
+    links: dict[str, LinkObs] = field(default_factory=dict)
+    congestion: dict[str, CongestionObs] = field(default_factory=dict)
+    #: ECMP group id -> measured-basis FIM (rolling, 0..1)
+    group_fim: dict[str, float] = field(default_factory=dict)
+    #: (group id, shared member link) of each Collision
+    collisions: set[tuple[str, str]] = field(default_factory=set)
+    paths: list[PathObs] = field(default_factory=list)
+
+
+def cable_of(link: str) -> str:
+    """A cable's component id from either of its directed link ids: ``cable:<end>~<end>``, ends sorted."""
+    tx, _, rx = link.partition(">")
+    a, b = sorted((tx, rx))
+    return f"cable:{a}~{b}"
+
+
+@dataclass(frozen=True)
+class FabricModel:
+    """The topology as the risk model needs it: which links, groups and NICs each component holds."""
+
+    fabric: Fabric
+
+    @cached_property
+    def switches(self) -> frozenset[str]:
+        return self.fabric.switch_names
+
+    @cached_property
+    def hosts(self) -> frozenset[str]:
+        return frozenset(h.name for h in self.fabric.topology.hosts)
+
+    @cached_property
+    def groups(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """ECMP group id -> (its switch, member link ids)."""
+        return {g.id: (g.switch, tuple(m.id for m in g.members)) for g in self.fabric.ecmp_groups.values()}
+
+    @cached_property
+    def group_of_link(self) -> dict[str, str]:
+        """Member link id -> the ECMP group it belongs to (the first, when a link is in several)."""
+        out: dict[str, str] = {}
+        for gid, (_sw, members) in self.groups.items():
+            for m in members:
+                out.setdefault(m, gid)
+        return out
+
+    @cached_property
+    def switch_links(self) -> dict[str, tuple[str, ...]]:
+        """Switch -> every directed link it transmits or receives on."""
+        out: dict[str, list[str]] = {s: [] for s in self.switches}
+        for dl in self.fabric.links.values():
+            for node in (dl.src_node, dl.dst_node):
+                if node in out:
+                    out[node].append(dl.id)
+        return {s: tuple(v) for s, v in out.items()}
+
+    def speed_bps(self, link: str) -> int:
+        return self.fabric.links[link].speed_bps if link in self.fabric.links else 0
+
+    def is_fabric_link(self, link: str) -> bool:
+        """A switch-to-switch link (where placements, hashing and cables between switches matter)."""
+        dl = self.fabric.links.get(link)
+        return dl is not None and not dl.host_link

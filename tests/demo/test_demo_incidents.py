@@ -1,0 +1,54 @@
+"""The demo's incident watch on output records (no servers): windows are diagnosed once complete, in order, and
+the status line and the summary name the incident."""
+
+from __future__ import annotations
+
+from flowtracer.demo.incidents import IncidentWatch, incident_lines, incidents_section
+from flowtracer.demo.status import Observed
+from flowtracer.demo.summary import incident_summary_lines
+from flowtracer.schemas import topics
+from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.schemas.v1 import analytics_pb2
+
+S = 1_000_000_000
+T0 = 1_800_000_000 * S
+TOPO = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="t"))
+DOWN = "spine01:Ethernet3>leaf03:Ethernet5"
+
+
+def _window(obs: Observed, k: int, queue: bool) -> None:
+    end = T0 + k * S
+    for lk, dl in Fabric(TOPO).links.items():
+        ll = analytics_pb2.LinkLoad(schema_version=1, window_start_ns=end - S, window_end_ns=end, link=lk,
+                                    src_node=dl.src_node, dst_node=dl.dst_node, speed_bps=dl.speed_bps,
+                                    measured_valid=True, measured_bytes=10**10)
+        obs.add(topics.LINK_LOADS.name, ll.SerializeToString(), 0)
+    if queue:
+        lc = analytics_pb2.LinkCongestion(schema_version=1, window_start_ns=end - S, window_end_ns=end, link=DOWN,
+                                          ecn_marked_pkts=700, ecn_valid=True, queue_watermark_bytes=1_250_000,
+                                          watermark_valid=True)
+        obs.add(topics.LINK_CONGESTION.name, lc.SerializeToString(), 0)
+    pl = analytics_pb2.PathLoad(schema_version=1, window_start_ns=end - S, window_end_ns=end, path_id="p",
+                                links=[DOWN], src_host="host09", src_nic="mlx5_0", dst_host="host12",
+                                dst_nic="mlx5_0", bytes=10**10)
+    obs.add(topics.PATH_LOADS.name, pl.SerializeToString(), 0)
+
+
+def test_a_queue_below_nominal_becomes_a_degraded_link_incident_in_status_and_summary() -> None:
+    obs = Observed()
+    published: list[tuple[str, int]] = []
+    watch = IncidentWatch(TOPO, on_window=lambda incs, end: published.extend((i.kind, end) for i in incs))
+    for k in range(1, 6):
+        _window(obs, k, queue=k >= 3)
+    watch.advance(obs)
+    assert watch.done_until_ns == T0 + 3 * S  # windows 4 and 5 may still get records
+    assert incident_lines(watch) == ["  incidents: none open"]
+    watch.advance(obs, final=True)
+    [line] = incident_lines(watch)
+    assert "INCIDENT degraded_link" in line and "cable:leaf03:Ethernet5~spine01:Ethernet3" in line
+    assert published == [("degraded_link", T0 + 4 * S), ("degraded_link", T0 + 5 * S)]
+    [inc] = incidents_section(watch, None)
+    assert inc["suspects"][0]["component"] == "cable:leaf03:Ethernet5~spine01:Ethernet3"
+    assert inc["flows"] == ["host09:mlx5_0>host12:mlx5_0"] and inc["state"] == "open"
+    assert incident_summary_lines([inc])[0].startswith("incident degraded_link still open: suspects cable:")
