@@ -118,8 +118,8 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
         data["faults"] = [{"at": degrade_at_s, "degrade": degrade_link, "capacity": capacity}]
     else:
         degrade_at_s = None
-    if congestion and workload in PRESETS:
-        data["congestion"] = {"pfc": True}
+    if congestion and workload in PRESETS:  # as the demo's own workload: a degraded link shows by its queue
+        data["congestion"] = {}
     try:
         validate_workload(data, "demo workload")
     except WorkloadError as e:

@@ -79,7 +79,9 @@ def test_scenario_is_the_16_node_fabric_with_ring_allreduce_a_known_collision_an
     assert wl.congestion is not None and sc.congestion and sc.workload_name == "known-collision"
     kernel = write_scenario(tmp_path / "kernel", congestion=False)
     assert load_workload(kernel.workload).congestion is None and not kernel.congestion
-    assert not write_scenario(tmp_path / "preset", workload="ring-allreduce").congestion
+    # a preset gets the congestion model too (what shows a degraded link), except on the kernel data plane
+    assert write_scenario(tmp_path / "preset", workload="ring-allreduce").congestion
+    assert not write_scenario(tmp_path / "preset-kernel", workload="ring-allreduce", congestion=False).congestion
 
 
 def _fim(end: int, value: float, basis: int) -> bytes:
