@@ -7,7 +7,9 @@ assertions compare what the processor wrote with what the simulator says really 
 
 The fabric mixes vendors (``PLATFORMS``): each leaf serves its counters under another platform's gNMI paths
 (SR Linux native, SONiC COUNTERS_DB, EOS Smash + OpenConfig, NX-OS device model), the spines OpenConfig; the
-collector reads each through its profile, so the link loads below are exact on every platform at once.
+collector reads each through its profile, so the link loads below are exact on every platform at once. Two
+switches are not streamed (``MODES``): the collector polls leaf02 (gNMI POLL) and asks spine02 for one snapshot a
+second (ONCE); their links must be exactly as exact as the streamed ones.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ WARMUP_HOPS = 6  # agents and collectors starting, baseline samples, the first (
 ROLLING = 10
 #: Switch -> vendor profile (schemas/profiles) it serves; the rest OpenConfig.
 PLATFORMS = {"leaf01": "nokia_srl", "leaf02": "sonic", "leaf03": "arista_eos", "leaf04": "cisco_nxos"}
+#: Switch -> subscription mode other than STREAM, at a 1 s interval the collector drives.
+MODES = {"leaf02": "poll", "spine02": "once"}
 
 
 def _mixed_platforms(topo: Topology) -> str:
@@ -87,7 +91,11 @@ def run(tmp_path_factory: pytest.TempPathFactory, victoria: Any) -> Run:
     tmp = tmp_path_factory.mktemp("e2e")
     topo = tmp / "fabric16.yaml"
     topo.write_text(_mixed_platforms(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))))
-    options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash", "infer"), influx_url=victoria.url)
+    collector = tmp / "collector.yaml"
+    collector.write_text(yaml.safe_dump({"targets": [{"name": n, "mode": m, "interval": "1s"}
+                                                     for n, m in MODES.items()]}))
+    options = PipelineOptions(topology=topo, partitions=4, resolvers=("hash", "infer"), influx_url=victoria.url,
+                              collector_args=("--config", str(collector)))
     pipeline = LocalPipeline(options, tmp / "run")
     pipeline.env["INFLUX_TOKEN"] = "e2e-not-a-secret"
     with pipeline:
@@ -119,14 +127,20 @@ def _window_ok(r: Run, end: int) -> bool:
 
 def test_measured_link_loads_equal_ground_truth(run: Run) -> None:
     checked = 0
+    by_mode: dict[str, int] = defaultdict(int)
     for ll in run.out.link_loads:
         if not ll.measured_valid or not _window_ok(run, ll.window_end_ns):
             continue
         truth = run.gt.link_bytes(ll.window_start_ns, ll.window_end_ns).get(ll.link, 0)
         assert ll.measured_bytes == truth, (ll.link, ll.window_end_ns)
         checked += 1
+        # the switch whose counter measured it: the transmitting switch, or a host uplink's leaf
+        by_mode[MODES.get(ll.dst_node if ll.src_node.startswith("host") else ll.src_node, "stream")] += 1
     # 16 host links x 2 directions + 8 cables x 2 directions = 48 links per window, for most windows.
     assert checked >= 48 * (RUN_S - WARMUP_HOPS - 8)
+    # per window the polled leaf measures 10 links (2 uplinks, 4 host links each way), the spine read ONCE 4
+    assert by_mode["poll"] >= 10 * (RUN_S - WARMUP_HOPS - 8) and by_mode["once"] >= 4 * (RUN_S - WARMUP_HOPS - 8), \
+        by_mode
 
 
 def test_hash_attribution_explains_the_measured_bytes(run: Run) -> None:
