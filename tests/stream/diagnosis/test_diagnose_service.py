@@ -18,6 +18,7 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.stream.dashboard.incident_feed import IncidentFeed
 from flowtracer.stream.diagnosis.assembly import TOPICS
 from flowtracer.testbed.tansu import TansuBroker, free_port
 
@@ -102,6 +103,15 @@ def test_the_service_publishes_the_degraded_link_incident_and_stops_cleanly(kafk
         # every window was complete by its fabric FIM sample, none by the grace
         assert _metric(port, 'flowtracer_diagnose_windows_total{complete="fim"}') == 5
         assert _metric(port, "flowtracer_diagnose_incident_records_total") == 2
+        # the built-in dashboard's incident list reads the same records back
+        feed = IncidentFeed(kafka.bootstrap, poll_ms=100)
+        feed.start()
+        try:
+            wait_for(lambda: any(i["id"] == inc.id for i in feed.board.json(time.time_ns())) or feed.board.error,
+                     10, "the dashboard's incident feed to list the incident")
+            assert feed.board.error is None
+        finally:
+            feed.stop()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
     finally:
