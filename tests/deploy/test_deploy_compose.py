@@ -254,6 +254,16 @@ def test_flowtracer_services_set_only_variables_the_code_reads(compose: dict[str
             assert var in read, f"{name}: sets {var}, which no flowtracer code reads"
 
 
+def test_every_file_a_flowtracer_service_is_given_is_mounted(compose: dict[str, Any]) -> None:
+    """A service that lists its own configs replaces the anchor's (YAML merge): the topology must be listed again."""
+    for name, svc in compose["services"].items():
+        if svc["image"] != FLOWTRACER_IMAGE:
+            continue
+        mounted = {c["target"] for c in svc.get("configs", [])} | {f"/run/secrets/{s}" for s in svc.get("secrets", [])}
+        files = [a for a in _argv(svc) if a.startswith(("/etc/flowtracer/", "/run/secrets/"))]
+        assert set(files) <= mounted, f"{name}: {sorted(set(files) - mounted)} not mounted"
+
+
 def test_every_kafka_client_gets_the_kafka_settings(compose: dict[str, Any]) -> None:
     """Each flowtracer service that talks to Kafka is given --kafka-config, mounted from the kafka config,
     which loads with the stages' own loader (PLAINTEXT on the compose network)."""
