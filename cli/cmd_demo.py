@@ -187,12 +187,13 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
              status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
-    from flowtracer.demo.incidents import IncidentPublisher, IncidentWatch, incident_lines
+    from flowtracer.demo.incidents import IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
     from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.schemas.topology import load_topology
+    from flowtracer.stream.diagnosis.publisher import IncidentPublisher
     from flowtracer.stream.runtime.worker import make_sink
     from flowtracer.testbed.tansu import TansuError
 

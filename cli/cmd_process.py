@@ -10,6 +10,7 @@ import click
 from pydantic import ValidationError
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.influx_options import influx_options
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.schemas.topic_admin import TopicError, ensure_topics
@@ -44,12 +45,7 @@ def _fail(code: int, msg: str) -> None:
               help="Finalize a window at the latest this many seconds after its first record.")
 @click.option("--max-ahead", "max_ahead_s", type=float, default=10.0, show_default=True,
               help="Dead-letter a record stamped more than this many seconds ahead of this worker's clock.")
-@click.option("--influx-url", default=None,
-              help="InfluxDB 2 URL; the token comes from $INFLUX_TOKEN or --influx-token-file.")
-@click.option("--influx-org", default="flowtracer", show_default=True, help="InfluxDB organization.")
-@click.option("--influx-bucket", default="flowtracer", show_default=True, help="InfluxDB bucket.")
-@click.option("--influx-token-file", type=click.Path(path_type=Path), default=None,
-              help="File holding the InfluxDB token.")
+@influx_options
 @click.option("--line-protocol-file", type=click.Path(path_type=Path), default=None,
               help="Write InfluxDB line protocol to this file instead of (or without) InfluxDB.")
 @click.option("--line-protocol-max-bytes", type=click.IntRange(min=1), default=1 << 30, show_default=True,

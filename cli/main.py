@@ -11,6 +11,7 @@ from flowtracer import __version__
 from flowtracer.cmd_agent import agent
 from flowtracer.cmd_collect import collect
 from flowtracer.cmd_demo import demo
+from flowtracer.cmd_diagnose import diagnose
 from flowtracer.cmd_export import export
 from flowtracer.cmd_process import process
 from flowtracer.cmd_sim import sim
@@ -35,6 +36,7 @@ def cli(log_level: str, log_format: str) -> None:
 
 cli.add_command(topology)
 cli.add_command(process)
+cli.add_command(diagnose)
 cli.add_command(sim)
 cli.add_command(collect)
 cli.add_command(agent)

@@ -1,10 +1,11 @@
 """The demo's incidents: the diagnosis (stream/diagnosis/) run over the windows the output watcher folded in.
 
-:class:`IncidentWatch` takes each window once it is complete (two hops older than the newest window
-seen, so its link loads, congestion, FIM and path loads have all arrived) and in order, and keeps every
-incident it opened. :func:`incident_lines` is the terminal's status line; :func:`incidents_section` the
-summary's list, where the affected flows get the simulator's job names (ground truth, as the collisions'
-``job_ground_truth``: the pipeline's outputs carry no job).
+:class:`IncidentWatch` takes each window once it is complete, in order, by the rule ``flowtracer diagnose``
+uses (stream/diagnosis/assembly.py: its fabric FIM sample arrived, or a grace passed), and keeps every
+incident it opened; the snapshots go out through the service's publisher (stream/diagnosis/publisher.py).
+:func:`incident_lines` is the terminal's status line; :func:`incidents_section` the summary's list, where the
+affected flows get the simulator's job names (ground truth, as the collisions' ``job_ground_truth``: the
+pipeline's outputs carry no job).
 """
 
 from __future__ import annotations
@@ -16,20 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.demo.status import Observed
-from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.diagnosis.incidents import Diagnoser, Incident, State
-from flowtracer.stream.diagnosis.records import incident_record
 from flowtracer.stream.diagnosis.window import FabricModel
-from flowtracer.stream.sinks.base import Sink
-from flowtracer.stream.sinks.line_protocol import incident_line
 
 log = logging.getLogger(__name__)
 S = 1_000_000_000
-COMPLETE_AFTER_HOPS = 2
-"""A window is diagnosed once a window this many hops newer was seen (its outputs come from three stages)."""
 
 
 @dataclass
@@ -46,17 +41,11 @@ class IncidentWatch:
     def __post_init__(self) -> None:
         self.diagnoser = Diagnoser(FabricModel(Fabric(self.topology)))
 
-    def advance(self, obs: Observed, final: bool = False) -> None:
-        """Diagnose every complete window not yet seen (all of them when ``final``); call under the watcher's lock."""
-        if not obs.views:
-            return
-        newest = max(obs.views)
-        for end in sorted(obs.views):
-            if not final and end > newest - COMPLETE_AFTER_HOPS * self.hop_ns:
-                break
-            view = obs.views.pop(end)
-            if end <= self.done_until_ns or not view.links:  # late, or no link loads (nothing measured)
-                continue
+    def advance(self, obs: Observed, final: bool = False, now_ns: int | None = None) -> None:
+        """Diagnose every complete window not yet seen (all of them when ``final``); call under the watcher's lock.
+        ``now_ns``: the clock ``Observed.add`` stamped records with (monotonic ns, default now)."""
+        for view, _how in obs.assembler.complete(time.monotonic_ns() if now_ns is None else now_ns, final):
+            end = view.end_ns
             view.hop_ns = self.hop_ns
             now = self.diagnoser.window(view)
             for inc in now:
@@ -67,46 +56,6 @@ class IncidentWatch:
 
     def open(self) -> list[Incident]:
         return sorted((i for i in self.incidents.values() if i.state is State.OPEN), key=lambda i: i.start_ns)
-
-
-class IncidentPublisher:
-    """Sends each incident snapshot to ``flowtracer.incidents.v1`` (key = incident id) and its ``incident`` point to
-    ``sink`` (InfluxDB or a line-protocol file); a failure is counted and logged once, never raised (the demo goes
-    on)."""
-
-    def __init__(self, bootstrap: str, sink: Sink | None = None, client_config: dict[str, Any] | None = None) -> None:
-        from kafka import KafkaProducer
-
-        # acks=1 without idempotence: the embedded Tansu broker has no idempotent producers
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="flowtracer-demo-incidents", acks=1,
-                                      enable_idempotence=False, **(client_config or {}))
-        self.sink = sink
-        self.sent = 0
-        self.lines = 0
-        self.errors = 0
-
-    def __call__(self, incidents: list[Incident], window_end_ns: int) -> None:
-        for inc in incidents:
-            rec = incident_record(inc, window_end_ns)
-            try:
-                self.producer.send(topics.INCIDENTS.name, key=topics.key(inc.id), value=rec.SerializeToString())
-                self.sent += 1
-                if self.sink is not None:
-                    self.sink.write([incident_line(rec)])
-                    self.lines += 1
-            except Exception as e:  # a status display must not die on the broker or the store
-                if not self.errors:
-                    log.warning("cannot publish incidents: %s", e)
-                self.errors += 1
-
-    def close(self) -> None:
-        try:
-            self.producer.flush(10)
-            self.producer.close(5)
-            if self.sink is not None:
-                self.sink.close()
-        except Exception as e:  # closing must not stop the summary
-            log.warning("closing the incident outputs: %s", e)
 
 
 def _clock(ns: int) -> str:

@@ -19,11 +19,15 @@ from typing import Any
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2
-from flowtracer.stream.diagnosis.window import CongestionObs, LinkObs, PathObs, WindowView
+from flowtracer.stream.diagnosis.assembly import TOPICS as ASSEMBLED
+from flowtracer.stream.diagnosis.assembly import WindowAssembler
 
 log = logging.getLogger(__name__)
 
 S = 1_000_000_000
+GRACE_NS = 10 * S
+"""A window without a fabric FIM sample is diagnosed this long after its first record (``flowtracer diagnose``'s
+default --grace)."""
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
 WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
            topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name)
@@ -84,20 +88,15 @@ class Observed:
     undecodable: int = 0
     #: incident id -> newest state read back from the incidents topic ("open" / "closed")
     incident_states: dict[str, str] = field(default_factory=dict)
-    #: window end ns -> what the diagnosis reads of that window (demo/incidents.py takes them in order)
-    views: dict[int, WindowView] = field(default_factory=dict)
+    #: the diagnosis's windows, by the service's own assembly rule (demo/incidents.py takes the complete ones)
+    assembler: WindowAssembler = field(default_factory=lambda: WindowAssembler(S, GRACE_NS))
 
-    def view(self, end_ns: int) -> WindowView:
-        """The diagnosis's view of the window ending at ``end_ns``, created at its first record (the hop is
-        set by whoever reads it: a FimSample's start is its rolling window's)."""
-        v = self.views.get(end_ns)
-        if v is None:
-            v = self.views[end_ns] = WindowView(end_ns, S)
-        return v
-
-    def add(self, topic: str, value: bytes | None, kafka_ts_ms: int) -> None:
-        """Fold one output record in; a record that does not decode is counted, never raised."""
+    def add(self, topic: str, value: bytes | None, kafka_ts_ms: int, now_ns: int | None = None) -> None:
+        """Fold one output record in; a record that does not decode is counted, never raised. ``now_ns``: when
+        it arrived (monotonic ns, the diagnosis's grace clock; default now)."""
         self.records += 1
+        if topic in ASSEMBLED:
+            self.assembler.add(topic, value, time.monotonic_ns() if now_ns is None else now_ns)
         try:
             if topic == topics.FIM.name:
                 self._fim(analytics_pb2.FimSample.FromString(value or b""))
@@ -108,16 +107,8 @@ class Observed:
             elif topic == topics.PATH_LOADS.name:
                 pl = analytics_pb2.PathLoad.FromString(value or b"")
                 self.path_loads[pl.window_end_ns][pl.path_id] = (pl.bytes, pl.traced_bytes, pl.confidence)
-                self.view(pl.window_end_ns).paths.append(  # PathLoad names the device; the diagnosis host:device
-                    PathObs(f"{pl.src_host}:{pl.src_nic}", f"{pl.dst_host}:{pl.dst_nic}", pl.src_host, pl.dst_host,
-                            tuple(pl.links), pl.bytes))
                 if pl.resolver:
                     self.resolvers.add(pl.resolver)
-            elif topic == topics.LINK_CONGESTION.name:
-                lc = analytics_pb2.LinkCongestion.FromString(value or b"")
-                self.view(lc.window_end_ns).congestion[lc.link] = CongestionObs(
-                    lc.ecn_marked_pkts if lc.ecn_valid else 0,
-                    lc.queue_watermark_bytes if lc.watermark_valid else 0, lc.dropped_pkts if lc.drops_valid else 0)
             elif topic == topics.INCIDENTS.name:
                 inc = analytics_pb2.Incident.FromString(value or b"")
                 self.incident_states[inc.id] = inc.state
@@ -137,13 +128,11 @@ class Observed:
             self.fabric_fim[f.window_end_ns][basis] = f.fim
             self.newest_end_ns = max(self.newest_end_ns, f.window_end_ns)
         elif basis == "measured":
-            self.view(f.window_end_ns).group_fim[f.group] = f.fim
             old = self.group_fim.get(f.group)
             if old is None or f.window_end_ns >= old[0]:
                 self.group_fim[f.group] = (f.window_end_ns, f.fim)
 
     def _collision(self, c: analytics_pb2.Collision) -> None:
-        self.view(c.window_end_ns).collisions.add((c.group, c.link))
         key = (c.group, c.link)
         seen = self.collisions.get(key)
         if seen is None:
@@ -174,9 +163,6 @@ class Observed:
             self.latencies.append((ll.window_end_ns, kafka_ts_ms / 1e3 - ll.window_end_ns / 1e9))
         if ll.resolver:
             self.resolvers.add(ll.resolver)
-        self.view(ll.window_end_ns).links[ll.link] = LinkObs(
-            ll.link, ll.src_node, ll.dst_node, ll.speed_bps, ll.measured_bytes if ll.measured_valid else None,
-            ll.attributed_bytes, ll.unexplained_bytes)
         if not ll.measured_valid:
             return
         self.link_loads[ll.window_end_ns][ll.link] = (ll.measured_bytes, ll.attributed_bytes, ll.unexplained_bytes)

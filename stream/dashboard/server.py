@@ -8,6 +8,8 @@
 * the collisions of the last few hops with their flows, NCCL collective, communicator and job;
 * the congested links of the last few hops with their cause (collision, incast, degraded link, pause spread from
   its origin over its chain of links, unknown) and the evidence;
+* the incidents ``flowtracer diagnose`` (or the demo) published, open first, with their top suspects
+  (``incident_feed``: read back from ``flowtracer.incidents.v1``, fabric-wide whatever the worker owns);
 * pipeline health: lag (now - newest finalized window end), records consumed, dead letters, late
   records, records held until durable, switches whose counters arrived, hosts whose flows arrived,
   and the switches and hosts whose clock is off (skew and transit per source, ``runtime/source_clocks``).
@@ -93,6 +95,8 @@ class DashboardState:
     rolling_window_s: float = 10.0
     worker: str = ""
     clocks: SourceClocks | None = None
+    #: the incident list (``incident_feed``): now ns -> {"list": [...], "error": str | None}; None: not read
+    incidents: Callable[[int], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         #: link id -> newest LinkLoad seen for it
@@ -224,7 +228,8 @@ class DashboardState:
             if c.window_end_ns > current_from]
         return {"now_ms": _ms(now), "newest_window_end_ms": _ms(self.newest_end_ns) or None,
                 "links": links, "fabric": fabric, "groups": group_json, "group_count": len(groups),
-                "collisions": collisions, "congestion_causes": causes, "health": self.health(now)}
+                "collisions": collisions, "congestion_causes": causes, "health": self.health(now),
+                "incidents": self.incidents(now) if self.incidents is not None else None}
 
     def _last(self, basis: str, group: str) -> float:
         s = self.series.get((group, basis))
@@ -345,6 +350,7 @@ def register_dashboard(app: Any, proc: Any, prefix: str = PREFIX) -> DashboardSt
         raise RuntimeError("this Processor has no 'observers' hook: the dashboard cannot be fed "
                            "(stream/app.py must call each of proc.observers with every published Emitted)")
     observers.append(state.observe)
+    state.incidents = _incident_source(cfg)
     assets = load_assets()
     topology_json = state.topology()
     no_cache = {"Cache-Control": "no-store"}
@@ -378,3 +384,20 @@ def register_dashboard(app: Any, proc: Any, prefix: str = PREFIX) -> DashboardSt
     app.page(f"{prefix}/api/topology", name="flowtracer-dashboard-topology")(Topology)
     app.page(f"{prefix}/api/state", name="flowtracer-dashboard-state")(State)
     return state
+
+
+def _incident_source(cfg: Any) -> Callable[[int], dict[str, Any]] | None:
+    """Start the incident feed on the processor's Kafka (its security settings); None without a broker."""
+    from flowtracer.schemas.kafka_security import kafka_python_kwargs
+    from flowtracer.stream.dashboard.incident_feed import IncidentFeed
+
+    if not getattr(cfg, "kafka", None):
+        return None
+    feed = IncidentFeed(cfg.kafka, kafka_python_kwargs(cfg.kafka_security))
+    feed.start()  # a daemon thread: it ends with the worker's process
+
+    def source(now_ns: int) -> dict[str, Any]:
+        with feed.lock:
+            return {"list": feed.board.json(now_ns), "error": feed.board.error}
+
+    return source

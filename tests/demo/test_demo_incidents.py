@@ -17,22 +17,26 @@ TOPO = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="t"))
 DOWN = "spine01:Ethernet3>leaf03:Ethernet5"
 
 
-def _window(obs: Observed, k: int, queue: bool) -> None:
+def _window(obs: Observed, k: int, queue: bool, fabric_fim: bool = True) -> None:
     end = T0 + k * S
     for lk, dl in Fabric(TOPO).links.items():
         ll = analytics_pb2.LinkLoad(schema_version=1, window_start_ns=end - S, window_end_ns=end, link=lk,
                                     src_node=dl.src_node, dst_node=dl.dst_node, speed_bps=dl.speed_bps,
                                     measured_valid=True, measured_bytes=10**10)
-        obs.add(topics.LINK_LOADS.name, ll.SerializeToString(), 0)
+        obs.add(topics.LINK_LOADS.name, ll.SerializeToString(), 0, now_ns=k * S)
     if queue:
         lc = analytics_pb2.LinkCongestion(schema_version=1, window_start_ns=end - S, window_end_ns=end, link=DOWN,
                                           ecn_marked_pkts=700, ecn_valid=True, queue_watermark_bytes=1_250_000,
                                           watermark_valid=True)
-        obs.add(topics.LINK_CONGESTION.name, lc.SerializeToString(), 0)
+        obs.add(topics.LINK_CONGESTION.name, lc.SerializeToString(), 0, now_ns=k * S)
     pl = analytics_pb2.PathLoad(schema_version=1, window_start_ns=end - S, window_end_ns=end, path_id="p",
                                 links=[DOWN], src_host="host09", src_nic="mlx5_0", dst_host="host12",
                                 dst_nic="mlx5_0", bytes=10**10)
-    obs.add(topics.PATH_LOADS.name, pl.SerializeToString(), 0)
+    obs.add(topics.PATH_LOADS.name, pl.SerializeToString(), 0, now_ns=k * S)
+    if fabric_fim:  # the fabric stage's sample: the window is complete
+        fim = analytics_pb2.FimSample(schema_version=1, window_end_ns=end, group="fabric",
+                                      basis=analytics_pb2.LOAD_BASIS_MEASURED, fim=0.1)
+        obs.add(topics.FIM.name, fim.SerializeToString(), 0, now_ns=k * S)
 
 
 def test_a_queue_below_nominal_becomes_a_degraded_link_incident_in_status_and_summary() -> None:
@@ -40,9 +44,9 @@ def test_a_queue_below_nominal_becomes_a_degraded_link_incident_in_status_and_su
     published: list[tuple[str, int]] = []
     watch = IncidentWatch(TOPO, on_window=lambda incs, end: published.extend((i.kind, end) for i in incs))
     for k in range(1, 6):
-        _window(obs, k, queue=k >= 3)
-    watch.advance(obs)
-    assert watch.done_until_ns == T0 + 3 * S  # windows 4 and 5 may still get records
+        _window(obs, k, queue=k >= 3, fabric_fim=k <= 3)
+    watch.advance(obs, now_ns=6 * S)
+    assert watch.done_until_ns == T0 + 3 * S  # windows 4 and 5 have no fabric FIM yet: they may still get records
     assert incident_lines(watch) == ["  incidents: none open"]
     watch.advance(obs, final=True)
     [line] = incident_lines(watch)

@@ -157,8 +157,9 @@ def test_secrets_are_files_never_arguments(compose: dict[str, Any]) -> None:
                 secret = path.removeprefix("/run/secrets/")
                 assert path.startswith("/run/secrets/") and secret in svc.get("secrets", []), \
                     f"{name}: {flag} {path} is not a secret mounted into the service"
-    processor = _argv(compose["services"]["processor"])
-    assert "--influx-token-file" in processor and not any("token" in a and "=" in a for a in processor)
+    for name in ("processor", "diagnose"):
+        argv = _argv(compose["services"][name])
+        assert "--influx-token-file" in argv and not any("token" in a and "=" in a for a in argv), name
 
 
 def test_topics_are_created_first_with_the_processors_partitions_and_app_id(
@@ -168,7 +169,7 @@ def test_topics_are_created_first_with_the_processors_partitions_and_app_id(
     assert _flag(init, "--partitions") == _flag(proc, "--partitions")
     assert _flag(init, "--app-id") == _flag(proc, "--app-id")
     assert services["kafka"]["environment"]["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
-    for producer in ("collector", "agent", "processor"):
+    for producer in ("collector", "agent", "processor", "diagnose"):
         assert services[producer]["depends_on"]["kafka-init"]["condition"] == "service_completed_successfully"
 
 
@@ -210,14 +211,14 @@ def test_metrics_ports_agree_between_stages_relays_healthchecks_and_prometheus(
         for sd in job.get("dns_sd_configs", []):
             for n in sd["names"]:
                 targets[n] = sd["port"]
-    assert set(targets) == {"collector", "agent", "processor"}
+    assert set(targets) == {"collector", "agent", "processor", "diagnose"}
     assert targets["collector"] == load_config(COMPOSE_DIR / "collector.yaml").metrics.port
-    for name in ("agent", "processor"):
+    for name in ("agent", "processor", "diagnose"):
         argv = _argv(services[name])
         assert argv[0] == "flowtracer-metrics-relay", f"{name} serves metrics on loopback: it needs the relay"
         assert _port(_flag(argv, "--listen")) == targets[name]  # type: ignore[arg-type]
         assert _port(_flag(argv, "--upstream")) == int(_flag(argv, "--metrics-port"))  # type: ignore[arg-type]
-    for name in ("collector", "agent", "processor"):
+    for name in ("collector", "agent", "processor", "diagnose"):
         hc = " ".join(services[name]["healthcheck"]["test"])
         port = int(re.search(r"127\.0\.0\.1:(\d+)", hc).group(1))  # type: ignore[union-attr]
         own = targets["collector"] if name == "collector" else int(_flag(_argv(services[name]), "--metrics-port"))  # type: ignore[arg-type]
@@ -253,6 +254,16 @@ def test_flowtracer_services_set_only_variables_the_code_reads(compose: dict[str
             assert var in read, f"{name}: sets {var}, which no flowtracer code reads"
 
 
+def test_every_file_a_flowtracer_service_is_given_is_mounted(compose: dict[str, Any]) -> None:
+    """A service that lists its own configs replaces the anchor's (YAML merge): the topology must be listed again."""
+    for name, svc in compose["services"].items():
+        if svc["image"] != FLOWTRACER_IMAGE:
+            continue
+        mounted = {c["target"] for c in svc.get("configs", [])} | {f"/run/secrets/{s}" for s in svc.get("secrets", [])}
+        files = [a for a in _argv(svc) if a.startswith(("/etc/flowtracer/", "/run/secrets/"))]
+        assert set(files) <= mounted, f"{name}: {sorted(set(files) - mounted)} not mounted"
+
+
 def test_every_kafka_client_gets_the_kafka_settings(compose: dict[str, Any]) -> None:
     """Each flowtracer service that talks to Kafka is given --kafka-config, mounted from the kafka config,
     which loads with the stages' own loader (PLAINTEXT on the compose network)."""
@@ -266,4 +277,4 @@ def test_every_kafka_client_gets_the_kafka_settings(compose: dict[str, Any]) -> 
         assert "--kafka-config" in argv, name
         targets = {c["target"]: c["source"] for c in svc.get("configs", [])}
         assert targets.get(argv[argv.index("--kafka-config") + 1]) == "kafka", name
-    assert sorted(clients) == ["agent", "collector", "kafka-init", "processor"]
+    assert sorted(clients) == ["agent", "collector", "diagnose", "kafka-init", "processor"]

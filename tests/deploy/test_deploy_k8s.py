@@ -127,8 +127,16 @@ def test_processors_never_outnumber_the_partitions() -> None:
     assert "--influx-token-file" in args
 
 
+def test_one_diagnosis_per_fabric_never_two() -> None:
+    dep = _by_kind("Deployment")["flowtracer-diagnose"]  # no consumer group: two would publish every incident twice
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["flowtracer", "diagnose"] and "--influx-token-file" in args
+
+
 def test_topics_are_created_before_producers_and_processors_start() -> None:
-    for kind, name in (("StatefulSet", "flowtracer-collector"), ("Deployment", "flowtracer-processor")):
+    for kind, name in (("StatefulSet", "flowtracer-collector"), ("Deployment", "flowtracer-processor"),
+                       ("Deployment", "flowtracer-diagnose")):
         init = _by_kind(kind)[name]["spec"]["template"]["spec"]["initContainers"]
         assert [c["command"] for c in init] == [["flowtracer-create-topics"]], name
 
@@ -203,7 +211,7 @@ def test_metrics_are_scrapable_where_the_annotations_say() -> None:
             assert int(upstream.rsplit(":", 1)[1]) == int(argv[argv.index("--metrics-port") + 1])
     policy = _by_kind("NetworkPolicy")["flowtracer-metrics-only"]
     allowed = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
-    assert allowed == {9464, 9475}
+    assert allowed == {9464, 9475, 9477}
 
 
 def test_every_kafka_client_gets_the_kafka_settings_and_they_load(tmp_path: Path) -> None:

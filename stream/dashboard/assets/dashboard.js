@@ -327,6 +327,34 @@ function showHealth(state) {
   }
 }
 
+// -- incidents -----------------------------------------------------------------------------------
+
+function showIncidents(state) {
+  const body = document.querySelector("#incidents tbody");
+  body.textContent = "";
+  const inc = state.incidents;
+  const list = inc ? inc.list : [];
+  if (list.length === 0) {
+    const tr = h("tr", {class: "empty"});
+    tr.appendChild(h("td", {colspan: "6"}, inc === null ? "not read (no Kafka)" : (inc.error || "none")));
+    body.appendChild(tr);
+    return;
+  }
+  for (const i of list) {
+    const tr = h("tr", {class: `incident ${i.state}`, "data-kind": i.kind, "data-id": i.id});
+    tr.appendChild(h("td", {class: i.state === "open" ? "hot" : ""}, i.kind.replaceAll("_", " ")));
+    tr.appendChild(h("td", {}, i.state === "open" ? "open" : `closed ${clock(i.end_ms)}`));
+    const sus = h("td", {class: "flows"});
+    for (const s of i.suspects) sus.appendChild(h("div", {}, breakable(`${s.component} (${s.score.toFixed(2)})`)));
+    tr.appendChild(sus);
+    tr.appendChild(h("td", {class: "flows"}, i.suspects.length ? i.suspects[0].evidence.join("; ") : ""));
+    tr.appendChild(h("td", {class: "num"}, `${clock(i.start_ms)} (reported ${clock(i.detected_ms)})`));
+    const hosts = i.hosts.slice(0, 6).join(", ") + (i.hosts.length > 6 ? ` +${i.hosts.length - 6}` : "");
+    tr.appendChild(h("td", {}, `${i.flow_count} flows; ${hosts || "–"}`));
+    body.appendChild(tr);
+  }
+}
+
 // -- loop ----------------------------------------------------------------------------------------
 
 async function getJson(path) {
@@ -350,6 +378,7 @@ async function tick() {
     showFabricFim(state);
     showCollisions(state);
     showCauses(state);
+    showIncidents(state);
     showHealth(state);
     document.body.setAttribute("data-updated-ms", String(state.now_ms));
   } catch (err) {
