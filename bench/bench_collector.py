@@ -89,6 +89,14 @@ QUEUE_LEAVES = ("transmit-pkts", "transmit-octets", "dropped-pkts", "dropped-oct
                 "ecn-marked-octets", "max-queue-len")
 
 
+def _priorities(count: int) -> list[int]:
+    """``count`` PFC priorities (at most the 8 there are), RoCE's 3 first: a priority above 7 is an error the
+    collector counts and it sends the whole notification the general way, so the fast path would go unmeasured."""
+    if not 0 <= count <= 8:
+        raise SystemExit(f"--pfc-priorities {count}: PFC has 8 priorities (0-7)")
+    return [(3 + k) % 8 for k in range(count)]
+
+
 def _payload(interfaces: int, next_hops: int, queues: int = 0,
              priorities: int = 0) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]], int]:
     """(state templates, per-sample templates, counter updates per sample)."""
@@ -114,7 +122,7 @@ def _payload(interfaces: int, next_hops: int, queues: int = 0,
             (f"{qos.format(i)}/output/queues/queue[name={q}]/state/{c}", 10**9 + q)
             for i in range(1, interfaces + 1) for q in range(queues) for c in QUEUE_LEAVES]
         cong += [(f"{qos.format(i)}/pfc/statistics/pfc-priority[index={p}]/pfc-pause-frames-{d}", 10**6 + p)
-                 for i in range(1, interfaces + 1) for p in range(3, 3 + priorities) for d in ("received", "generated")]
+                 for i in range(1, interfaces + 1) for p in _priorities(priorities) for d in ("received", "generated")]
         samples.append(_template(cong))
         per_sample += len(cong)
     return [_template(state)], samples, per_sample

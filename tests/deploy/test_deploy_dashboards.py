@@ -98,6 +98,11 @@ def test_the_panels_the_issue_asks_for_exist() -> None:
     causes = find(r"congestion causes", "table")["targets"][0]["query"]
     keep = re.findall(r'keep\(columns: \[([^\]]*)\]', causes)[-1]
     assert all(f'"{c}"' in keep for c in ("cause", "origin", "spread_links", "evidence")), "causes show origin and spread"
+    harm = find(r"harmful collisions per link", "timeseries")["targets"][0]["query"]
+    assert '"harmful"' in harm and '["link"]' in harm, "harmful collisions are counted per link"
+    for field, pattern in (("cnp_sent", r"CNPs sent per NIC"), ("cnp_handled", r"CNPs handled per NIC")):
+        query = find(pattern, "timeseries")["targets"][0]["query"]
+        assert f'"{field}"' in query and '["nic"]' in query, f"{field} per NIC"
     health_text = json.dumps(health)
     for stage in ("flowtracer_gnmi_", "flowtracer_agent_", "flowtracer_processor_", "flowtracer_kafka_"):
         assert stage in health_text, f"the health dashboard shows nothing of {stage}*"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from congestion_truth import GT_CAUSE
 from kafka import KafkaConsumer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
@@ -37,10 +38,6 @@ WINDOWS = 9  # windows with causes to wait for (the first come at the stall, som
 WARMUP_HOPS = 5  # stages starting, baseline samples, the first (grace-released) windows
 MAX_WAIT_S = 90  # a loaded machine is slower, never a reason to fail
 STALL_AT_S = 2.0
-#: The ground truth's causes as the processor names them: a stalled NIC's port and a paused port are both the
-#: spread of a pause (the first is the chain's last link).
-GT_CAUSE = {"nic_stall": "pause_spread", "pause": "pause_spread", "incast": "incast", "collision": "collision",
-            "degraded_link": "degraded_link", "oversubscribed": "unknown"}
 
 
 @dataclass

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from congestion_truth import GT_CAUSE
 
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import load_topology
@@ -350,6 +351,51 @@ def test_demo_reports_the_degraded_cable_as_an_incident_with_the_ring_job_affect
     # ... and written to the store as the incident measurement, tagged with its kind and top suspect
     stored = demo.victoria.export('incident_open{kind="degraded_link"}')
     assert [x["metric"]["top_suspect"] for x in stored] == [inc["suspects"][0]["component"]], stored
+
+
+#: Windows before the processor can judge a congested link: the first ones (congestion counters' baseline
+#: samples, as in the harm test) ...
+WARMUP_WINDOWS = 3
+#: ... and, for a degraded link, its first congested window: the rule wants a plateau over two windows running.
+DEGRADED_WARMUP = 1
+
+
+def test_congestion_causes_match_the_ground_truth_window_by_window(demo: DemoRun) -> None:
+    """The processor's congestion_cause records, as stored, against the simulator's causes (RUN_DIR/sim's
+    congestion.jsonl) window by window: every port the ground truth names a collision or a degraded link gets
+    that cause on its link from the processor (the degraded one from its second congested window after the
+    fault on, as the rule needs two), and the processor names these two causes nowhere else."""
+    gt = GroundTruth.load(demo.run_dir / "sim" / "ground-truth")
+    hop = gt.tick_ns
+    stored: dict[str, dict[int, str]] = defaultdict(dict)  # link -> window end (ns) -> cause
+    for series in demo.victoria.export("congestion_cause_pfc_pauses_received"):
+        link, cause = series["metric"]["link"], series["metric"]["cause"]
+        for t in series["timestamps"]:
+            assert stored[link].setdefault(t * 1_000_000, cause) == cause, (link, t)  # one cause per window
+    ends = sorted({end for by_end in stored.values() for end in by_end})
+    assert len(ends) >= 10, ends
+    expected: dict[str, dict[int, str]] = defaultdict(dict)  # ground truth: switch port -> window end -> cause
+    for end in ends[WARMUP_WINDOWS:]:
+        for port, t in gt.congestion_in(end - hop, end).causes.items():
+            expected[port][end] = GT_CAUSE[t["cause"]]
+    checked = {"collision": 0, "degraded_link": 0}
+    for port, by_end in sorted(expected.items()):
+        [link] = [lk for lk in stored if lk.startswith(port + ">")] or [f"{port}>(no record)"]
+        named = sorted(end for end, cause in by_end.items() if cause in checked)
+        for k, end in enumerate(named):
+            cause = by_end[end]
+            if cause == "degraded_link" and (k < DEGRADED_WARMUP or end - hop not in by_end):
+                assert stored[link].get(end) in (cause, "unknown", None), (link, end, stored[link].get(end))
+                continue
+            assert stored[link].get(end) == cause, (link, end, cause, stored[link].get(end))
+            checked[cause] += 1
+    # Never a collision or a degraded link the ground truth does not name, on any link (sibling, reverse direction).
+    for link, by_end in stored.items():
+        for end, cause in by_end.items():
+            if cause in checked and end >= ends[WARMUP_WINDOWS]:
+                assert expected.get(link.split(">")[0], {}).get(end) == cause, (link, end, cause)
+    # The collision all along, the degraded cable in most windows after the fault (at DEGRADE_AT_S of RUN_S).
+    assert checked["collision"] >= 10 and checked["degraded_link"] >= 8, checked
 
 
 def test_demo_leaves_nothing_running(demo: DemoRun) -> None:
