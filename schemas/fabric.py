@@ -18,7 +18,7 @@ import ipaddress
 import itertools
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -155,7 +155,9 @@ class Fabric:
         while queue:
             node = queue.popleft()
             for out in self.out_links[node]:
-                if out.host_link or (down and (out.reverse_id in down or out.id in down)):
+                # Only the neighbor's link toward node matters: a next hop withdrawn at node (one direction, the
+                # cable up) leaves the neighbor's route to node intact; a cable down has both directions in down.
+                if out.host_link or (down and out.reverse_id in down):
                     continue
                 # out goes node -> neighbor; the neighbor reaches node over its reverse link.
                 if out.dst_node not in dist:
@@ -210,11 +212,13 @@ class Fabric:
 
     def hash_path(self, headers: HeaderFields, src_nic: str, dst_nic: str,
                   down: frozenset[str] = frozenset(),
-                  hash_models: dict[str, EcmpHash] | None = None) -> tuple[str, ...] | None:
+                  hash_models: dict[str, EcmpHash] | None = None,
+                  weights: Mapping[str, int] | None = None) -> tuple[str, ...] | None:
         """The path a flow takes when every switch applies its ECMP hash, hop by hop.
 
         ``down`` holds directed link ids that are out of service (groups shrink and flows
-        rehash); ``hash_models`` overrides the topology's hash per switch (what-if). Returns
+        rehash); ``hash_models`` overrides the topology's hash per switch (what-if); ``weights``
+        gives a member link's weight in its group (absent: 1), see ``weighted_members``. Returns
         None when the destination is unreachable.
         """
         models = hash_models or self._hash_models
@@ -232,6 +236,8 @@ class Fabric:
             members = self.next_hops(at, dst.leaf, down)
             if not members:
                 return None
+            if weights:
+                members = weighted_members(members, weights)
             hop = members[models[at].member(headers, len(members))] if len(members) > 1 else members[0]
             path.append(hop.id)
             at = hop.dst_node
@@ -262,6 +268,16 @@ class Fabric:
 
     def switch_links(self) -> Iterable[DirectedLink]:
         return (dl for dl in self.links.values() if not dl.host_link)
+
+
+def weighted_members(members: Sequence[DirectedLink], weights: Mapping[str, int]) -> tuple[DirectedLink, ...]:
+    """The group's hash table: each member repeated by its weight (link id -> weight, absent: 1), in member order.
+
+    Weighted ECMP as many ASICs program it (weighted cost multipath by replicating a member's entry in the group
+    table): the hash selects an entry over the table's length, so a member of weight 2 draws about twice the flows.
+    With every weight 1 the table is the member list and the selection is plain ECMP's.
+    """
+    return tuple(m for m in members for _ in range(max(1, weights.get(m.id, 1))))
 
 
 def group_id(switch: str, neighbors: Iterable[str]) -> str:

@@ -6,12 +6,12 @@ simulation: between events (an op starting, a transfer finishing, a compute gap 
 active transfer moves at its max-min fair rate (``flowtracer.schemas.maxmin``), recomputed at each
 event. Faults act at tick boundaries, so a flow has one path per tick.
 
-Forwarding (``dataplane``): by default ("model") each flow direction's path is ``Fabric.hash_path``
-with the simulator's own topology hash models and the current out-of-service links; a path changes
-only when that set changes. With a kernel data plane (``flowtracer.sim.kernel.dataplane``) the paths
-are the ones the Linux kernel chooses (``paths``), rates are the same max-min model over them, the
-data plane sends real packets at those rates and the switches' interface counters are the kernel's
-(scaled), read at every tick end; host views and next-hop counters stay modelled.
+Forwarding (``dataplane``): by default ("model") each flow direction's path is ``Fabric.hash_path`` with the
+simulator's own topology hash models, the current out-of-service links and the next hops' AFT weights
+(``nh_weight``: weighted ECMP); a path changes only when those change. With a kernel data plane
+(``flowtracer.sim.kernel.dataplane``) the paths are the ones the Linux kernel chooses (``paths``), rates are the
+same max-min model over them, the data plane sends real packets at those rates and the switches' interface counters
+are the kernel's (scaled), read at every tick end; host views and next-hop counters stay modelled.
 
 Bytes on the wire: every counter (host QP and port counters, switch interface and next-hop
 counters, ground truth) counts the same thing, RoCEv2 frames: payload plus ``header_bytes`` per
@@ -114,6 +114,8 @@ class Engine:
         self._nic_cap = np.full(len(self.link_ids), np.inf)
         self.faults = FaultState(self.fabric)
         self._down: frozenset[str] = frozenset()
+        #: AFT weight of next hops (directed link id -> weight, 1 absent) the model hashes with.
+        self._weights: dict[str, int] = {}
         self._capacity = self._compute_capacity()
 
         p2p = p2p_addresses(topology)
@@ -410,8 +412,10 @@ class Engine:
                 events.setdefault(ch.switch, []).append(Event(EventKind.OPER_STATUS, t_ns, ch.port))
         self._capacity = self._compute_capacity()
         down = self.faults.down_links()
-        if down != self._down:
-            self._down = down
+        weights = dict(self.faults.weights)
+        if down != self._down or weights != self._weights:
+            # A weight change rehashes like a withdrawal: the switch reprograms the group's hash table.
+            self._down, self._weights = down, weights
             self._path_cache.clear()
             self._route_version += 1
             if self.dataplane is not None:
@@ -453,7 +457,7 @@ class Engine:
             self._path_cache.update(zip(missing, self.dataplane.paths(missing), strict=True))
         for k in missing:
             if k not in self._path_cache:
-                self._path_cache[k] = self.fabric.hash_path(k[0], k[1], k[2], down=self._down)
+                self._path_cache[k] = self.fabric.hash_path(k[0], k[1], k[2], down=self._down, weights=self._weights)
         for f, k in zip(flows, keys, strict=True):
             self._set_path(f, self._path_cache[k])
 

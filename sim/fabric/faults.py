@@ -10,8 +10,10 @@ draining what it receives: the link toward it carries nothing (capacity 0) until
 Routing faults leave the cable up: ``nh_withdraw: switch:port`` withdraws the next hop out of that port from the
 switch's ECMP groups (a route withdrawn, a misconfiguration; the engine routes around it as around a down link, in
 that one direction) until ``nh_restore``; ``nh_weight: switch:port`` with ``weight`` sets the AFT weight of that
-next hop in its groups. The weight changes what the switch's AFT says, not how the simulator hashes (flows still
-spread equally): the simulated switch disagrees with its own forwarding the way a drifted table would.
+next hop in its groups. The model forwards with it (``Fabric.hash_path`` with ``weights``: weighted ECMP as a hash
+table in which each member appears weight times, as many ASICs program it), so a 2:1 group carries about 2:1 of its
+flows. The kernel data plane (``sim/kernel``) forwards with equal weights: there the AFT weight is only reported.
+A withdrawal is one direction: the neighbor behind the port still routes back over the cable.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ class TraceResponder:
         if s is None or d is None or ttl < 1:
             return None
         path = fab.hash_path(HeaderFields(src, dst, sport, dport), s.name, d.name,
-                             down=self.engine.faults.down_links())
+                             down=self.engine.faults.down_links(), weights=self.engine.faults.weights)
         if path is None:
             return None
         if ttl >= len(path):  # past the last switch: the destination NIC

@@ -253,7 +253,9 @@ class KernelFabric:
         plan = self.plan
         cables = {id(plan.cable_of[lid]): plan.cable_of[lid] for lid in down ^ self.down}
         for c in cables.values():
-            state = "down" if set(c.link_ids) & down else "up"
+            # Down only when both directions are (a cable down, a switch rebooting): a next hop withdrawn in one
+            # direction leaves the cable up and only that switch's routes change (route_lines).
+            state = "down" if set(c.link_ids) <= down else "up"
             for end in (c.a, c.b):
                 _check(ip_batch([f"link set dev {end.ifname} {state}"], self.netns_name(end.node)),  # type: ignore[arg-type]
                        f"setting {end.node}:{end.port} {state}")

@@ -138,3 +138,27 @@ def switch_groups(view: AftView | None, topology: Sequence[WeightedGroup], links
         out[gid] = WeightedGroup(EcmpGroup(gid, view.switch, tuple(m for m, _ in members), dsts),
                                  tuple(w for _, w in members), GROUP_SOURCE_AFT)
     return [out[g] for g in sorted(out)]
+
+
+@dataclass(frozen=True)
+class Forwarding:
+    """How a switch hashes, as far as its AFT says: the member links its topology groups lost (withdrawn next hops,
+    directed link ids) and the weight of every member whose weight is not 1 (link id -> weight)."""
+
+    withdrawn: frozenset[str]
+    weights: Mapping[str, int]
+
+
+def aft_forwarding(switch: str, groups: Sequence[Mapping[str, int]], fabric: Fabric) -> Forwarding:
+    """The forwarding ``groups`` (egress port -> weight, per AFT group) give ``switch``: a member of the topology's
+    groups that no AFT group names is withdrawn; a next hop in several groups takes its first group's weight (the
+    model hashes a link with one weight in every group)."""
+    out_link = {dl.src_port: dl.id for dl in fabric.out_links[switch]}
+    weights: dict[str, int] = {}
+    for ports in groups:
+        for port, w in ports.items():
+            lid = out_link.get(port)
+            if lid is not None:
+                weights.setdefault(lid, max(1, int(w)))
+    members = {m.id for g in fabric.ecmp_groups.values() if g.switch == switch for m in g.members}
+    return Forwarding(frozenset(members - weights.keys()), {lid: w for lid, w in weights.items() if w != 1})

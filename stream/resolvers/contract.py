@@ -88,3 +88,13 @@ class TraceConsumer(Protocol):
     def observe_trace(self, flow_id: str, trace: traces_pb2.PathTrace | None) -> None:
         """The newest trace of ``flow_id``; ``None`` is a tombstone (the flow ended)."""
         ...
+
+
+@runtime_checkable
+class GroupConsumer(Protocol):
+    """A resolver that follows the live ECMP groups of the partition's leaves: the flows stage hands it what each
+    leaf's newest CounterBatch says its AFT groups are, before it resolves that window's flows."""
+
+    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]]) -> None:
+        """``switch``'s AFT next-hop groups, each as egress port -> weight (only called when it streams groups)."""
+        ...

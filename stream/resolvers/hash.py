@@ -10,6 +10,13 @@ window by window. Each leaf group's *mismatch* (sum over members of |predicted -
 smoothed over windows, and a placement's confidence is lowered by the mismatch of the groups it crosses, so a
 wrong model shows up as low confidence and unexplained bytes instead of confident wrong paths (and the collision
 rule, which needs confident placements, stays quiet).
+
+The groups it hashes over are the live ones of the partition's leaves (``observe_groups``, from the AFT state in the
+leaves' CounterBatches, which co-partitioning brings to this stage in the same window as the flows): a withdrawn
+next hop leaves the group and the flows rehash over the remaining members, and a weighted group hashes over its
+members replicated by weight (``Fabric.hash_path``, the simulator's rule). A switch that streams no AFT groups
+keeps the topology's. Only leaves are followed: a spine's AFT is in another partition, so on a fabric with
+multi-member groups past the first hop (three tiers) those hops still hash over the topology's members.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any, ClassVar
 from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import Role
+from flowtracer.stream.analytics.aft_groups import Forwarding, aft_forwarding
 from flowtracer.stream.resolvers.contract import FlowObs, Placement
 
 MISMATCH_TOLERANCE = 0.1
@@ -72,6 +80,23 @@ class HashResolver:
         self.mismatch: dict[str, float] = {}
         """Smoothed mismatch per leaf group id (absent: no evidence yet, trusted)."""
         self._placements: dict[tuple[tuple[str, ...], float], Placement] = {}
+        self.leaves = leaves
+        #: Each leaf's forwarding as its newest AFT said (absent: the topology's), and their union for hash_path.
+        self.forwarding: dict[str, Forwarding] = {}
+        self._down: frozenset[str] = frozenset()
+        self._weights: dict[str, int] = {}
+
+    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]]) -> None:
+        """Follow a leaf's AFT groups (egress port -> weight, per group); paths are re-hashed when they change."""
+        if switch not in self.leaves:
+            return  # the first hop is the one this partition owns (module docstring)
+        fwd = aft_forwarding(switch, groups, self.fabric)
+        if self.forwarding.get(switch) == fwd:
+            return
+        self.forwarding[switch] = fwd
+        self._down = frozenset().union(*(f.withdrawn for f in self.forwarding.values()))
+        self._weights = {lid: w for f in self.forwarding.values() for lid, w in f.weights.items()}
+        self._cache.clear()
 
     def _path(self, f: FlowObs) -> tuple[str, ...] | None:
         k = (f.src_nic, f.dst_nic, f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port, f.rqpn)
@@ -80,7 +105,7 @@ class HashResolver:
             if len(cache) > 1_000_000:  # bound memory on churning QPs; hot flows come back at once
                 cache.clear()
             headers = HeaderFields(f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port, dst_qpn=f.rqpn)
-            cache[k] = self.fabric.hash_path(headers, f.src_nic, f.dst_nic)
+            cache[k] = self.fabric.hash_path(headers, f.src_nic, f.dst_nic, down=self._down, weights=self._weights)
         return cache[k]
 
     def _learn(self, paths: Sequence[tuple[str, ...] | None], flows: Sequence[FlowObs],

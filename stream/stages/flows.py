@@ -1,7 +1,8 @@
 """Stage A, per flows partition: resolve the flows that enter the fabric at its leaves (pure).
 
 Input: FlowBatches keyed by the sending NICs' leaf, and (for resolvers that learn from counters)
-the CounterBatches of the same leaves, which co-partitioning puts here. Per finalized window:
+the CounterBatches of the same leaves, which co-partitioning puts here; their AFT groups go to resolvers that
+follow the live groups (``GroupConsumer``) before the window's flows are resolved. Per finalized window:
 PathLoads, and one AttributionBatch for every counters partition (bytes per link of the switches
 that partition owns; empty batches too, as end-of-window markers).
 """
@@ -15,12 +16,13 @@ from typing import Any
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
+from flowtracer.stream.analytics.aft_groups import read_aft
 from flowtracer.stream.analytics.attribution import attribute, heaviest, link_ends
 from flowtracer.stream.analytics.collision_harm import cnps_by_nic
 from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
+from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, TraceConsumer
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.window_tracker import WindowTracker
 
@@ -136,12 +138,17 @@ class FlowsStage:
         obs = []
         measured: dict[str, int] = {}
         out = Emitted()
+        # The live groups of this window's leaf counters apply to this window's flows (no delay; see docs/stream.md).
+        follower = self.resolver if isinstance(self.resolver, GroupConsumer) else None
         for item in items:
             if isinstance(item, flows_pb2.FlowBatch):
                 obs.extend(self._observe(item, self.unattributed))
                 out.nic_congestion.extend(nic_congestion(item, self.hop_ns, start, end))
             elif isinstance(item, counters_pb2.CounterBatch):
                 measured.update(self.links.measured(item, self.hop_ns))
+                if follower is not None and (view := read_aft(item, self.links, self.hop_ns)) is not None \
+                        and view.groups:
+                    follower.observe_groups(view.switch, view.groups)
         obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
         placements = self.resolver.resolve(end, obs, measured)
         # Only the links that name flows keep them (and only the heavy ones): fewer objects per window.

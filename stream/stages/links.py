@@ -70,10 +70,6 @@ class LinksStage:
         #: Each switch's newest AFT view and its window end: a window whose batches carry no next hops (its
         #: next-hop part late, in another batch) is no news about the AFT, so the view stands for a rolling window.
         self.last_view: dict[str, tuple[AftView, int]] = {}
-        self.link_groups: dict[str, list[str]] = defaultdict(list)
-        for g in fabric.ecmp_groups.values():
-            for m in g.members:
-                self.link_groups[m.id].append(g.id)
         self.resolver = resolver
         #: (window end ns, congested link id -> measured utilization) of the last finalized window: a degraded
         #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
@@ -195,6 +191,12 @@ class LinksStage:
         seconds = self.hop_ns / 1e9
         utilization = {lid: b * 8 / (self.links.fabric.links[lid].speed_bps * seconds) for lid, b in measured.items()}
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
+        # A link is named by the groups its switch has now (live: its AFT's, else the topology's).
+        link_groups: dict[str, list[str]] = defaultdict(list)
+        for sw in sorted(self.live_groups):
+            for wg in self.live_groups[sw]:
+                for m in wg.group.members:
+                    link_groups[m.id].append(wg.group.id)
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
             share = shares.get(lid)
@@ -208,7 +210,7 @@ class LinksStage:
                 unexplained_bytes=meas - attributed if valid else 0,
                 utilization=meas * 8 / (link.speed_bps * seconds) if valid else 0.0,
                 flow_count=share.flow_count if share else 0, resolver=self.resolver,
-                groups=self.link_groups.get(lid, [])))
+                groups=link_groups.get(lid, [])))
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
                                                  source_partition=self.partition, source_partitions=self.partitions)

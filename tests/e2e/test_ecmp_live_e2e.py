@@ -1,10 +1,12 @@
 """A next hop withdrawn under a running pipeline: the processor's group follows the AFT within a window, and the
-drift from the topology is reported, against the simulator's ground truth.
+drift from the topology is reported, against the simulator's ground truth; the hash resolver follows the live
+groups too, so the links are explained again, and a weighted group carries (and is attributed) its weights.
 
-One short run (about 14 s of traffic) of the 16-host fabric with ring all-reduce traffic; 8 s in, the workload
-withdraws leaf01's next hop toward spine01 (``nh_withdraw``: the route, not the cable) and gives leaf02's next hop
-toward spine02 weight 2 (``nh_weight``: what its AFT says). Every stage is a real ``flowtracer``
-subprocess (sim, collector, agent, processor), the broker is Tansu; outputs are read back from Kafka.
+One short run (about 14 s of traffic) of the 16-host fabric with ring all-reduce traffic (128 QPs per connection);
+8 s in, the workload withdraws leaf01's next hop toward spine01 (``nh_withdraw``: the route, not the cable) and gives
+leaf02's next hop toward spine02 weight 2 (``nh_weight``: the AFT says so and the simulated switch hashes 1:2).
+Every stage is a real ``flowtracer`` subprocess (sim, collector, agent, processor), the broker is Tansu; outputs are
+read back from Kafka.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.stream.analytics.fim import fim
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +30,8 @@ S = 1_000_000_000
 WITHDRAW_AT_S = 8
 PORT = "Ethernet5"  # leaf01 -> spine01
 GROUP = "leaf01:spine01|spine02"
+QPS = 128  # ring QPs per connection: 256 flows over leaf02's uplinks, so hashing spreads them by weight
+ROLLING_S = 2  # rolling FIM window: short, so that some windows lie wholly after the weight change
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Run:
     gt: GroundTruth
     fims: list[analytics_pb2.FimSample]
     drifts: list[analytics_pb2.EcmpDrift]
+    loads: list[analytics_pb2.LinkLoad]
     logs: str
 
 
@@ -44,14 +50,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16")).to_yaml())
     workload = tmp / "withdraw.yaml"
     workload.write_text(yaml.safe_dump({
-        "jobs": [{"name": "ring", "ops": [{"collective": "allreduce", "algorithm": "ring"}]}],
+        "jobs": [{"name": "ring", "qps_per_connection": QPS, "ops": [{"collective": "allreduce", "algorithm": "ring"}]}],
         "faults": [{"at": f"{WITHDRAW_AT_S}s", "nh_withdraw": f"leaf01:{PORT}"},
                    {"at": f"{WITHDRAW_AT_S}s", "nh_weight": "leaf02:Ethernet6", "weight": 2}]}))
-    options = PipelineOptions(topology=topo, workload=str(workload), partitions=2)
+    options = PipelineOptions(topology=topo, workload=str(workload), partitions=2,
+                              processor_args=("--rolling-window", str(ROLLING_S)))
     with LocalPipeline(options, tmp / "run") as pipeline:
         pipeline.wait(WITHDRAW_AT_S + 6)
         pipeline.stop_stages()
-        types = {topics.FIM.name: analytics_pb2.FimSample, topics.ECMP_DRIFT.name: analytics_pb2.EcmpDrift}
+        types = {topics.FIM.name: analytics_pb2.FimSample, topics.ECMP_DRIFT.name: analytics_pb2.EcmpDrift,
+                 topics.LINK_LOADS.name: analytics_pb2.LinkLoad}
         consumer = KafkaConsumer(*types, bootstrap_servers=pipeline.bootstrap, auto_offset_reset="earliest",
                                  consumer_timeout_ms=4000, enable_auto_commit=False)
         got = [types[m.topic].FromString(m.value) for m in consumer]
@@ -59,7 +67,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     logs = "".join(p.read_text(errors="replace") for p in sorted((tmp / "run").glob("*.log")))
     gt = GroundTruth.load(pipeline.ready["ground_truth"])
     return Run(gt, [f for f in got if isinstance(f, analytics_pb2.FimSample)],
-               [d for d in got if isinstance(d, analytics_pb2.EcmpDrift)], logs)
+               [d for d in got if isinstance(d, analytics_pb2.EcmpDrift)],
+               [ll for ll in got if isinstance(ll, analytics_pb2.LinkLoad)], logs)
 
 
 def _aft_ports(gt: GroundTruth, t_ns: int) -> list[str]:
@@ -115,3 +124,36 @@ def test_a_weight_change_is_followed_within_one_window_and_reported(run: Run) ->
     assert {(d.kind, d.port, d.topology_weight, d.network_weight) for d in drift} == {
         (analytics_pb2.DRIFT_KIND_WEIGHT_CHANGED, "Ethernet6", 1, 2)}
     assert not [d for d in drift if d.window_end_ns < t_c]
+
+
+def test_after_the_withdrawal_the_hash_resolver_explains_the_links_again(run: Run) -> None:
+    """The flows stage hashes over leaf01's live group: no bytes attributed to the withdrawn uplink, none missing."""
+    (event,) = [ev for ev in run.gt.events if ev["kind"] == "nh_withdraw"]
+    after = [ll for ll in run.loads if ll.window_end_ns >= event["t_ns"] + S and ll.measured_valid
+             and ll.src_node.startswith(("leaf", "spine")) and ll.dst_node.startswith(("leaf", "spine"))]
+    windows = {ll.window_end_ns for ll in after}
+    assert len(windows) >= 3, windows
+    withdrawn = [ll for ll in after if ll.link == "leaf01:Ethernet5>spine01:Ethernet1"]
+    assert len(withdrawn) == len(windows) and not any(ll.measured_bytes or ll.attributed_bytes for ll in withdrawn)
+    assert {tuple(ll.groups) for ll in withdrawn} == {()}, "LinkLoad.groups names the live groups"
+    kept = [ll for ll in after if ll.link == "leaf01:Ethernet6>spine02:Ethernet1"]
+    assert {tuple(ll.groups) for ll in kept} == {("leaf01:spine02",)}
+    assert sum(ll.measured_bytes for ll in kept) > 0
+    measured = sum(ll.measured_bytes for ll in after)
+    unexplained = sum(abs(ll.unexplained_bytes) for ll in after)
+    assert unexplained / measured < 0.01, (unexplained, measured)  # test_pipeline_e2e's tolerance
+
+
+def test_the_weighted_group_carries_its_weights(run: Run) -> None:
+    """The simulator hashes leaf02's group 1:2 once its AFT says so (a member replicated by its weight): FIM against
+    the weights is near 0, measured and as the hash resolver attributes it (it hashes the same way), while the
+    same loads against equal weights are not balanced (a group still hashed 1:1 would be the other way round)."""
+    (event,) = [ev for ev in run.gt.events if ev["kind"] == "nh_weight"]
+    # Rolling windows wholly after the change (ROLLING_S back from their end).
+    after = [f for f in run.fims if f.group == "leaf02:spine01|spine02" and f.window_end_ns >= event["t_ns"] + 2 * S]
+    bases = {analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED}
+    assert {f.basis for f in after} == bases and len(after) >= 2 * len(bases), len(after)
+    for f in after:
+        assert tuple(f.member_weights) == (1, 2) and f.window_end_ns - f.window_start_ns == ROLLING_S * S
+        assert f.fim < 0.05, (f.basis, f.window_end_ns, list(f.member_bytes), f.fim)
+        assert fim(list(f.member_bytes)) > 0.2, (f.basis, list(f.member_bytes))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.fabric import Fabric, weighted_members
 from flowtracer.schemas.topology import TopologyError, load_topology, parse_topology
 
 GOOD = (Path(__file__).parent / "tiny_topology.yaml").read_text()
@@ -121,6 +121,24 @@ def test_tiny_fabric_paths_and_groups() -> None:
     assert g.destinations == ("leaf2",)
     assert fabric.group_of("leaf1", "leaf2") is g
     assert fabric.group_of("spine1", "leaf2") is None
+
+
+@pytest.mark.parametrize(("weights", "table"), [
+    ({}, ["spine1", "spine2"]),  # plain ECMP: the member list
+    ({"leaf1:Ethernet4>spine2:Ethernet1": 2}, ["spine1", "spine2", "spine2"]),
+    ({"leaf1:Ethernet3>spine1:Ethernet1": 3, "other": 5}, ["spine1", "spine1", "spine1", "spine2"]),
+])
+def test_weighted_members_replicate_each_member_by_its_weight(weights: dict[str, int], table: list[str]) -> None:
+    fabric = Fabric(parse_topology(GOOD))
+    members = fabric.next_hops("leaf1", "leaf2")
+    assert [m.dst_node for m in weighted_members(members, weights)] == table
+
+
+def test_a_withdrawn_next_hop_leaves_only_its_own_direction() -> None:
+    fabric = Fabric(parse_topology(GOOD))
+    withdrawn = frozenset({"leaf1:Ethernet3>spine1:Ethernet1"})  # leaf1's route via spine1, the cable up
+    assert [m.dst_node for m in fabric.next_hops("leaf1", "leaf2", withdrawn)] == ["spine2"]
+    assert [m.dst_node for m in fabric.next_hops("leaf2", "leaf1", withdrawn)] == ["spine1", "spine2"]
 
 
 def test_link_down_shrinks_group_and_reroutes() -> None:

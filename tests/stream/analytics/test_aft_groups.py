@@ -13,6 +13,7 @@ from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2
 from flowtracer.stream.analytics.aft_groups import (
     GROUP_SOURCE_AFT,
     GROUP_SOURCE_TOPOLOGY,
+    aft_forwarding,
     read_aft,
     switch_groups,
     topology_groups,
@@ -176,3 +177,19 @@ def test_drift_records_and_the_log_line_once_per_change() -> None:
     assert back is not None and "agrees again" in back
     (rec, _) = drift_records(b, 4 * SEC, 5 * SEC)
     assert (rec.switch, rec.kind, rec.port, rec.link, rec.window_end_ns) == ("leaf01", WITHDRAWN, P1, "l1", 5 * SEC)
+
+
+L0, L1, L2, L3 = (m.id for m in GROUP.members)
+
+
+@pytest.mark.parametrize(("groups", "withdrawn", "weights"), [
+    ([dict.fromkeys(PORTS, 1)], set(), {}),  # as the topology says: hash as it does
+    ([{P0: 1, P2: 1, P3: 1}], {L1}, {}),
+    ([{P0: 2, P1: 1, P2: 1, P3: 1}], set(), {L0: 2}),
+    ([{P0: 2, P1: 1}, {P0: 1, P1: 1, P2: 1}], {L3}, {L0: 2}),  # per-prefix groups: the first weight, union of ports
+    ([{"Ethernet99": 1}], {L0, L1, L2, L3}, {}),  # a port the topology does not know routes nothing
+])
+def test_the_forwarding_the_aft_gives_a_switch(groups: list[dict[str, int]], withdrawn: set[str],
+                                               weights: dict[str, int]) -> None:
+    fwd = aft_forwarding("leaf01", groups, FABRIC)
+    assert (set(fwd.withdrawn), dict(fwd.weights)) == (withdrawn, weights)

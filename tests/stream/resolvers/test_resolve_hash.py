@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from fluid import ENGINE_SEED, windows
+from fluid import ENGINE_SEED, START, windows
 
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.sim.fabric.engine import Engine
+from flowtracer.sim.fabric.workload import Workload
+from flowtracer.stream.resolvers.contract import FlowObs
 from flowtracer.stream.resolvers.hash import (
     MISMATCH_TOLERANCE,
     HashResolver,
@@ -98,3 +101,57 @@ def test_state_round_trip(ring: tuple[Fabric, list]) -> None:
     b = HashResolver(fabric)
     b.restore(a.state())
     assert b.mismatch == a.mismatch
+
+
+# -- live groups: the resolver hashes over the groups the leaves' AFT streams, as the simulated switches forward --
+
+LIVE_SPEC = FabricSpec(hosts=16, leaves=4, spines=2)
+# Each case: faults injected into the simulator -> the share of leaf flows each changed uplink should carry.
+LIVE_CASES: dict[str, tuple[list[tuple[str, str, int]], dict[str, tuple[float, float]]]] = {
+    "the AFT agrees with the topology": ([], {"leaf01:Ethernet5": (0.35, 0.65), "leaf02:Ethernet6": (0.35, 0.65)}),
+    "a next hop withdrawn: rehash over the rest": (
+        [("nh_withdraw", "leaf01:Ethernet5", 1)], {"leaf01:Ethernet5": (0.0, 0.0), "leaf01:Ethernet6": (1.0, 1.0)}),
+    "a next hop weighted 2:1": ([("nh_weight", "leaf02:Ethernet6", 2)], {"leaf02:Ethernet6": (0.58, 0.75)}),
+    "withdrawn, weighted and one restored": (
+        [("nh_withdraw", "leaf03:Ethernet5", 1), ("nh_weight", "leaf04:Ethernet5", 3),
+         ("nh_restore", "leaf03:Ethernet5", 1)],
+        {"leaf03:Ethernet5": (0.35, 0.65), "leaf04:Ethernet5": (0.65, 0.85)}),
+}
+
+
+def aft_of(engine: Engine, switch: str) -> list[dict[str, int]]:
+    """What a switch's AFT streams: per group, egress port -> weight."""
+    st = engine.switch_states[switch].snapshot()
+    return [{st.next_hops[i].interface: w for i, w in g.next_hops.items()} for g in st.groups.values()]
+
+
+@pytest.mark.parametrize("name", LIVE_CASES)
+def test_the_resolver_follows_the_live_groups_as_the_simulator_forwards(name: str) -> None:
+    faults, shares = LIVE_CASES[name]
+    topo = generate(LIVE_SPEC)
+    engine = Engine(topo, Workload(seed=5), tick_s=1.0, start_ns=START, coll_log=False)
+    hosts = [f"host{i:02d}:mlx5_0" for i in range(1, 17)]
+    for i, src in enumerate(hosts):  # every host to every host behind another leaf, 3 QPs each: 144 flows per leaf
+        for j, dst in enumerate(hosts):
+            if i // 4 != j // 4:
+                for _ in range(3):
+                    engine.add_steady_flow(src, dst)
+    for kind, target, weight in faults:
+        engine.inject(kind, target, weight=weight)
+    engine.step()
+    resolver = HashResolver(Fabric(topo))
+    for leaf in resolver.leaves:
+        resolver.observe_groups(leaf, aft_of(engine, leaf))
+    flows = [f for f in engine.flows.values() if f.forward and f.path is not None]
+    obs = [FlowObs(f"{f.src.name}/{f.tx_qp.lqpn}/0", f.src.name, f.dst.name, f.headers.src_ip, f.headers.dst_ip,
+                   f.headers.udp_src_port, f.headers.udp_dst_port, f.tx_qp.lqpn, f.headers.dst_qpn, 1)
+           for f in flows]
+    placed = resolver.resolve(engine.now_ns, obs, {})
+    engine.close()
+    truth = [tuple(engine.link_ids[i] for i in f.path) for f in flows]
+    assert [p.paths[0][0] if p else None for p in placed] == truth  # every flow where the switch sent it
+    for port, (lo, hi) in shares.items():
+        leaf = port.split(":")[0]
+        from_leaf = [t for t in truth if t[1].startswith(f"{leaf}:")]
+        share = sum(t[1].startswith(f"{port}>") for t in from_leaf) / len(from_leaf)
+        assert lo <= share <= hi, (port, share, len(from_leaf))
