@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.stream.diagnosis.assembly import WindowAssembler
 from flowtracer.stream.diagnosis.incidents import Diagnoser
 from flowtracer.stream.diagnosis.localize import IncidentKind
 from flowtracer.stream.diagnosis.symptoms import Kind, SymptomDetector
@@ -90,3 +93,15 @@ def test_a_rebooting_switch_takes_its_neighbours_ports_down_and_is_the_suspect()
         for inc in d.window(v):
             seen[inc.id] = inc
     assert [(i.kind, i.top) for i in seen.values()] == [(IncidentKind.SWITCH_SILENT, "switch:spine02")]
+
+
+@pytest.mark.parametrize("oper_up, oper_valid, want", [(True, True, True), (False, True, False),
+                                                      (False, False, None), (True, False, None)])
+def test_a_link_loads_oper_status_reaches_the_window(oper_up: bool, oper_valid: bool, want: bool | None) -> None:
+    """``oper_valid`` false: unknown (None), whatever ``oper_up`` says."""
+    a = WindowAssembler(S, 10 * S)
+    ll = analytics_pb2.LinkLoad(schema_version=1, window_end_ns=T0 + S, link=CUT[0], src_node="leaf01",
+                                dst_node="spine01", oper_up=oper_up, oper_valid=oper_valid)
+    a.add(topics.LINK_LOADS.name, ll.SerializeToString(), 0)
+    [(view, _)] = a.complete(0, final=True)
+    assert view.links[CUT[0]].oper_up is want
