@@ -202,7 +202,8 @@ def emulate_silence(view: WindowView, sc: Scenario, fabric: Fabric) -> None:
     for sw in {sw for sw, at in sc.silent_switches if t_s > at}:
         for lk, lo in view.links.items():
             if (lo.src_node if lo.src_node in fabric.switch_names else lo.dst_node) == sw:
-                view.links[lk] = LinkObs(lk, lo.src_node, lo.dst_node, lo.speed_bps, None, lo.attributed_bytes, 0)
+                view.links[lk] = LinkObs(lk, lo.src_node, lo.dst_node, lo.speed_bps, None, lo.attributed_bytes, 0,
+                                         None)
 
 
 def window_view(gt: GroundTruth, fabric: Fabric, end: int) -> WindowView:
@@ -227,10 +228,14 @@ def window_view(gt: GroundTruth, fabric: Fabric, end: int) -> WindowView:
         for p in fw.paths:
             view.paths.append(PathObs(f.src_nic, f.dst_nic, f.src_host, f.dst_host, p, fw.bytes // len(fw.paths)))
     for lk, dl in fabric.links.items():
-        meas_sw = dl.src_node if dl.src_node in fabric.switch_names else dl.dst_node
+        meas_sw, meas_port = (dl.src_node, dl.src_port) if dl.src_node in fabric.switch_names else (dl.dst_node,
+                                                                                                   dl.dst_port)
         m = measured.get(lk, 0) if trusted[meas_sw] else None
+        # as the links stage: the measuring end's oper status from the batch that closes the window, none when the
+        # switch sent no batch (unavailable)
+        oper = after[meas_sw].oper_up.get(meas_port) if after[meas_sw].available else None
         view.links[lk] = LinkObs(lk, dl.src_node, dl.dst_node, dl.speed_bps, m, attributed.get(lk, 0),
-                                 (m or 0) - attributed.get(lk, 0) if m is not None else 0)
+                                 (m or 0) - attributed.get(lk, 0) if m is not None else 0, oper)
     cong = gt.congestion_in(start, end)
     for port, c in cong.ports.items():
         node, iface = port.split(":", 1)

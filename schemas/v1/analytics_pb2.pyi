@@ -33,7 +33,7 @@ DRIFT_KIND_GROUP_MISSING: DriftKind
 DRIFT_KIND_GROUP_ADDED: DriftKind
 
 class LinkLoad(_message.Message):
-    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "speed_bps", "measured_bytes", "measured_valid", "attributed_bytes", "unexplained_bytes", "utilization", "flow_count", "resolver", "groups")
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "speed_bps", "measured_bytes", "measured_valid", "attributed_bytes", "unexplained_bytes", "utilization", "flow_count", "resolver", "groups", "oper_up", "oper_valid")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,8 @@ class LinkLoad(_message.Message):
     FLOW_COUNT_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    OPER_UP_FIELD_NUMBER: _ClassVar[int]
+    OPER_VALID_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_start_ns: int
     window_end_ns: int
@@ -68,7 +70,9 @@ class LinkLoad(_message.Message):
     flow_count: int
     resolver: str
     groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., link: _Optional[str] = ..., src_node: _Optional[str] = ..., src_port: _Optional[str] = ..., dst_node: _Optional[str] = ..., dst_port: _Optional[str] = ..., speed_bps: _Optional[int] = ..., measured_bytes: _Optional[int] = ..., measured_valid: _Optional[bool] = ..., attributed_bytes: _Optional[int] = ..., unexplained_bytes: _Optional[int] = ..., utilization: _Optional[float] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    oper_up: bool
+    oper_valid: bool
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., link: _Optional[str] = ..., src_node: _Optional[str] = ..., src_port: _Optional[str] = ..., dst_node: _Optional[str] = ..., dst_port: _Optional[str] = ..., speed_bps: _Optional[int] = ..., measured_bytes: _Optional[int] = ..., measured_valid: _Optional[bool] = ..., attributed_bytes: _Optional[int] = ..., unexplained_bytes: _Optional[int] = ..., utilization: _Optional[float] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., oper_up: _Optional[bool] = ..., oper_valid: _Optional[bool] = ...) -> None: ...
 
 class PathLoad(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "path_id", "links", "src_host", "src_nic", "dst_host", "dst_nic", "bytes", "flow_count", "resolver", "confidence", "traced_bytes")

@@ -57,3 +57,17 @@ class LinkIndex:
             if hid is not None and itf.in_octets.status in TRUSTED_STATUSES:
                 out[hid] = itf.in_octets.delta
         return out
+
+    def oper_up(self, batch: counters_pb2.CounterBatch) -> dict[str, bool]:
+        """Oper status (up or not) per owned link from one CounterBatch: the measuring end's interface, as the
+        collector last saw its oper-status leaf (ON_CHANGE). Interfaces without a reported status are absent."""
+        out: dict[str, bool] = {}
+        sw = batch.switch
+        for itf in batch.interfaces:
+            if itf.oper_status == counters_pb2.OPER_STATUS_UNSPECIFIED:
+                continue
+            up = itf.oper_status == counters_pb2.OPER_STATUS_UP
+            for lid in (self.out_link.get((sw, itf.name)), self.in_host_link.get((sw, itf.name))):
+                if lid is not None:  # a host port measures both its directions
+                    out[lid] = up
+        return out

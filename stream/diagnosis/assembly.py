@@ -81,7 +81,7 @@ class WindowAssembler:
         if (v := self.view(ll.window_end_ns, now_ns)) is not None:
             v.links[ll.link] = LinkObs(ll.link, ll.src_node, ll.dst_node, ll.speed_bps,
                                        ll.measured_bytes if ll.measured_valid else None, ll.attributed_bytes,
-                                       ll.unexplained_bytes)
+                                       ll.unexplained_bytes, ll.oper_up if ll.oper_valid else None)
 
     def link_congestion(self, lc: analytics_pb2.LinkCongestion, now_ns: int) -> None:
         if (v := self.view(lc.window_end_ns, now_ns)) is not None:

@@ -38,10 +38,12 @@ WEIGHTS: dict[str, dict[Kind, float]] = {
     # a dead direction weighs 0.35: a cut cable kills both (0.7 at hit ratio 1), while a link that only lost
     # its traffic to a failure elsewhere (flows rehashed away) is one direction (0.26, under MIN_SCORE); a flow
     # moves off a path when a cable on it fails (or its switch): the flows that left a cable vote for it
-    "cable": {Kind.CAPACITY_LOSS: 1.0, Kind.LINK_DEAD: 0.35, Kind.PATH_MOVED: 0.5, Kind.UNEXPLAINED: 0.3,
-              Kind.HOTSPOT: 0.2, Kind.FIM_HIGH: 0.2},
-    "switch": {Kind.SWITCH_SILENT: 1.0, Kind.PATH_MOVED: 0.3, Kind.LINK_DEAD: 0.2, Kind.CAPACITY_LOSS: 0.2,
-               Kind.UNEXPLAINED: 0.2},
+    # a link its switch reports down is the cable's signature (1.0); a rebooting switch takes its neighbours' ports
+    # toward it down, so they also vote for the switch (0.5)
+    "cable": {Kind.CAPACITY_LOSS: 1.0, Kind.LINK_DOWN: 1.0, Kind.LINK_DEAD: 0.35, Kind.PATH_MOVED: 0.5,
+              Kind.UNEXPLAINED: 0.3, Kind.HOTSPOT: 0.2, Kind.FIM_HIGH: 0.2},
+    "switch": {Kind.SWITCH_SILENT: 1.0, Kind.LINK_DOWN: 0.5, Kind.PATH_MOVED: 0.3, Kind.LINK_DEAD: 0.2,
+               Kind.CAPACITY_LOSS: 0.2, Kind.UNEXPLAINED: 0.2},
     "hash": {Kind.UNEXPLAINED: 1.0, Kind.FIM_HIGH: 0.6, Kind.COLLISION: 0.6},
     "group": {Kind.FIM_HIGH: 1.0, Kind.COLLISION: 1.0, Kind.UNEXPLAINED: 0.6},
     "agent": {Kind.AGENT_MISSING: 1.0},
@@ -53,7 +55,7 @@ MIN_SCORE = 0.3
 """A component scoring less explains too little to be reported."""
 
 SIGNATURE: dict[str, frozenset[Kind]] = {
-    "cable": frozenset({Kind.CAPACITY_LOSS, Kind.LINK_DEAD}),
+    "cable": frozenset({Kind.CAPACITY_LOSS, Kind.LINK_DOWN, Kind.LINK_DEAD}),
     "switch": frozenset({Kind.SWITCH_SILENT}),
     "hash": frozenset({Kind.UNEXPLAINED}),
     "group": frozenset({Kind.FIM_HIGH, Kind.COLLISION}),
@@ -214,7 +216,7 @@ def _kind(comp: str, syms: tuple[Symptom, ...]) -> str:
     t = _type(comp)
     kinds = {s.kind for s in syms}
     if t == "cable":
-        return IncidentKind.FAILED_LINK if Kind.LINK_DEAD in kinds else IncidentKind.DEGRADED_LINK
+        return IncidentKind.FAILED_LINK if kinds & {Kind.LINK_DOWN, Kind.LINK_DEAD} else IncidentKind.DEGRADED_LINK
     return {"switch": IncidentKind.SWITCH_SILENT, "hash": IncidentKind.HASH_MISCONFIGURATION,
             "group": IncidentKind.PERSISTENT_IMBALANCE, "agent": IncidentKind.AGENT_MISSING,
             "port": IncidentKind.CONGESTION_HOTSPOT}[t]

@@ -19,6 +19,7 @@ class Kind(StrEnum):
 
     CAPACITY_LOSS = "capacity_loss"  # link: queue builds (ECN, watermark, drops) while well below nominal rate
     HOTSPOT = "hotspot"  # link: queue builds at (near) nominal rate: plain congestion
+    LINK_DOWN = "link_down"  # link: its interface reports oper status down (it was up before): direct evidence
     LINK_DEAD = "link_dead"  # link: carried its usual load, now (almost) nothing, while the fabric still moves
     UNEXPLAINED = "unexplained"  # link: counters and placed flows disagree beyond tolerance
     FIM_HIGH = "fim_high"  # group: rolling FIM above threshold
@@ -93,8 +94,14 @@ class SymptomDetector:
     #: host -> windows with flows, and the window end it last had flows
     host_windows: dict[str, int] = field(default_factory=dict)
     host_last_ns: dict[str, int] = field(default_factory=dict)
-    #: end of the newest window with a dead link or a silent switch, ns
+    #: end of the newest window with a dead or down link or a silent switch, ns
     last_failure_ns: int = 0
+    #: links whose interface reported oper status up at least once (a port down from the start is not news)
+    seen_up: set[str] = field(default_factory=set)
+    #: directed link -> its oper status as last reported (up or not)
+    oper_last: dict[str, bool] = field(default_factory=dict)
+    #: end of the newest window in which some link's oper status changed (down or back up), ns
+    last_oper_change_ns: int = 0
     #: end of the newest window with a silent switch, ns
     last_silent_ns: int = 0
     #: sending>receiving NIC -> links its traffic crossed in the previous window
@@ -110,7 +117,7 @@ class SymptomDetector:
         out += self._switch_symptoms(view)
         out += self._host_symptoms(view)
         out += self._path_symptoms(view)
-        if any(s.kind in (Kind.LINK_DEAD, Kind.SWITCH_SILENT) for s in out):
+        if any(s.kind in (Kind.LINK_DEAD, Kind.LINK_DOWN, Kind.SWITCH_SILENT) for s in out):
             self.last_failure_ns = view.end_ns
         if any(s.kind is Kind.SWITCH_SILENT for s in out):
             self.last_silent_ns = view.end_ns
@@ -145,7 +152,17 @@ class SymptomDetector:
         secs = view.hop_ns / 1e9
         fabric_now = sum(lo.measured_bytes or 0 for lo in view.links.values() if self.model.is_fabric_link(lo.link))
         fabric_alive = self.usual_fabric <= 0 or fabric_now >= t.dead_fabric_share * self.usual_fabric
+        if self._oper_changed(view):
+            self.last_oper_change_ns = view.end_ns
+        rehashing = bool(self.last_oper_change_ns) and (
+            view.end_ns - self.last_oper_change_ns <= t.after_failure_windows * view.hop_ns)
         for lo in view.links.values():
+            if lo.oper_up:
+                self.seen_up.add(lo.link)
+            elif lo.oper_up is False and lo.link in self.seen_up:
+                # the switch says so: no inference from lost traffic needed (and the usual load stays)
+                out.append(Symptom(Kind.LINK_DOWN, lo.link, view.end_ns, 0.0, "interface oper status down"))
+                continue
             if lo.measured_bytes is None:
                 continue
             speed = lo.speed_bps or self.model.speed_bps(lo.link)
@@ -158,6 +175,10 @@ class SymptomDetector:
             usual = self.usual.get(lo.link)
             dead = (usual is not None and usual >= t.dead_min_usual_bytes and fabric_alive
                     and lo.measured_bytes < t.dead_share * usual)
+            if dead and rehashing and lo.oper_up is True:
+                # explained away: a link went down (or came back) lately and flows rehashed around it; this one
+                # is up and only lost its traffic. Not dead, and its usual load learns the new normal.
+                dead = False
             if dead:
                 out.append(Symptom(Kind.LINK_DEAD, lo.link, view.end_ns, util,
                                    f"{lo.measured_bytes / 1e6:.0f} MB, usually {usual / 1e6:.0f} MB"))
@@ -174,6 +195,16 @@ class SymptomDetector:
             a = t.usual_alpha
             self.usual_fabric = fabric_now if self.usual_fabric <= 0 else (1 - a) * self.usual_fabric + a * fabric_now
         return out
+
+    def _oper_changed(self, view: WindowView) -> bool:
+        """Whether some link's reported oper status differs from what it last reported (and remember it)."""
+        changed = False
+        for lo in view.links.values():
+            if lo.oper_up is None:
+                continue  # not reported (silent switch): no news either way
+            changed |= self.oper_last.get(lo.link, lo.oper_up) != lo.oper_up
+            self.oper_last[lo.link] = lo.oper_up
+        return changed
 
     # -- groups -----------------------------------------------------------------------------------
 
@@ -244,3 +275,4 @@ class SymptomDetector:
                 out.append(Symptom(Kind.AGENT_MISSING, h, view.end_ns, float(gone),
                                    f"no flows reported for {gone} windows"))
         return out
+

@@ -24,6 +24,8 @@ class LinkObs:
     measured_bytes: int | None
     attributed_bytes: int = 0
     unexplained_bytes: int = 0
+    #: oper status of the measuring end's interface (LinkLoad ``oper_up``); None: not reported (``oper_valid`` 0)
+    oper_up: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -127,10 +127,13 @@ class LinksStage:
         views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
         nic_cnps: dict[str, int] = {}
+        oper: dict[str, bool] = {}  # link -> up in every batch of the window that reported it
         for item in items:
             if isinstance(item, counters_pb2.CounterBatch):
                 reported.add(item.switch)
                 measured.update(self.links.measured(item, self.hop_ns))
+                for lid, up in self.links.oper_up(item).items():
+                    oper[lid] = oper.get(lid, True) and up
                 view = read_aft(item, self.links, self.hop_ns)
                 if view is not None:
                     nh_measured.update(view.nh_bytes)
@@ -210,7 +213,7 @@ class LinksStage:
                 unexplained_bytes=meas - attributed if valid else 0,
                 utilization=meas * 8 / (link.speed_bps * seconds) if valid else 0.0,
                 flow_count=share.flow_count if share else 0, resolver=self.resolver,
-                groups=link_groups.get(lid, [])))
+                groups=link_groups.get(lid, []), oper_up=oper.get(lid, False), oper_valid=lid in oper))
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
                                                  source_partition=self.partition, source_partitions=self.partitions)
