@@ -134,6 +134,8 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
         click.echo(f"warning: {w}", err=True)
     topo = found.topology
     text = topo.to_yaml()
+    if found.derived:  # marked in the file too: these groups are the links' rule, not what the switch said
+        text = f"# ECMP groups derived from the links (no AFT routes read): {', '.join(found.derived)}\n{text}"
     if output is None:
         click.echo(text, nl=False)
     else:

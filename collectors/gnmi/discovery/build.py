@@ -17,7 +17,10 @@ Rules, for a 2-tier leaf-spine fabric:
 * **ECMP groups** come from the AFT: each IPv4 entry's next-hop group, its next hops' egress
   ports (``interface-ref``, else the port whose subnet holds the next-hop address) and weights;
   destinations are the leaves of the host NICs the entry's prefix covers. Entries covering no NIC
-  and a switch's own leaf are left out.
+  and a switch's own leaf are left out. A switch whose platform cannot give its AFT routes (``aft``
+  False: any non-OpenConfig profile, since none maps ``ipv4-entry``) gets the groups its learnt links
+  imply (equal weights, the rule of a topology without ``ecmp_groups``, ``schemas/fabric.py``);
+  ``Discovered.derived`` names those switches.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowtracer.collectors.gnmi.discovery.facts import SwitchFacts
-from flowtracer.schemas.fabric import natural_key
+from flowtracer.schemas.fabric import Fabric, natural_key
 from flowtracer.schemas.topology import Topology, validate_topology
 
 
@@ -39,6 +42,8 @@ class Discovered:
 
     topology: Topology
     warnings: tuple[str, ...]
+    #: Switches whose ECMP groups were derived from the links, not read from their AFT.
+    derived: tuple[str, ...] = ()
 
 
 def _nat(s: str) -> tuple[object, ...]:
@@ -136,13 +141,24 @@ def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping
             sw["ports"] = ports
         switches.append(sw)
 
-    groups = _groups(facts, hosts, warnings)
     data: dict[str, Any] = {"name": name, "switches": switches, "links": links, "hosts": hosts}
     if default_speed:
         data["defaults"] = {"port_speed": default_speed}
+    groups = _groups(facts, hosts, warnings)
+    derived = tuple(f.name for f in sorted(facts, key=lambda f: _nat(f.name)) if not f.aft)
+    if derived:
+        groups = sorted(groups + _derived_groups(data, set(derived)), key=lambda g: _nat(g["switch"]))
     if groups:
         data["ecmp_groups"] = groups
-    return Discovered(validate_topology(data, "discovered topology"), tuple(warnings))
+    return Discovered(validate_topology(data, "discovered topology"), tuple(warnings), derived)
+
+
+def _derived_groups(data: dict[str, Any], switches: set[str]) -> list[dict[str, Any]]:
+    """The groups of ``switches`` as the links imply them (equal weights), for switches without AFT routes."""
+    fabric = Fabric(validate_topology(data, "discovered topology"))
+    return [{"switch": g.switch, "destinations": list(g.destinations),
+             "members": {m.src_port: 1 for m in g.members}}
+            for g in fabric.ecmp_groups.values() if g.switch in switches]
 
 
 def _groups(facts: Sequence[SwitchFacts], hosts: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
