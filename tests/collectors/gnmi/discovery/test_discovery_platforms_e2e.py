@@ -13,8 +13,8 @@ from discovery_sim import served_fabric
 
 from flowtracer.main import cli
 
-#: leaf04 has LLDP but no management address in its profile; spine01 no AFT; spine02 (SONiC) neither LLDP nor AFT.
-PLATFORMS = {"leaf04": "arista_eos", "spine01": "cisco_nxos", "spine02": "sonic"}
+#: leaf02 (SONiC): neither LLDP nor AFT; leaf04: LLDP without management addresses; spine01: no AFT.
+PLATFORMS = {"leaf02": "sonic", "leaf04": "arista_eos", "spine01": "cisco_nxos"}
 
 
 @pytest.fixture(scope="module")
@@ -37,24 +37,44 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def test_each_target_is_read_through_its_profile(mixed: tuple[Path, Path, dict], tmp_path: Path) -> None:
+    """Without the hosts' inventories, what the profiles cannot give is reported, line by line."""
     generated, ready_file, _ = mixed
     out = tmp_path / "discovered.yaml"
     code, _, err = run("topology", "discover", "--targets", str(ready_file), "--out", str(out), "--name", "ft16")
     assert code == 0, err
     lines = err.splitlines()
     lacking = [w for w in lines if "its profile maps no" in w]
-    assert [w.split(" ", 3)[1:3] for w in lacking] == [["leaf04", "(arista_eos):"], ["spine01", "(cisco_nxos):"],
-                                                      ["spine02", "(sonic):"]]
-    assert "no LLDP" in lacking[2] and "cables are learnt from its neighbors' LLDP" in lacking[2]
+    assert [w.split(" ", 3)[1:3] for w in lacking] == [["leaf02", "(sonic):"], ["leaf04", "(arista_eos):"],
+                                                      ["spine01", "(cisco_nxos):"]]
+    assert "no LLDP" in lacking[0] and "hosts only from agent inventory" in lacking[0]
     assert all("ECMP groups are derived from the learnt links" in w for w in lacking)
     assert out.read_text().startswith("# ECMP groups derived from the links (no AFT routes read): "
-                                      "leaf04, spine01, spine02\n")
-    # All 8 cables (SONiC's from its neighbors' side), every speed and every group but toward leaf04, whose
-    # hosts' LLDP has no address (said per NIC) are as generated.
+                                      "leaf02, leaf04, spine01\n")
     assert [w for w in lines if "NIC left out" in w] == [
-        f"warning: leaf04:Ethernet{i}: host host{12 + i} advertises no usable management address (''): NIC left out"
-        for i in range(1, 5)]
-    assert run("topology", "diff", str(generated), str(out)) == (1, "".join(
-        [f"ecmp {leaf} toward leaf04: group of Ethernet5, Ethernet6 only in A\n" for leaf in ("leaf01", "leaf02",
-                                                                                              "leaf03")]
-        + [f"host host{i}: only in A\n" for i in range(13, 17)]), "")
+        f"warning: leaf04:Ethernet{i}: host host{12 + i} advertises no usable management address ('') and no "
+        "inventory names this NIC: NIC left out" for i in range(1, 5)]
+    # All 8 cables (leaf02's from its neighbors' side), every speed and every group but toward the leaves whose
+    # hosts were not learnt are as generated; the hosts of leaf02 and leaf04 are missing.
+    _, diff, _ = run("topology", "diff", str(generated), str(out))
+    assert [line for line in diff.splitlines() if not line.startswith("ecmp ")] == [
+        f"host host{i:02d}: only in A" for i in (*range(5, 9), *range(13, 17))]
+
+
+def test_the_agents_inventories_place_every_host(mixed: tuple[Path, Path, dict], tmp_path: Path) -> None:
+    """Each host's agent writes what it knows (its NICs from sysfs, the switch port it hears over LLDP): with
+    those, discovery places the hosts of the SONiC leaf and names those of the EOS leaf, and the diff is empty."""
+    generated, ready_file, ready = mixed
+    inventories = []
+    for host, view in sorted(ready["host_view_dirs"].items()):
+        inv = tmp_path / f"{host}.json"
+        code, _, err = run("agent", "--inventory-out", str(inv), "--host", host,
+                           "--sysfs-root", f"{view}/current/sys/class/infiniband",
+                           "--lldp-json", f"{view}/static/lldpctl.json")
+        assert code == 0 and "1 NIC(s), 1 with a switch port heard over LLDP" in err, err
+        inventories += ["--inventory", str(inv)]
+    out = tmp_path / "discovered.yaml"
+    code, _, err = run("topology", "discover", "--targets", str(ready_file), "--out", str(out), "--name", "ft16",
+                       *inventories)
+    assert code == 0 and "NIC left out" not in err, err
+    assert "discovered 6 switches, 8 links, 16 hosts, 4 ECMP groups" in err
+    assert run("topology", "diff", str(generated), str(out)) == (0, "", "")
