@@ -110,15 +110,15 @@ def check_cmd(file: Path, as_json: bool) -> None:
 @click.option("--out", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the topology YAML here instead of stdout.")
 @click.option("--name", default="fabric", show_default=True, help="Fabric name written to the file.")
-@click.option("--encoding", type=click.Choice([e.value for e in Encoding]), default="proto", show_default=True,
-              help="gNMI encoding of the Get requests.")
+@click.option("--encoding", type=click.Choice([e.value for e in Encoding]), default=None,
+              help="gNMI encoding of the Get requests [default: each target's profile's: proto for OpenConfig].")
 @click.option("--rpc", type=click.Choice(["get", "once"]), default="get", show_default=True,
               help="gNMI Get (Subscribe ONCE for a target without Get), or Subscribe ONCE for every target.")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per gNMI call.")
 @click.option("--inventory", "inventory_files", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
               help="A host's inventory (`flowtracer agent --inventory-out`); repeat per host. Names and places NICs "
                    "the switches' LLDP does not.")
-def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str, rpc: str, timeout: float,
+def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str | None, rpc: str, timeout: float,
                  inventory_files: tuple[Path, ...]) -> None:
     """Read LLDP neighbors, interfaces and the AFT of every target over gNMI; write the topology."""
     try:
@@ -128,7 +128,8 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
         sys.exit(EXIT_BAD_INPUT)
     try:
         targets = load_targets(targets_file)
-        facts, warnings = asyncio.run(read_all(targets, Gnmi(encoding=Encoding(encoding)), timeout, rpc))
+        gnmi = Gnmi(encoding=Encoding(encoding)) if encoding else Gnmi()  # unset: each target's profile's
+        facts, warnings = asyncio.run(read_all(targets, gnmi, timeout, rpc))
     except ConfigError as e:
         click.echo(f"flowtracer topology discover: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)

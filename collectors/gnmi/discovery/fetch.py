@@ -7,8 +7,8 @@ its platform profile (``Target.platform``, ``schemas/profiles``): an OpenConfig 
 map is one warning per target (``facts.lacking``). With Get: one GetRequest per path, all targets at once;
 a path a switch does not serve (NOT_FOUND, INVALID_ARGUMENT) is one warning and the rest still counts. A
 switch that answers Get with UNIMPLEMENTED is asked again with one Subscribe ONCE for all paths (a warning
-says so), as is every switch with ``rpc="once"``. A switch that cannot be read at all fails discovery with one
-line naming it.
+says so), as is every switch with ``rpc="once"``. The encoding is ``gnmi.encoding`` when set, else the
+profile's. A switch that cannot be read at all fails discovery with one line naming it.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ def leaves(notifications: Iterable[gnmi_pb2.Notification], profile: Profile | No
     return out
 
 
+def _encoding(gnmi: Gnmi, profile: Profile) -> int:
+    """The encoding set in ``gnmi`` (``--encoding``), else the one the target's profile asks for."""
+    return _ENCODINGS[gnmi.encoding if "encoding" in gnmi.model_fields_set else Encoding(profile.encoding)]
+
+
 def _failed(target: Target, e: grpc.aio.AioRpcError) -> DiscoveryError:
     return DiscoveryError(f"target {target.name} ({target.address}:{target.port}): {e.code().name}: {e.details()}")
 
@@ -74,7 +79,7 @@ async def _once(stub: gNMIStub, metadata: Any, gnmi: Gnmi, timeout_s: float, pro
                 ) -> list[tuple[Elems, Any]]:
     """Every path in one Subscribe ONCE: the notifications up to ``sync_response``."""
     req = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(
-        mode=gnmi_pb2.SubscriptionList.Mode.ONCE, encoding=_ENCODINGS[gnmi.encoding],
+        mode=gnmi_pb2.SubscriptionList.Mode.ONCE, encoding=_encoding(gnmi, profile),
         subscription=[gnmi_pb2.Subscription(path=parse_path(text)) for text in profile_paths(profile)]))
     notifications = []
     async for resp in stub.Subscribe(iter([req]), metadata=metadata, timeout=timeout_s):
@@ -95,7 +100,7 @@ async def _read(target: Target, gnmi: Gnmi, timeout_s: float, rpc: str) -> tuple
         try:
             for text in profile_paths(profile) if rpc == "get" else ():
                 req = gnmi_pb2.GetRequest(path=[parse_path(text)], type=gnmi_pb2.GetRequest.DataType.STATE,
-                                          encoding=_ENCODINGS[gnmi.encoding])
+                                          encoding=_encoding(gnmi, profile))
                 try:
                     resp = await stub.Get(req, metadata=conn.metadata, timeout=timeout_s)
                 except grpc.aio.AioRpcError as e:
