@@ -57,17 +57,26 @@ log = logging.getLogger("flowtracer.agent")
                    "[default: on for linux / nccl-log, off for sim].")
 @click.option("--metrics-port", type=int, default=None, help="Serve /metrics and /healthz here (0 = off).")
 @click.option("--max-windows", type=int, default=None, help="Stop after this many windows (0 = never).")
+@click.option("--inventory-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write this host's inventory (NICs from sysfs, switch ports from --lldp-json) here and exit; "
+                   "for `flowtracer topology discover --inventory`.")
+@click.option("--lldp-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="`lldpctl -f json` output: the switch port each NIC hears (with --inventory-out).")
 @kafka_config_option
 def agent(config_file: Path | None, source: str | None, kafka: str | None, topic: str | None, no_idem: bool | None,
           interval: str | None, topology: Path | None, host: str | None, sim_endpoints: Path | None,
           nccl_log: str | None, sysfs_root: Path | None, sysfs_only: bool | None, rdma_command: str | None,
           no_qp_counters: bool | None, agent_id: str | None, peer_exchange: bool | None, metrics_port: int | None,
-          max_windows: int | None, kafka_config: Path | None) -> None:
+          max_windows: int | None, inventory_out: Path | None, lldp_json: Path | None,
+          kafka_config: Path | None) -> None:
     """Stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes per window) from hosts into Kafka.
 
     On a real host run one agent per host (--source linux). For the simulator one process acts as
     the agents of all simulated hosts: --source sim --sim-endpoints FILE --topology FILE.
     """
+    if inventory_out is not None:
+        _write_inventory(inventory_out, host, sysfs_root, lldp_json)
+        return
     overrides: dict[str, Any] = {
         "source": source, "kafka": kafka, "topic": topic, "interval": interval, "topology": topology,
         "host": host, "sim_endpoints": sim_endpoints, "nccl_log": nccl_log, "sysfs_root": sysfs_root,
@@ -160,6 +169,31 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         src.close()
         metrics.stop()
     sys.exit(code)
+
+
+def _write_inventory(out: Path, host: str | None, sysfs_root: Path | None, lldp_json: Path | None) -> None:
+    """``--inventory-out``: this host's NICs (and the switch ports they hear) as one JSON file."""
+    import socket
+
+    from flowtracer.collectors.agent.sources.host_inventory import host_inventory, lldp_switch_ports
+    from flowtracer.collectors.agent.sources.sysfs import DEFAULT_ROOT, read_sysfs
+    from flowtracer.schemas.config_yaml import read_text
+    from flowtracer.schemas.host_inventory import InventoryError, inventory_json
+
+    root = sysfs_root or DEFAULT_ROOT
+    try:
+        heard = lldp_switch_ports(read_text(lldp_json, InventoryError)) if lldp_json is not None else {}
+    except ValueError as e:  # InventoryError is one
+        click.echo(f"flowtracer agent: {lldp_json}: {e}" if not isinstance(e, InventoryError)
+                   else f"flowtracer agent: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    inventory = host_inventory(host or socket.gethostname().split(".", 1)[0], read_sysfs(root), heard)
+    if not inventory.nics:
+        click.echo(f"flowtracer agent: {root}: no RDMA port with a RoCE v2 address", err=True)
+        sys.exit(EXIT_NO_RDMA)
+    out.write_text(inventory_json(inventory), encoding="utf-8")
+    click.echo(f"wrote {out}: {inventory.host}, {len(inventory.nics)} NIC(s), "
+               f"{sum(1 for n in inventory.nics if n.switch_port)} with a switch port heard over LLDP", err=True)
 
 
 def _existing_partitions(bootstrap: str, client_config: dict[str, Any]) -> int:

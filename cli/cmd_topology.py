@@ -16,6 +16,7 @@ from flowtracer.collectors.gnmi.discovery.targets import endpoint, load_targets
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.ecmp_hash import HashAlgorithm
 from flowtracer.schemas.fabric import Fabric, summarize
+from flowtracer.schemas.host_inventory import InventoryError, load_inventory
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
 from flowtracer.schemas.topology_diff import diff_topologies
@@ -109,16 +110,26 @@ def check_cmd(file: Path, as_json: bool) -> None:
 @click.option("--out", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the topology YAML here instead of stdout.")
 @click.option("--name", default="fabric", show_default=True, help="Fabric name written to the file.")
-@click.option("--encoding", type=click.Choice([e.value for e in Encoding]), default="proto", show_default=True,
-              help="gNMI encoding of the Get requests.")
+@click.option("--encoding", type=click.Choice([e.value for e in Encoding]), default=None,
+              help="gNMI encoding of the Get requests [default: each target's profile's: proto for OpenConfig].")
 @click.option("--rpc", type=click.Choice(["get", "once"]), default="get", show_default=True,
               help="gNMI Get (Subscribe ONCE for a target without Get), or Subscribe ONCE for every target.")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per gNMI call.")
-def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str, rpc: str, timeout: float) -> None:
+@click.option("--inventory", "inventory_files", type=click.Path(dir_okay=False, path_type=Path), multiple=True,
+              help="A host's inventory (`flowtracer agent --inventory-out`); repeat per host. Names and places NICs "
+                   "the switches' LLDP does not.")
+def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: str | None, rpc: str, timeout: float,
+                 inventory_files: tuple[Path, ...]) -> None:
     """Read LLDP neighbors, interfaces and the AFT of every target over gNMI; write the topology."""
     try:
+        inventories = [load_inventory(f) for f in inventory_files]
+    except InventoryError as e:
+        click.echo(f"flowtracer topology discover: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    try:
         targets = load_targets(targets_file)
-        facts, warnings = asyncio.run(read_all(targets, Gnmi(encoding=Encoding(encoding)), timeout, rpc))
+        gnmi = Gnmi(encoding=Encoding(encoding)) if encoding else Gnmi()  # unset: each target's profile's
+        facts, warnings = asyncio.run(read_all(targets, gnmi, timeout, rpc))
     except ConfigError as e:
         click.echo(f"flowtracer topology discover: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)
@@ -126,7 +137,7 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
         click.echo(f"flowtracer topology discover: {e}", err=True)
         sys.exit(EXIT_FAILURE)
     try:
-        found = build_topology(facts, {t.name: endpoint(t) for t in targets}, name)
+        found = build_topology(facts, {t.name: endpoint(t) for t in targets}, name, inventories)
     except TopologyError as e:
         click.echo(f"flowtracer topology discover: what the switches say is not a valid fabric: {e}", err=True)
         sys.exit(EXIT_FAILURE)
@@ -134,6 +145,8 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
         click.echo(f"warning: {w}", err=True)
     topo = found.topology
     text = topo.to_yaml()
+    if found.derived:  # marked in the file too: these groups are the links' rule, not what the switch said
+        text = f"# ECMP groups derived from the links (no AFT routes read): {', '.join(found.derived)}\n{text}"
     if output is None:
         click.echo(text, nl=False)
     else:

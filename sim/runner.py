@@ -150,6 +150,7 @@ class SimRunner:
             "pid": os.getpid(),
             "topology": str(topo_file) if topo_file else None,
             "gnmi": dict(self.endpoints),
+            "platforms": self.platforms(),  # the vendor profile each switch serves (discovery reads it)
             "trace_responder": self.responder.address if self.responder is not None else None,
             "shared_port": o.shared_port is not None,
             "host_views": str(hosts_dir) if o.host_views else None,

@@ -140,7 +140,7 @@ class Engine:
             for nic in h.nics:
                 end = NicEnd(h.name, nic.rdma_device, nic.port, nic.netdev, nic.ip)
                 self.nics[end.name] = end
-                hs.nics.append(NicInfo(nic.rdma_device, nic.port, nic.netdev, nic.ip, nic.speed))
+                hs.nics.append(NicInfo(nic.rdma_device, nic.port, nic.netdev, nic.ip, nic.speed, nic.leaf))
                 hs.ports[(nic.rdma_device, nic.port)] = PortCounters(nic.rdma_device, nic.port, nic.netdev)
                 self._qpn[end.name] = QpnAllocator(self.rng.randrange(0x100, 0x20000), reuse=qpn_reuse)
             self.host_states[h.name] = hs

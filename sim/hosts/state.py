@@ -67,6 +67,8 @@ class NicInfo:
     netdev: str
     ip: str
     speed_bps: int
+    #: ``switch:port`` the NIC is cabled to: what the switch's LLDP frames on the wire say
+    switch_port: str = ""
 
 
 @dataclass

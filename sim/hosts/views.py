@@ -16,6 +16,8 @@
                                                    priority-3 PFC pause counters
         sys/class/net -> ../../../../static/net  (<netdev>/mtu)
     static/                                    GID tables, hw_counters (all 0) and netdev MTUs (written once)
+    static/lldpctl.json                        = lldpctl -f json of an lldpd that only receives (lldpd -r): the
+                                               switch port each NIC hears
     nccl.log                                   NCCL_DEBUG=INFO lines, append-only (NCCL_DEBUG_FILE)
 
 Each snapshot is built under a temporary name and renamed into place before ``current`` moves,
@@ -117,6 +119,7 @@ def _write_static(hostdir: Path, state: HostState, mtus: dict[tuple[str, int], i
         ndir = tmp / "net" / nic.netdev
         ndir.mkdir(parents=True, exist_ok=True)
         _write(ndir / "mtu", f"{_NETDEV_MTU.get(mtus.get((nic.rdma_device, nic.port), 4096), 9000)}\n")
+    _write(tmp / "lldpctl.json", _lldpctl_json(state))
     final = hostdir / "static"
     old = None
     if final.exists():
@@ -125,6 +128,18 @@ def _write_static(hostdir: Path, state: HostState, mtus: dict[tuple[str, int], i
     os.rename(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _lldpctl_json(state: HostState) -> str:
+    """``lldpctl -f json`` (lldpd 1.0 json_writer: one interface is an object, several a list of objects)."""
+    ifaces = []
+    for nic in state.nics:
+        switch, _, port = nic.switch_port.partition(":")
+        if switch:
+            ifaces.append({nic.netdev: {"via": "LLDP", "chassis": {switch: {"capability": {"type": "Router",
+                                                                                            "enabled": True}}},
+                                        "port": {"id": {"type": "ifname", "value": port}, "descr": port}}})
+    return json.dumps({"lldp": {"interface": ifaces[0] if len(ifaces) == 1 else ifaces}}, indent=2) + "\n"
 
 
 def _qp_json(ifindex: dict[str, int], qps: list[QpState]) -> str:

@@ -11,13 +11,20 @@ Rules, for a 2-tier leaf-spine fabric:
 * **Speeds**: ``defaults.port_speed`` is the most common speed of switch-to-switch ports; any other
   port speed is declared under the switch's ``ports``.
 * **Hosts** come from LLDP neighbors of leaf ports: system name = host, port id = netdev, port
-  description = RDMA device (the netdev when empty), management address = NIC IP (a NIC without
-  one is left out, with a warning); rail = rank of the NIC's leaf among the host's leaves
-  (natural order), which is how rail-optimized fabrics are cabled.
+  description = RDMA device (the netdev when empty), management address = NIC IP; and from the host
+  agents' inventories (``flowtracer agent --inventory-out``): a NIC the leaf hears whose netdev or RDMA
+  device the host's inventory names takes its names and address from the inventory (hosts' LLDP rarely
+  carries a management address); an inventory NIC no switch hears is placed on the switch port it hears
+  over LLDP itself (``switch_port``). A NIC placed by neither is left out with a warning; rail = rank
+  of the NIC's leaf among the host's leaves (natural order), which is how rail-optimized fabrics are
+  cabled.
 * **ECMP groups** come from the AFT: each IPv4 entry's next-hop group, its next hops' egress
   ports (``interface-ref``, else the port whose subnet holds the next-hop address) and weights;
   destinations are the leaves of the host NICs the entry's prefix covers. Entries covering no NIC
-  and a switch's own leaf are left out.
+  and a switch's own leaf are left out. A switch whose platform cannot give its AFT routes (``aft``
+  False: any non-OpenConfig profile, since none maps ``ipv4-entry``) gets the groups its learnt links
+  imply (equal weights, the rule of a topology without ``ecmp_groups``, ``schemas/fabric.py``);
+  ``Discovered.derived`` names those switches.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowtracer.collectors.gnmi.discovery.facts import SwitchFacts
-from flowtracer.schemas.fabric import natural_key
+from flowtracer.collectors.gnmi.discovery.facts import Neighbor, SwitchFacts
+from flowtracer.schemas.fabric import Fabric, natural_key
+from flowtracer.schemas.host_inventory import HostInventory, InventoryNic
 from flowtracer.schemas.topology import Topology, validate_topology
 
 
@@ -39,6 +47,8 @@ class Discovered:
 
     topology: Topology
     warnings: tuple[str, ...]
+    #: Switches whose ECMP groups were derived from the links, not read from their AFT.
+    derived: tuple[str, ...] = ()
 
 
 def _nat(s: str) -> tuple[object, ...]:
@@ -53,8 +63,9 @@ def _ip_key(addr: str | None) -> tuple[int, int]:
 
 
 def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping[str, Any]],
-                   name: str = "fabric") -> Discovered:
-    """Build and validate the topology of ``facts``; ``endpoints``: switch -> its ``gnmi`` mapping."""
+                   name: str = "fabric", inventories: Sequence[HostInventory] = ()) -> Discovered:
+    """Build and validate the topology of ``facts``; ``endpoints``: switch -> its ``gnmi`` mapping;
+    ``inventories``: the host agents' own (``schemas/host_inventory.py``)."""
     warnings: list[str] = [p for f in facts for p in f.problems]
     by_name = {f.name: f for f in facts}
     labels = {n.split(".", 1)[0]: n for n in by_name}
@@ -77,7 +88,8 @@ def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping
                 cables[frozenset(((f.name, port), (peer, nb.port_id)))] = None
             elif nb.system_name:
                 host_ports.append((f.name, port, nb))
-    leaves = {leaf for leaf, _, _ in host_ports}
+    placed = _place_nics(host_ports, inventories, by_name, {e for c in cables for e in c}, warnings)
+    leaves = {leaf for leaf, _, _, _ in placed}
     neighbors: dict[str, set[str]] = {f.name: set() for f in facts}
     for c in cables:
         (s1, _), (s2, _) = sorted(c)
@@ -103,19 +115,13 @@ def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping
 
     # -- hosts ------------------------------------------------------------------------------------
     nics: dict[str, list[dict[str, Any]]] = {}
-    for leaf, port, nb in sorted(host_ports, key=lambda h: (_ip_key(addr(h[0], h[1])), _nat(h[0]), _nat(h[1]))):
-        try:
-            ip = str(ipaddress.ip_address(nb.management_address))
-        except ValueError:
-            warnings.append(f"{leaf}:{port}: host {nb.system_name} advertises no usable management address "
-                            f"({nb.management_address!r}): NIC left out")
-            continue
-        nic: dict[str, Any] = {"rdma_device": nb.port_description or nb.port_id, "netdev": nb.port_id or port,
-                               "ip": ip, "leaf": f"{leaf}:{port}"}
+    for leaf, port, host, fields in sorted(placed, key=lambda h: (_ip_key(addr(h[0], h[1])), _ip_key(h[3]["ip"]),
+                                                                  _nat(h[0]), _nat(h[1]))):
+        nic: dict[str, Any] = {**fields, "leaf": f"{leaf}:{port}"}
         s = speed(leaf, port) or default_speed
         if s:
             nic["speed"] = s
-        nics.setdefault(nb.system_name, []).append(nic)
+        nics.setdefault(host, []).append(nic)
     hosts = []
     for host, host_nics in nics.items():
         host_leaves = sorted({n["leaf"].split(":", 1)[0] for n in host_nics}, key=_nat)
@@ -125,7 +131,7 @@ def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping
 
     # -- switches ---------------------------------------------------------------------------------
     switches = []
-    used_ports = {e for c in cables for e in c} | {(leaf, port) for leaf, port, _ in host_ports}
+    used_ports = {e for c in cables for e in c} | {(leaf, port) for leaf, port, _, _ in placed}
     for n in sorted(by_name, key=lambda n: (roles[n] != "leaf", _nat(n))):
         sw: dict[str, Any] = {"name": n, "role": roles[n]}
         if n in endpoints:
@@ -136,13 +142,74 @@ def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping
             sw["ports"] = ports
         switches.append(sw)
 
-    groups = _groups(facts, hosts, warnings)
     data: dict[str, Any] = {"name": name, "switches": switches, "links": links, "hosts": hosts}
     if default_speed:
         data["defaults"] = {"port_speed": default_speed}
+    groups = _groups(facts, hosts, warnings)
+    derived = tuple(f.name for f in sorted(facts, key=lambda f: _nat(f.name)) if not f.aft)
+    if derived:
+        groups = sorted(groups + _derived_groups(data, set(derived)), key=lambda g: _nat(g["switch"]))
     if groups:
         data["ecmp_groups"] = groups
-    return Discovered(validate_topology(data, "discovered topology"), tuple(warnings))
+    return Discovered(validate_topology(data, "discovered topology"), tuple(warnings), derived)
+
+
+def _derived_groups(data: dict[str, Any], switches: set[str]) -> list[dict[str, Any]]:
+    """The groups of ``switches`` as the links imply them (equal weights), for switches without AFT routes."""
+    fabric = Fabric(validate_topology(data, "discovered topology"))
+    return [{"switch": g.switch, "destinations": list(g.destinations),
+             "members": {m.src_port: 1 for m in g.members}}
+            for g in fabric.ecmp_groups.values() if g.switch in switches]
+
+
+def _place_nics(host_ports: Sequence[tuple[str, str, Neighbor]], inventories: Sequence[HostInventory],
+                switches: Mapping[str, SwitchFacts], cabled: set[tuple[str, str]], warnings: list[str]
+                ) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(leaf, port, host, NIC fields) of every NIC placed, per the module docstring."""
+    inv = {h.host: h for h in inventories}
+    placed: list[tuple[str, str, str, dict[str, Any]]] = []
+    taken: set[tuple[str, str, int]] = set()  # (host, rdma device, port) placed over the switch's LLDP
+    for leaf, port, nb in host_ports:
+        own = inv.get(nb.system_name)
+        match = next((n for n in own.nics if nb.port_id in (n.netdev, n.rdma_device)
+                      or (nb.port_description and nb.port_description == n.rdma_device)), None) if own else None
+        if match is not None:
+            taken.add((nb.system_name, match.rdma_device, match.port))
+            placed.append((leaf, port, nb.system_name, _nic_fields(match)))
+            continue
+        try:
+            ip = str(ipaddress.ip_address(nb.management_address))
+        except ValueError:
+            warnings.append(f"{leaf}:{port}: host {nb.system_name} advertises no usable management address "
+                            f"({nb.management_address!r}) and no inventory names this NIC: NIC left out")
+            continue
+        placed.append((leaf, port, nb.system_name, {"rdma_device": nb.port_description or nb.port_id,
+                                                    "netdev": nb.port_id or port, "ip": ip}))
+    heard = {(leaf, port): nb.system_name for leaf, port, nb in host_ports}
+    for h in sorted(inventories, key=lambda h: _nat(h.host)):
+        for n in h.nics:
+            if (h.host, n.rdma_device, n.port) in taken:
+                continue
+            what = f"host {h.host} {n.rdma_device} port {n.port} ({n.ip})"
+            switch, _, port = n.switch_port.partition(":")
+            if not port:
+                warnings.append(f"{what}: no switch heard it over LLDP and it heard none: NIC left out")
+            elif switch not in switches or (switch, port) in cabled:
+                warnings.append(f"{what}: hears {n.switch_port}, which is not a host port of a target: NIC left out")
+            elif (switch, port) in heard:
+                warnings.append(f"{what}: hears {n.switch_port}, where the switch hears {heard[(switch, port)]}: "
+                                "NIC left out")
+            else:
+                placed.append((switch, port, h.host, _nic_fields(n)))
+    return placed
+
+
+def _nic_fields(n: InventoryNic) -> dict[str, Any]:
+    """A topology NIC's names and address as the host's agent knows them (port 1 is the topology's default)."""
+    out: dict[str, Any] = {"rdma_device": n.rdma_device, "netdev": n.netdev, "ip": n.ip}
+    if n.port != 1:
+        out["port"] = n.port
+    return out
 
 
 def _groups(facts: Sequence[SwitchFacts], hosts: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:

@@ -16,6 +16,10 @@ Paths (openconfig/public, ``release/models``):
 
 Values are read leaf by leaf (PROTO scalars, or JSON / JSON_IETF leaf values); a JSON object for a
 whole subtree is not unpacked.
+
+A target of another platform is read through its profile (``schemas/profiles``): the paths its profile maps for
+the canonical leaves in :data:`NEEDS`, given back as the OpenConfig leaves above. IPv4 addresses and
+``ipv4-entry`` routes are no canonical leaves (no profile maps them), so they are read on OpenConfig targets only.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.schemas.openconfig import DEFAULT_AFT, LLDP_NEIGHBOR_STATE
+from flowtracer.schemas.platform_profiles import Profile
 
 AFT = DEFAULT_AFT
 PATHS: tuple[str, ...] = (
@@ -40,6 +45,54 @@ PATHS: tuple[str, ...] = (
     f"{AFT}/ipv4-unicast/ipv4-entry[prefix=*]/state/next-hop-group",
 )
 """What one discovery Get asks each switch for (one request per path, so a missing subtree is one warning)."""
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "port speeds": ("interface.port-speed",),
+    "LLDP": ("lldp.system-name", "lldp.port-id", "lldp.port-description", "lldp.chassis-id",
+             "lldp.management-address"),
+    "AFT next hops": ("next-hop.ip-address", "next-hop.interface"),
+    "AFT next-hop groups": ("group.weight",),
+}
+"""Canonical leaves (``schemas/platform_profiles.CANONICAL``) discovery reads through a profile, by purpose."""
+#: The leaf of each need without which that need is not met.
+_ESSENTIAL = {"port speeds": "interface.port-speed", "LLDP": "lldp.system-name",
+              "AFT next hops": "next-hop.ip-address", "AFT next-hop groups": "group.weight"}
+#: Where a profile's ``missing`` notes say why (leaf or group names).
+_NOTES = {"LLDP": ("lldp.system-name",), "AFT next hops": ("next-hop-ip", "next-hop.ip-address"),
+          "AFT next-hop groups": ("next-hop-groups", "group.weight")}
+
+
+def profile_paths(profile: Profile) -> tuple[str, ...]:
+    """What to ask a target of ``profile``'s platform for: :data:`PATHS` on OpenConfig, else the profile's paths
+    (origin first, default network instance) of the leaves in :data:`NEEDS` it maps."""
+    if profile.is_openconfig:
+        return PATHS
+    out: list[str] = []
+    for keys in NEEDS.values():
+        for key in keys:
+            leaf = profile.leaves.get(key)
+            if leaf is not None and (path := leaf.template.subscription_path({"network_instance": "default"})) \
+                    not in out:
+                out.append(path)
+    return tuple(out)
+
+
+def lacking(switch: str, profile: Profile) -> str | None:
+    """One line naming what ``profile`` cannot give discovery for ``switch`` and what discovery does instead,
+    or None when it gives everything."""
+    if profile.is_openconfig:
+        return None
+    gaps = [need for need, key in _ESSENTIAL.items() if key not in profile.leaves]
+    gaps.append("IPv4 addresses and routes")  # no canonical leaves: never read through a profile
+    notes = [profile.missing[k] for need in gaps for k in _NOTES.get(need, ()) if k in profile.missing][:1]
+    does = ["its ECMP groups are derived from the learnt links (equal weights)"]
+    if "LLDP" in gaps:
+        does.insert(0, "its cables are learnt from its neighbors' LLDP and its hosts only from agent inventory")
+    if "port speeds" in gaps:
+        does.append("its port speeds are the fabric default")
+    why = f" ({notes[0]})" if notes else ""
+    return f"{switch} ({profile.platform}): its profile maps no {', '.join(gaps)}{why}: {'; '.join(does)}"
+
 
 Elems = Sequence[tuple[str, dict[str, str]]]
 """A leaf's path: (element name, keys) pairs, module prefixes allowed."""
@@ -73,6 +126,8 @@ class SwitchFacts:
     routes: dict[str, int] = field(default_factory=dict)
     #: leaves that could not be read, one line each
     problems: list[str] = field(default_factory=list)
+    #: False when the switch's platform cannot give its routes and groups (no AFT in its profile)
+    aft: bool = True
 
 
 _SPEED = re.compile(r"SPEED_(\d{1,6})(MB|GB|TB)$")

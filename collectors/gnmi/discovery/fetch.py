@@ -1,11 +1,14 @@
 """Read discovery's leaves from every target over gNMI Get or Subscribe ONCE (the I/O shell of discovery).
 
-Channels, TLS and credentials are the collector's (``channel.connection_for``). With Get: one
-GetRequest per path of ``facts.PATHS``, all targets at once; a path a switch does not serve
-(NOT_FOUND, INVALID_ARGUMENT) is one warning and the rest still counts. A switch that answers Get
-with UNIMPLEMENTED is asked again with one Subscribe ONCE for all paths (a warning says so), as is
-every switch with ``rpc="once"``. A switch that cannot be read at all fails discovery with one
-line naming it.
+Channels, TLS and credentials are the collector's (``channel.connection_for``). Each target is read through
+its platform profile (``Target.platform``, ``schemas/profiles``): an OpenConfig target is asked for
+``facts.PATHS``; another platform for the paths its profile maps to the canonical leaves discovery reads
+(``facts.NEEDS``), translated back to OpenConfig by the collector's ``PathMapper``; what the profile does not
+map is one warning per target (``facts.lacking``). With Get: one GetRequest per path, all targets at once;
+a path a switch does not serve (NOT_FOUND, INVALID_ARGUMENT) is one warning and the rest still counts. A
+switch that answers Get with UNIMPLEMENTED is asked again with one Subscribe ONCE for all paths (a warning
+says so), as is every switch with ``rpc="once"``. The encoding is ``gnmi.encoding`` when set, else the
+profile's. A switch that cannot be read at all fails discovery with one line naming it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 from flowtracer.collectors.gnmi.channel import connection_for
 from flowtracer.collectors.gnmi.config import Encoding, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.paths import parse_path
-from flowtracer.collectors.gnmi.discovery.facts import PATHS, Elems, SwitchFacts, switch_facts
+from flowtracer.collectors.gnmi.counters.profile_map import PathMapper
+from flowtracer.collectors.gnmi.discovery.facts import Elems, SwitchFacts, lacking, profile_paths, switch_facts
+from flowtracer.schemas.platform_profiles import Profile, from_platform, load_profile
 
 _ENCODINGS = {Encoding.PROTO: gnmi_pb2.Encoding.PROTO, Encoding.JSON_IETF: gnmi_pb2.Encoding.JSON_IETF,
               Encoding.JSON: gnmi_pb2.Encoding.JSON}
@@ -41,44 +46,61 @@ def _value(tv: gnmi_pb2.TypedValue) -> Any:
     return getattr(tv, kind) if kind else None
 
 
-def leaves(notifications: Iterable[gnmi_pb2.Notification]) -> list[tuple[Elems, Any]]:
-    """(prefix + path elements, value) of every update of some notifications."""
+def leaves(notifications: Iterable[gnmi_pb2.Notification], profile: Profile | None = None
+           ) -> list[tuple[Elems, Any]]:
+    """(prefix + path elements, value) of every update of some notifications; with a platform ``profile``,
+    a leaf it maps is given as its canonical OpenConfig leaf and value (others are kept as they came)."""
+    mapper = PathMapper(profile) if profile is not None and not profile.is_openconfig else None
     out: list[tuple[Elems, Any]] = []
     for n in notifications:
         head = [(e.name, dict(e.key)) for e in n.prefix.elem]
         for u in n.update:
-            out.append(([*head, *((e.name, dict(e.key)) for e in u.path.elem)], _value(u.val)))
+            elems: Elems = [*head, *((e.name, dict(e.key)) for e in u.path.elem)]
+            value = _value(u.val)
+            found = mapper.translate(u.path.origin or n.prefix.origin, elems) if mapper else None
+            if found is not None:
+                names, keys, fmt = found
+                elems = [(name, {"k": keys[name]} if name in keys else {}) for name in names]
+                value = from_platform(fmt, value) if fmt else value
+            out.append((elems, value))
     return out
+
+
+def _encoding(gnmi: Gnmi, profile: Profile) -> int:
+    """The encoding set in ``gnmi`` (``--encoding``), else the one the target's profile asks for."""
+    return _ENCODINGS[gnmi.encoding if "encoding" in gnmi.model_fields_set else Encoding(profile.encoding)]
 
 
 def _failed(target: Target, e: grpc.aio.AioRpcError) -> DiscoveryError:
     return DiscoveryError(f"target {target.name} ({target.address}:{target.port}): {e.code().name}: {e.details()}")
 
 
-async def _once(stub: gNMIStub, metadata: Any, gnmi: Gnmi, timeout_s: float) -> list[tuple[Elems, Any]]:
+async def _once(stub: gNMIStub, metadata: Any, gnmi: Gnmi, timeout_s: float, profile: Profile
+                ) -> list[tuple[Elems, Any]]:
     """Every path in one Subscribe ONCE: the notifications up to ``sync_response``."""
     req = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(
-        mode=gnmi_pb2.SubscriptionList.Mode.ONCE, encoding=_ENCODINGS[gnmi.encoding],
-        subscription=[gnmi_pb2.Subscription(path=parse_path(text)) for text in PATHS]))
+        mode=gnmi_pb2.SubscriptionList.Mode.ONCE, encoding=_encoding(gnmi, profile),
+        subscription=[gnmi_pb2.Subscription(path=parse_path(text)) for text in profile_paths(profile)]))
     notifications = []
     async for resp in stub.Subscribe(iter([req]), metadata=metadata, timeout=timeout_s):
         if resp.sync_response:
             break
         if resp.HasField("update"):
             notifications.append(resp.update)
-    return leaves(notifications)
+    return leaves(notifications, profile)
 
 
 async def _read(target: Target, gnmi: Gnmi, timeout_s: float, rpc: str) -> tuple[SwitchFacts, list[str]]:
     conn = await connection_for(target, gnmi)
-    warnings: list[str] = []
+    profile = load_profile(target.platform)
+    warnings: list[str] = [line] if (line := lacking(target.name, profile)) else []
     updates: list[tuple[Elems, Any]] = []
     async with conn.open() as channel:
         stub = gNMIStub(channel)
         try:
-            for text in PATHS if rpc == "get" else ():
+            for text in profile_paths(profile) if rpc == "get" else ():
                 req = gnmi_pb2.GetRequest(path=[parse_path(text)], type=gnmi_pb2.GetRequest.DataType.STATE,
-                                          encoding=_ENCODINGS[gnmi.encoding])
+                                          encoding=_encoding(gnmi, profile))
                 try:
                     resp = await stub.Get(req, metadata=conn.metadata, timeout=timeout_s)
                 except grpc.aio.AioRpcError as e:
@@ -90,12 +112,14 @@ async def _read(target: Target, gnmi: Gnmi, timeout_s: float, rpc: str) -> tuple
                         raise
                     warnings.append(f"{target.name}: {text}: {e.code().name}: {e.details()}")
                     continue
-                updates += leaves(resp.notification)
+                updates += leaves(resp.notification, profile)
             if rpc == "once":
-                updates = await _once(stub, conn.metadata, gnmi, timeout_s)
+                updates = await _once(stub, conn.metadata, gnmi, timeout_s, profile)
         except grpc.aio.AioRpcError as e:
             raise _failed(target, e) from None
-    return switch_facts(target.name, updates), warnings
+    facts = switch_facts(target.name, updates)
+    facts.aft = profile.is_openconfig  # no profile maps ipv4-entry routes (facts.py)
+    return facts, warnings
 
 
 async def read_all(targets: Sequence[Target], gnmi: Gnmi, timeout_s: float = 10.0, rpc: str = "get"

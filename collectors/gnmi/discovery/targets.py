@@ -15,8 +15,10 @@ plaintext (``tls.enabled: false``)::
     targets:
       10.0.0.11:57400: {name: leaf01, insecure: true}
 
-A simulator's ready JSON (what ``flowtracer sim`` prints, ``{"ready": true, "gnmi": {switch:
-"host:port"}}``) gives one plaintext target per switch.
+Each target may name its vendor profile (``platform: sonic``; default ``openconfig``), through which
+discovery reads it. A simulator's ready JSON (what ``flowtracer sim`` prints, ``{"ready": true, "gnmi":
+{switch: "host:port"}, "platforms": {switch: platform}}``) gives one plaintext target per switch, of the
+platform it serves.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic import ValidationError
 
 from flowtracer.collectors.gnmi.config import ConfigError, Target
 from flowtracer.schemas.config_yaml import format_validation_error, parse_yaml, read_text
+from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
 
 
 def _split(address: str) -> tuple[str, int | None]:
@@ -67,8 +70,12 @@ def parse_targets(text: str, source: str) -> list[Target]:
         except ValueError as e:
             raise ConfigError(f"{source}: not valid JSON: {e}") from None
         if isinstance(data, dict) and isinstance(data.get("gnmi"), dict):
-            return [Target(name=n, address=_split(a)[0], port=_split(a)[1] or 57400)
-                    for n, a in sorted(data["gnmi"].items())]
+            platforms = data.get("platforms") if isinstance(data.get("platforms"), dict) else {}
+            try:
+                return [Target(name=n, address=_split(a)[0], port=_split(a)[1] or 57400,
+                               platform=platforms.get(n, DEFAULT_PLATFORM)) for n, a in sorted(data["gnmi"].items())]
+            except ValidationError as e:
+                raise ConfigError(format_validation_error(e, f"{source}: platforms", None)) from None
         raise ConfigError(f"{source}: a JSON targets file must be a simulator's ready JSON with a 'gnmi' mapping")
     data, lines = parse_yaml(text, source, ConfigError)
     listed = isinstance(data, dict) and isinstance(data.get("targets"), list)

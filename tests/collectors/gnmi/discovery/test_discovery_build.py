@@ -8,6 +8,7 @@ from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.collectors.gnmi.discovery.build import build_topology
 from flowtracer.collectors.gnmi.discovery.facts import Neighbor, SwitchFacts, port_speed_bps, switch_facts
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.host_inventory import HostInventory, InventoryNic
 from flowtracer.schemas.topology_diff import ecmp_routes
 
 G = 10**9
@@ -103,3 +104,35 @@ def test_an_odd_speed_is_declared_on_its_port() -> None:
     assert topo.defaults.port_speed == 400 * G
     assert topo.switch("leaf2").ports == {"E1": 100 * G}
     assert {h.name: h.nics[0].speed for h in topo.hosts}["h2"] == 100 * G
+
+
+def test_inventories_name_and_place_nics() -> None:
+    """h9's LLDP has no address: its inventory gives it; h4 is heard by no switch but hears leaf2:E5; the other
+    inventory NICs are left out, one line each, for a reason each."""
+    nic = InventoryNic
+    invs = [HostInventory(host="h9", nics=(nic(rdma_device="mlx5_0", netdev="ens1", ip="10.0.0.9"),)),
+            HostInventory(host="h4", nics=(
+                nic(rdma_device="mlx5_0", netdev="ens1", ip="10.0.1.4", switch_port="leaf2:E5"),
+                nic(rdma_device="mlx5_1", port=2, netdev="ens2", ip="10.0.1.5", switch_port="leaf2:E3"),
+                nic(rdma_device="mlx5_2", netdev="ens3", ip="10.0.1.6", switch_port="leaf2:E1"),
+                nic(rdma_device="mlx5_3", netdev="ens4", ip="10.0.1.7")))]
+    found = build_topology(fabric_facts(), {}, inventories=invs)
+    hosts = {h.name: h for h in found.topology.hosts}
+    assert [(n.rdma_device, n.ip, n.leaf) for n in hosts["h9"].nics] == [("mlx5_0", "10.0.0.9", "leaf1:E9")]
+    assert [(n.rdma_device, n.ip, n.leaf) for n in hosts["h4"].nics] == [("mlx5_0", "10.0.1.4", "leaf2:E5")]
+    assert [w.split(": ", 1)[1] for w in found.warnings if w.startswith("host h4")] == [
+        "hears leaf2:E3, which is not a host port of a target: NIC left out",
+        "hears leaf2:E1, where the switch hears h2: NIC left out",
+        "no switch heard it over LLDP and it heard none: NIC left out"]
+    assert not any("management address" in w for w in found.warnings)
+
+
+def test_a_switch_without_aft_gets_the_links_groups() -> None:
+    facts = fabric_facts()
+    for f in facts:
+        if f.name == "leaf1":
+            f.aft, f.groups, f.routes = False, {}, {}
+    found = build_topology(facts, {})
+    assert found.derived == ("leaf1",)
+    assert [g.model_dump() for g in found.topology.ecmp_groups if g.switch == "leaf1"] == [
+        {"switch": "leaf1", "destinations": ("leaf2",), "members": {"E3": 1, "E4": 1}}]

@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from discovery_sim import served_fabric
 from waiting import wait_for
 
 from flowtracer.main import cli
-from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.sim.fabric.workload import Workload
-from flowtracer.sim.runner import RunnerOptions, SimRunner
+from flowtracer.sim.runner import SimRunner
 from flowtracer.sim.switches.server import GnmiServer
 
 PASSWORD_ENV = "FT_TEST_DISCOVERY_PASSWORD"
@@ -26,18 +25,11 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, 
     """The default 16-host fabric, its switches asking for a username and a password (from env)."""
     mp = pytest.MonkeyPatch()
     mp.setenv(PASSWORD_ENV, "s3cret")
-    d = tmp_path_factory.mktemp("discovery")
-    data = yaml.safe_load(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16")).to_yaml())
-    data["defaults"]["credentials"] = {"username": "ft", "password_env": PASSWORD_ENV}
-    generated = d / "generated.yaml"
-    generated.write_text(yaml.safe_dump(data))
-    opts = RunnerOptions(tick_s=0.25, gnmi_ports="free", ground_truth=False, host_views=False, trace_responder=False)
-    runner = SimRunner(load_topology(generated), Workload(), d / "sim", opts)
     try:
-        ready = runner.start()
-        yield generated, ready, runner
+        with served_fabric(tmp_path_factory.mktemp("discovery"), lambda data: data["defaults"].__setitem__(
+                "credentials", {"username": "ft", "password_env": PASSWORD_ENV})) as served:
+            yield served
     finally:
-        runner.stop()
         mp.undo()
 
 
