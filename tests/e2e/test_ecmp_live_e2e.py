@@ -11,6 +11,7 @@ read back from Kafka.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -43,6 +44,22 @@ class Run:
     logs: str
 
 
+def _until_leaf01_fim(pipeline: LocalPipeline, end_ns: int, timeout_s: float) -> None:
+    """Let the pipeline run until leaf01's FIM sample of the window ending at ``end_ns`` (ns) is out."""
+    consumer = KafkaConsumer(topics.FIM.name, bootstrap_servers=pipeline.bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            batches = consumer.poll(timeout_ms=1000).values()
+            if any(f.switch == "leaf01" and f.window_end_ns >= end_ns
+                   for f in (analytics_pb2.FimSample.FromString(m.value) for ms in batches for m in ms)):
+                return
+            pipeline.check()
+    finally:
+        consumer.close()
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp = tmp_path_factory.mktemp("ecmp-live")
@@ -57,6 +74,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                               processor_args=("--rolling-window", str(ROLLING_S)))
     with LocalPipeline(options, tmp / "run") as pipeline:
         pipeline.wait(WITHDRAW_AT_S + 6)
+        # On a busy machine the processor trails the simulator by seconds: go on (at most 30 s) until it has
+        # finalized leaf01's windows well past the change, so every check below has its windows.
+        _until_leaf01_fim(pipeline, pipeline.ready["start_ns"] + (WITHDRAW_AT_S + 5) * S, timeout_s=30)
         pipeline.stop_stages()
         types = {topics.FIM.name: analytics_pb2.FimSample, topics.ECMP_DRIFT.name: analytics_pb2.EcmpDrift,
                  topics.LINK_LOADS.name: analytics_pb2.LinkLoad}
