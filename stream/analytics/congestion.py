@@ -98,8 +98,11 @@ def link_congestion(batches: Iterable[counters_pb2.CongestionBatch], links: Link
         return g
 
     roce_queue: dict[str, int] = {}
-    pfc, ecn, drops = Rows(2), Rows(1), Rows(2)
+    pfc, queues = Rows(2), Rows(3)  # PFC (received, sent); queues (ECN marks | dropped pkts, octets)
     wm_rows: list[tuple[int, int, int]] = []  # (group, roce, bytes) of the queues that reported a watermark
+    # Bound appends: this loop runs once per row, the one per-row cost left.
+    pfc_meta, pfc_deltas = pfc.meta.append, pfc.deltas.append
+    queue_meta, queue_deltas = queues.meta.append, queues.deltas.append
     for batch in batches:
         sw = batch.switch
         for p in batch.pfc:
@@ -108,11 +111,13 @@ def link_congestion(batches: Iterable[counters_pb2.CongestionBatch], links: Link
                 continue
             roce = int(p.priority == ROCE_PRIORITY)
             rx, tx = p.pause_frames_rx, p.pause_frames_tx
-            hrx, htx = int(p.HasField("pause_frames_rx")), int(p.HasField("pause_frames_tx"))
+            hrx, htx = p.HasField("pause_frames_rx"), p.HasField("pause_frames_tx")
             if out >= 0:  # this switch transmits on the link: its received pauses stopped it
-                pfc.add((out, roce, p.interval_ns, hrx, rx.status, htx, tx.status), (rx.delta, tx.delta))
+                pfc_meta((out, roce, p.interval_ns, hrx, rx.status, htx, tx.status))
+                pfc_deltas((rx.delta, tx.delta))
             if up >= 0:  # the NIC transmits: it received what the leaf sent
-                pfc.add((up, roce, p.interval_ns, htx, tx.status, hrx, rx.status), (tx.delta, rx.delta))
+                pfc_meta((up, roce, p.interval_ns, htx, tx.status, hrx, rx.status))
+                pfc_deltas((tx.delta, rx.delta))
         for q in batch.queues:
             out = groups((sw, q.interface))[0]
             if out < 0:
@@ -121,15 +126,14 @@ def link_congestion(batches: Iterable[counters_pb2.CongestionBatch], links: Link
             if roce is None:
                 roce = roce_queue[q.queue] = int(queue_priority(q.queue) == ROCE_PRIORITY)
             e, dp, do = q.ecn_marked_pkts, q.dropped_pkts, q.dropped_octets
-            ecn.add((out, roce, q.interval_ns, int(q.HasField("ecn_marked_pkts")), e.status), (e.delta,))
-            drops.add((out, roce, q.interval_ns, int(q.HasField("dropped_pkts")), dp.status,
-                       int(q.HasField("dropped_octets")), do.status), (dp.delta, do.delta))
+            queue_meta((out, roce, q.interval_ns, q.HasField("ecn_marked_pkts"), e.status, q.HasField("dropped_pkts"),
+                        dp.status, q.HasField("dropped_octets"), do.status))
+            queue_deltas((e.delta, dp.delta, do.delta))
             if q.has_max_queue_len:
                 wm_rows.append((out, roce, q.max_queue_len_bytes))
     n = len(lids)
-    pfc_ok, pfc_sums = pfc.totals(n, hop_ns)
-    ecn_ok, ecn_sums = ecn.totals(n, hop_ns)
-    drops_ok, drops_sums = drops.totals(n, hop_ns)
+    ((pfc_ok, pfc_sums),) = pfc.totals(n, hop_ns, ((0, 1),))
+    (ecn_ok, ecn_sums), (drops_ok, drops_sums) = queues.totals(n, hop_ns, ((0,), (1, 2)))
     wm = np.zeros((n, 2), dtype=np.uint64)
     wm_ok = np.zeros(n, dtype=bool)
     if wm_rows:
