@@ -100,9 +100,10 @@ def link_congestion(batches: Iterable[counters_pb2.CongestionBatch], links: Link
     roce_queue: dict[str, int] = {}
     pfc, queues = Rows(2), Rows(3)  # PFC (received, sent); queues (ECN marks | dropped pkts, octets)
     wm_rows: list[tuple[int, int, int]] = []  # (group, roce, bytes) of the queues that reported a watermark
-    # Bound appends: this loop runs once per row, the one per-row cost left.
-    pfc_meta, pfc_deltas = pfc.meta.append, pfc.deltas.append
-    queue_meta, queue_deltas = queues.meta.append, queues.deltas.append
+    # Bound extends of flat lists: this loop runs once per row, the one per-row cost left, and leaves no tuple
+    # per row behind for the garbage collector to scan.
+    pfc_meta, pfc_deltas = pfc.meta.extend, pfc.deltas.extend
+    queue_meta, queue_deltas = queues.meta.extend, queues.deltas.extend
     for batch in batches:
         sw = batch.switch
         for p in batch.pfc:

@@ -13,7 +13,6 @@ rows and over the RoCE-priority rows alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -24,17 +23,18 @@ _TRUSTED = np.array(sorted(TRUSTED_STATUSES), dtype=np.int64)
 
 
 class Rows:
-    """Rows of ``counters`` counter cells, appended one at a time, tallied per group id and part at once.
+    """Rows of ``counters`` counter cells, added one at a time, tallied per group id and part at once.
 
     A row is ``meta`` (group id, RoCE 0/1, interval ns, then per counter: present 0/1, status) and ``deltas``
-    (per counter its delta; 0 for an absent cell), appended to the two lists in step.
+    (per counter its delta; 0 for an absent cell), extended onto the two flat lists in step.
     """
 
     def __init__(self, counters: int) -> None:
         self.counters = counters
-        # The deltas apart: uint64 counts, the rest int64 (an interval may be negative garbage).
-        self.meta: list[tuple[int, ...]] = []
-        self.deltas: list[tuple[int, ...]] = []
+        # Flat, a row after the other; the deltas apart: uint64 counts, the rest int64 (an interval may be
+        # negative garbage).
+        self.meta: list[int] = []
+        self.deltas: list[int] = []
 
     def totals(self, groups: int, hop_ns: int,
                parts: Sequence[Sequence[int]]) -> list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint64]]]:
@@ -45,9 +45,8 @@ class Rows:
         if not self.meta:
             return [(np.zeros(groups, dtype=bool), np.zeros((groups, 2 * len(cols)), dtype=np.uint64))
                     for cols in parts]
-        n = len(self.meta)
-        meta = np.fromiter(chain.from_iterable(self.meta), dtype=np.int64, count=n * (3 + 2 * k)).reshape(n, -1)
-        deltas = np.fromiter(chain.from_iterable(self.deltas), dtype=np.uint64, count=n * k).reshape(n, k)
+        meta = np.array(self.meta, dtype=np.int64).reshape(-1, 3 + 2 * k)
+        deltas = np.array(self.deltas, dtype=np.uint64).reshape(-1, k)
         gid, roce, interval = meta[:, 0], meta[:, 1].astype(bool), meta[:, 2]
         intervals, where = np.unique(interval, return_inverse=True)
         fits = np.array([interval_fits(int(i), hop_ns) for i in intervals], dtype=bool)[where.reshape(-1)]
