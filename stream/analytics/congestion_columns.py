@@ -7,7 +7,8 @@ columns and :meth:`Rows.totals` applies the same group rule per group id and cou
 columns: a queue row carries the ECN and the drop group): a group is valid only when something of it was reported
 (a row with a present cell) and every reported row has all the group's cells present and trusted by the window
 rule (:mod:`window_delta`: status and interval, both applied from there); its sums are the trusted deltas over all
-rows and over the RoCE-priority rows alone.
+rows and over the RoCE-priority rows alone. Sums are uint64 like the record's fields: one beyond 2^64 would wrap
+here where the per-row version fails to build the record (no real counter gets near it in one window).
 """
 
 from __future__ import annotations
