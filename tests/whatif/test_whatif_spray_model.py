@@ -1,0 +1,137 @@
+"""The packet-level spraying model (whatif/spray_paths.py, spray_sim.py, spray_scenarios.py) on small fabrics.
+
+Properties that follow from the model's rules, not from tuned numbers: conservation, exact round-robin
+spreading, nothing offered to a withdrawn link, PRIME's weights moving load off a degraded link, seeds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowtracer.whatif.spray_paths import KINDS, ChooserConfig, PathChooser
+from flowtracer.whatif.spray_scenarios import compare, markdown, permutation, run_all, scenarios
+from flowtracer.whatif.spray_sim import Flow, LeafSpine, LinkFaults, Transport, simulate
+
+FAB = LeafSpine(leaves=2, spines=4, hosts_per_leaf=2)
+PACKETS = 96
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ack_every,deaggregate", [(1, True), (8, True), (8, False)])
+def test_healthy_fabric_delivers_every_packet_once(kind: str, ack_every: int, deaggregate: bool) -> None:
+    flows = permutation(FAB, PACKETS, seed=3)
+    r = simulate(FAB, flows, kind, transport=Transport(ack_every=ack_every, deaggregate=deaggregate), seed=1)
+    assert r.delivered.tolist() == [PACKETS] * len(flows)
+    assert (r.lost, r.duplicates) == (0, 0)
+    assert len(r.fct_slots) == len(flows)
+    ups = [FAB.up(a, s) for a in range(FAB.leaves) for s in range(FAB.spines)]
+    downs = [FAB.down(s, b) for s in range(FAB.spines) for b in range(FAB.leaves)]
+    # Every flow crosses leaves: each packet takes exactly one uplink, one downlink and its host link.
+    assert r.link_packets[ups].sum() == r.link_packets[downs].sum() == PACKETS * len(flows)
+    assert [r.link_packets[FAB.host_link(f.dst)] for f in flows] == [PACKETS] * len(flows)
+    # At least one packet's serialization per hop: no flow beats line rate.
+    assert r.fct_slots.min() >= PACKETS and 0.0 < r.throughput <= 1.0
+
+
+@pytest.mark.parametrize("kind", ["round-robin", "prr"])
+def test_round_robin_spreads_exactly_evenly(kind: str) -> None:
+    flows = (Flow(0, 2, FAB.spines * 25),)
+    r = simulate(FAB, flows, kind, seed=5)
+    assert [int(r.link_packets[FAB.up(0, s)]) for s in range(FAB.spines)] == [25] * FAB.spines
+    assert r.fim == 0.0
+
+
+def test_plain_round_robin_on_one_spine_never_reorders_and_random_spraying_does() -> None:
+    flows = permutation(FAB, PACKETS, seed=0)
+    degraded = LinkFaults(capacity={FAB.up(0, 0): 0.5})
+    assert simulate(LeafSpine(2, 1, 2), flows, "random").reorder_fraction == 0.0
+    r = simulate(FAB, flows, "random", degraded, seed=2)
+    assert r.reorder_fraction > 0.0 and r.reorder_max > 0
+
+
+def test_ordered_flows_are_pinned_and_never_reordered() -> None:
+    flows = tuple(Flow(f.src, f.dst, f.packets, ordered=True) for f in permutation(FAB, PACKETS, seed=1))
+    r = simulate(FAB, flows, "prime", LinkFaults(capacity={FAB.up(0, 1): 0.5}), seed=0)
+    assert r.reorder_fraction == 0.0
+    assert r.delivered.tolist() == [PACKETS] * len(flows)
+
+
+def test_link_failed_from_the_start_carries_nothing() -> None:
+    up = FAB.up(0, 2)
+    flows = permutation(FAB, PACKETS, seed=2)
+    for kind in KINDS:
+        r = simulate(FAB, flows, kind, LinkFaults(failed={up: 0}), Transport(detect=0), seed=0)
+        assert r.link_packets[up] == 0 and r.lost == 0
+        assert r.delivered.tolist() == [PACKETS] * len(flows)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_link_failing_mid_run_loses_until_withdrawn_then_nothing(kind: str) -> None:
+    up = FAB.up(1, 0)
+    flows = permutation(FAB, PACKETS, seed=2)
+    r = simulate(FAB, flows, kind, LinkFaults(failed={up: 20}), Transport(detect=30), seed=4)
+    assert r.lost > 0  # what it held and what reached it before routing withdrew it
+    assert int(r.offered_after_withdraw.sum()) == 0
+    # Retransmissions make every flow whole, once each.
+    assert r.delivered.tolist() == [PACKETS] * len(flows) and r.duplicates == 0
+    share = PACKETS * FAB.hosts_per_leaf / FAB.spines
+    assert r.link_packets[up] < share
+
+
+def test_reweighting_moves_load_off_a_degraded_link() -> None:
+    fab = LeafSpine(leaves=2, spines=4, hosts_per_leaf=4)
+    up = fab.up(0, 0)
+    flows = permutation(fab, 256, seed=0)
+    faults = LinkFaults(capacity={up: 0.25})
+    prr = simulate(fab, flows, "prr", faults, seed=0)
+    prime = simulate(fab, flows, "prime", faults, seed=0)
+    leaf0 = sum(f.packets for f in flows if fab.leaf_of(f.src) == 0)
+    assert prr.link_packets[up] == pytest.approx(leaf0 / fab.spines, abs=fab.hosts_per_leaf)
+    assert prime.link_packets[up] < 0.8 * prr.link_packets[up]
+    assert prime.max_queue < prr.max_queue
+    assert prime.fct_us(99) < prr.fct_us(99)
+
+
+def test_chooser_weights_fall_with_signals_and_recover_with_decay() -> None:
+    cfg = ChooserConfig(alpha=1.0, decay_slots=50.0, floor=0.05)
+    c = PathChooser("prime", [0, 1, 2, 3], np.random.default_rng(0), config=cfg)
+    assert c.weight(1, 0) == 1.0
+    for _ in range(2):
+        c.signal(1, 1.0, 0)
+    assert c.weight(1, 0) == pytest.approx(np.exp(-2.0))
+    c.signal(1, 1.0, 0)
+    assert c.weight(1, 0) == cfg.floor  # e^-3 is below the floor
+    assert c.weight(1, 500) > 0.99  # ten e-folding times later the penalty is gone
+    picks = [c.next(0) for _ in range(400)]
+    counts = np.bincount(picks, minlength=4)
+    assert counts[1] < 0.1 * counts[0]
+    assert max(counts[[0, 2, 3]]) - min(counts[[0, 2, 3]]) <= 1  # unpenalised: once a round each
+    c.withdraw(1)
+    assert 1 not in [c.next(0) for _ in range(40)]
+
+
+def test_unknown_kind_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown spraying kind 'ecmp'; known: random, round-robin, prr, prime"):
+        PathChooser("ecmp", [0], np.random.default_rng(0))
+
+
+def test_same_seed_same_run_other_seed_other_run() -> None:
+    flows = permutation(FAB, PACKETS, seed=0)
+    a = simulate(FAB, flows, "random", seed=7)
+    b = simulate(FAB, flows, "random", seed=7)
+    c = simulate(FAB, flows, "random", seed=8)
+    assert a.summary() == b.summary() and np.array_equal(a.link_packets, b.link_packets)
+    assert not np.array_equal(a.link_packets, c.link_packets)
+
+
+def test_permutation_crosses_leaves_and_scenarios_render() -> None:
+    flows = permutation(FAB, 8, seed=9)
+    assert sorted(f.dst for f in flows) == list(range(FAB.hosts))
+    assert all(FAB.leaf_of(f.src) != FAB.leaf_of(f.dst) for f in flows)
+    with pytest.raises(ValueError, match="at least two leaves"):
+        permutation(LeafSpine(leaves=1), 8)
+    runs = run_all(scenarios(FAB, packets=32), kinds=("prr", "prime"), seeds=(0,))
+    assert [row["scenario"] for row in compare(runs)] == ["permutation", "degraded link", "failed link"]
+    text = markdown(runs)
+    assert "| degraded link | prime |" in text and "+15%" in text and "-27%" in text
