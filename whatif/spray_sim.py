@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from flowtracer.stream.analytics.fim import fabric_fim, fim
-from flowtracer.whatif.spray_paths import ChooserConfig, PathChooser
+from flowtracer.whatif.spray_paths import KINDS, ChooserConfig, PathChooser
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,11 @@ class SprayResult:
     reorder_max: int
     lost: int
     duplicates: int
+    unfinished: int  # flows not complete when ``max_slots`` ran out (not in ``fct_slots``)
     delivered: np.ndarray  # per flow, distinct packets delivered
     link_packets: np.ndarray  # per link, packets sent over it
     offered_after_withdraw: np.ndarray  # per link, packets offered to it once routing had withdrawn it
+    last_sent_slot: np.ndarray  # per link, the last slot it sent a packet in (-1: never)
     fim: float
     slots: int
     slot_s: float
@@ -153,16 +155,23 @@ class SprayResult:
                 "fct_p50_us": round(self.fct_us(50), 2), "fct_p99_us": round(self.fct_us(99), 2),
                 "max_queue": self.max_queue, "max_queue_link": self.max_queue_link,
                 "reorder_fraction": round(self.reorder_fraction, 4), "reorder_p99": self.reorder_p99,
-                "reorder_max": self.reorder_max, "lost": self.lost, "fim": round(self.fim, 4)}
+                "reorder_max": self.reorder_max, "lost": self.lost, "unfinished": self.unfinished,
+                "fim": round(self.fim, 4)}
 
 
 def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFaults | None = None,
              transport: Transport | None = None, config: ChooserConfig | None = None, seed: int = 0,
              max_slots: int = 1_000_000) -> SprayResult:
     """Run ``flows`` under the spraying ``kind`` until every packet is delivered (or ``max_slots``)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown spraying kind {kind!r}; known: {', '.join(KINDS)}")
     faults = faults or LinkFaults()
     tp = transport or Transport()
     n_links, S = fabric.links, fabric.spines
+    for link, frac in faults.capacity.items():
+        if not 0 <= link < n_links or not 0.0 < frac <= 1.0:
+            raise ValueError(f"degraded link {link}: needs a link id below {n_links} and a fraction in (0, 1], "
+                             f"got {frac}")
     cap = np.ones(n_links)
     for link, frac in faults.capacity.items():
         cap[link] = frac
@@ -173,6 +182,7 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
     queues: list[deque[list[int]]] = [deque() for _ in range(n_links)]
     sent = np.zeros(n_links, dtype=np.int64)
     offered_after = np.zeros(n_links, dtype=np.int64)
+    last_sent = np.full(n_links, -1, dtype=np.int64)
     max_q = np.zeros(n_links, dtype=np.int64)
 
     nf = len(flows)
@@ -268,6 +278,7 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
                     credit[link] -= 1.0
                     pkt = q.popleft()
                     sent[link] += 1
+                    last_sent[link] = t
                     if stage == 0:
                         deliver(pkt, t)
                     elif stage == 1:
@@ -323,9 +334,10 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
                        max_queue=int(max_q[busiest]), max_queue_link=fabric.name(busiest),
                        reorder_fraction=len(displacement) / max(1, arrivals),
                        reorder_p99=float(np.percentile(disp, 99)), reorder_max=int(disp.max()),
-                       lost=lost, duplicates=duplicates, delivered=delivered, link_packets=sent,
-                       offered_after_withdraw=offered_after, fim=fabric_fim(group_fims, group_bytes), slots=t,
-                       slot_s=fabric.slot_s)
+                       lost=lost, duplicates=duplicates, unfinished=int((~done).sum()),
+                       delivered=delivered, link_packets=sent,
+                       offered_after_withdraw=offered_after, last_sent_slot=last_sent,
+                       fim=fabric_fim(group_fims, group_bytes), slots=t, slot_s=fabric.slot_s)
 
 
 def _gone(fabric: LeafSpine, faults: LinkFaults, a: int, b: int, spine: int, now: int, detect: int) -> bool:

@@ -23,7 +23,7 @@ def test_healthy_fabric_delivers_every_packet_once(kind: str, ack_every: int, de
     flows = permutation(FAB, PACKETS, seed=3)
     r = simulate(FAB, flows, kind, transport=Transport(ack_every=ack_every, deaggregate=deaggregate), seed=1)
     assert r.delivered.tolist() == [PACKETS] * len(flows)
-    assert (r.lost, r.duplicates) == (0, 0)
+    assert (r.lost, r.duplicates, r.unfinished) == (0, 0, 0)
     assert len(r.fct_slots) == len(flows)
     ups = [FAB.up(a, s) for a in range(FAB.leaves) for s in range(FAB.spines)]
     downs = [FAB.down(s, b) for s in range(FAB.spines) for b in range(FAB.leaves)]
@@ -72,6 +72,7 @@ def test_link_failing_mid_run_loses_until_withdrawn_then_nothing(kind: str) -> N
     flows = permutation(FAB, PACKETS, seed=2)
     r = simulate(FAB, flows, kind, LinkFaults(failed={up: 20}), Transport(detect=30), seed=4)
     assert r.lost > 0  # what it held and what reached it before routing withdrew it
+    assert 0 <= r.last_sent_slot[up] < 20 and r.last_sent_slot.max() > 20
     assert int(r.offered_after_withdraw.sum()) == 0
     # Retransmissions make every flow whole, once each.
     assert r.delivered.tolist() == [PACKETS] * len(flows) and r.duplicates == 0
@@ -111,9 +112,18 @@ def test_chooser_weights_fall_with_signals_and_recover_with_decay() -> None:
     assert 1 not in [c.next(0) for _ in range(40)]
 
 
-def test_unknown_kind_is_one_clear_error() -> None:
+def test_bad_input_is_one_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown spraying kind 'ecmp'; known: random, round-robin, prr, prime"):
         PathChooser("ecmp", [0], np.random.default_rng(0))
+    with pytest.raises(ValueError, match="unknown spraying kind 'ecmp'"):
+        simulate(FAB, (), "ecmp")
+    with pytest.raises(ValueError, match=r"degraded link 3: .* fraction in \(0, 1\], got 1.5"):
+        simulate(FAB, (), "prr", LinkFaults(capacity={3: 1.5}))
+
+
+def test_a_run_cut_short_says_how_many_flows_did_not_finish() -> None:
+    r = simulate(FAB, permutation(FAB, PACKETS, seed=0), "prr", max_slots=PACKETS // 2)
+    assert r.unfinished == FAB.hosts and r.fct_slots.size == 0 and r.throughput == 0.0
 
 
 def test_same_seed_same_run_other_seed_other_run() -> None:
@@ -135,3 +145,15 @@ def test_permutation_crosses_leaves_and_scenarios_render() -> None:
     assert [row["scenario"] for row in compare(runs)] == ["permutation", "degraded link", "failed link"]
     text = markdown(runs)
     assert "| degraded link | prime |" in text and "+15%" in text and "-27%" in text
+
+
+def test_coalesced_acks_without_deaggregation_hide_the_degraded_link() -> None:
+    """With one ACK per 8 packets, an echo pinned on the last packet's path misses most marks of the slow one."""
+    fab = LeafSpine(leaves=2, spines=4, hosts_per_leaf=4)
+    up = fab.up(0, 0)
+    flows = permutation(fab, 256, seed=0)
+    faults = LinkFaults(capacity={up: 0.25})
+    split = simulate(fab, flows, "prime", faults, Transport(ack_every=8, deaggregate=True), seed=0)
+    lumped = simulate(fab, flows, "prime", faults, Transport(ack_every=8, deaggregate=False), seed=0)
+    even = sum(f.packets for f in flows if fab.leaf_of(f.src) == 0) / fab.spines
+    assert split.link_packets[up] < 0.8 * lumped.link_packets[up] and lumped.link_packets[up] < even
