@@ -186,14 +186,15 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
     max_q = np.zeros(n_links, dtype=np.int64)
 
     nf = len(flows)
-    choosers = []
-    for i, f in enumerate(flows):
+    def chooser_of(i: int, f: Flow, now: int) -> PathChooser:
         a, b = fabric.leaf_of(f.src), fabric.leaf_of(f.dst)
-        live = [s for s in range(S) if a == b or not _gone(fabric, faults, a, b, s, 0, tp.detect)]
-        pinned = (f.src * 7919 + f.dst * 104729) % max(1, len(live))
-        chooser = PathChooser("round-robin" if f.ordered else kind, [live[pinned]] if f.ordered and live else live,
-                              np.random.default_rng([seed, i]), start=f.src % max(1, len(live)), config=config)
-        choosers.append(chooser)
+        live = [s for s in range(S) if a == b or not _gone(fabric, faults, a, b, s, now, tp.detect)]
+        # An ordered flow is hashed onto one live path (rehashed over the paths left when routing withdraws it).
+        pinned = [live[(f.src * 7919 + f.dst * 104729) % len(live)]] if live else []
+        return PathChooser("round-robin" if f.ordered else kind, pinned if f.ordered else live,
+                           np.random.default_rng([seed, i]), start=f.src % max(1, len(live)), config=config)
+
+    choosers = [chooser_of(i, f, 0) for i, f in enumerate(flows)]
     next_seq = np.zeros(nf, dtype=np.int64)
     inflight = np.zeros(nf, dtype=np.int64)
     retx: list[deque[int]] = [deque() for _ in range(nf)]
@@ -212,6 +213,7 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
     host_turn = dict.fromkeys(by_host, 0)
     withdraw_at = {slot + tp.detect for slot in faults.failed.values() if slot + tp.detect > 0}
     remaining = sum(f.packets for f in flows)
+    last_start = max((f.start for f in flows), default=0)
 
     def drop(pkt: list[int], t: int) -> None:
         nonlocal lost
@@ -265,6 +267,8 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
                 for s in range(S):
                     if a != b and _gone(fabric, faults, a, b, s, t, tp.detect):
                         choosers[i].withdraw(s)
+                if f.ordered and not choosers[i].members:
+                    choosers[i] = chooser_of(i, f, t)
         # Downstream first, so that a packet moves at most one hop per slot.
         for stage, links in ((0, host_links), (1, down_links), (2, up_links)):
             for link in links:
@@ -319,6 +323,9 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
                 host_turn[host] = (host_turn[host] + k + 1) % len(ids)
                 break
         t += 1
+        if not events and t > last_start and not any(queues) and all(
+                fct[i] >= 0 or not choosers[i].members for i in range(nf)):
+            break  # only flows without a path are left: nothing will move again
     done = fct >= 0
     sizes = np.array([f.packets for f in flows], dtype=np.float64)
     fct_done = fct[done].astype(np.float64)

@@ -157,3 +157,16 @@ def test_coalesced_acks_without_deaggregation_hide_the_degraded_link() -> None:
     lumped = simulate(fab, flows, "prime", faults, Transport(ack_every=8, deaggregate=False), seed=0)
     even = sum(f.packets for f in flows if fab.leaf_of(f.src) == 0) / fab.spines
     assert split.link_packets[up] < 0.8 * lumped.link_packets[up] and lumped.link_packets[up] < even
+
+
+def test_an_ordered_flow_is_rehashed_when_its_path_fails_and_a_flow_without_paths_stops_the_run() -> None:
+    flow = Flow(0, 2, PACKETS, ordered=True)
+    first = simulate(FAB, (flow,), "prime")
+    spine = int(np.argmax([first.link_packets[FAB.up(0, s)] for s in range(FAB.spines)]))
+    assert first.link_packets[FAB.up(0, spine)] == PACKETS  # pinned: all on one path
+    r = simulate(FAB, (flow,), "prime", LinkFaults(failed={FAB.up(0, spine): 10}), Transport(detect=20))
+    assert r.delivered.tolist() == [PACKETS] and r.reorder_fraction > 0.0  # the retransmissions arrive late
+    assert sum(r.link_packets[FAB.up(0, s)] > 0 for s in range(FAB.spines)) == 2
+    cut = LinkFaults(failed={FAB.up(0, s): 0 for s in range(FAB.spines)})
+    r = simulate(FAB, (flow, Flow(2, 0, PACKETS)), "prr", cut, Transport(detect=0))
+    assert r.unfinished == 1 and r.delivered.tolist() == [0, PACKETS] and r.slots < 10 * PACKETS
