@@ -315,7 +315,7 @@ def simulate(fabric: LeafSpine, flows: Sequence[Flow], kind: str, faults: LinkFa
                 if seq == next_seq[i]:
                     next_seq[i] += 1
                 inflight[i] += 1
-                pkt = [i, seq, spine, 0]
+                pkt = [i, seq, spine, 0]  # flow, sequence, spine (-1: same leaf), ECN severity in 1/1000
                 if spine < 0:
                     enqueue(fabric.host_link(f.dst), pkt, t)
                 else:
