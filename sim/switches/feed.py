@@ -156,9 +156,7 @@ class Feed:
     def _dispatch(self, event: Event, captured: tuple[str, int] | None) -> None:
         if event.kind is EventKind.SAMPLE:
             if self._last_sample_ns and event.timestamp_ns > self._last_sample_ns:
-                # the smallest gap seen: after a silence (fault gnmi_silent) the gap spans many ticks
-                half = (event.timestamp_ns - self._last_sample_ns) // 2
-                self.tolerance_ns = min(self.tolerance_ns, half) if self.tolerance_ns else half
+                self.tolerance_ns = (event.timestamp_ns - self._last_sample_ns) // 2
             self._last_sample_ns = event.timestamp_ns
             for s in self.streams:
                 s.sample = True

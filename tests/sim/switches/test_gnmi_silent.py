@@ -19,16 +19,18 @@ from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.switches.server import GnmiServer
 
 COUNTERS = "/interfaces/interface[name=*]/state/counters"
+S = 1_000_000_000  # the engine's tick
 
 
 @contextmanager
-def stream(port: int) -> Iterator[queue.Queue[gnmi_pb2.SubscribeResponse | grpc.RpcError]]:
-    """A STREAM subscription sampling every tick (with a heartbeat), kept open; its responses in a queue."""
+def stream(port: int, sample_ns: int = 0, heartbeat_ns: int = S) -> Iterator[
+        queue.Queue[gnmi_pb2.SubscribeResponse | grpc.RpcError]]:
+    """A STREAM subscription (SAMPLE every ``sample_ns``, 0 = every tick), kept open; its responses in a queue."""
     done = threading.Event()
 
     def requests() -> Iterator[gnmi_pb2.SubscribeRequest]:
         sub = gnmi_pb2.Subscription(path=gnmi_path_generator(COUNTERS), mode=gnmi_pb2.SubscriptionMode.SAMPLE,
-                                    sample_interval=0, heartbeat_interval=1_000_000_000)
+                                    sample_interval=sample_ns, heartbeat_interval=heartbeat_ns)
         yield gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub]))
         done.wait()  # no half-close: the session stays as a collector's does
 
@@ -62,6 +64,17 @@ def next_stamp(q: queue.Queue[gnmi_pb2.SubscribeResponse | grpc.RpcError]) -> in
             return resp.update.timestamp
 
 
+def queued(q: queue.Queue[gnmi_pb2.SubscribeResponse | grpc.RpcError]) -> list[int]:
+    """The timestamps of the notifications received and not read yet (sync markers left out)."""
+    out = []
+    while not q.empty():
+        resp = q.get_nowait()
+        assert isinstance(resp, gnmi_pb2.SubscribeResponse), resp
+        if resp.HasField("update"):
+            out.append(resp.update.timestamp)
+    return out
+
+
 def test_silent_switch_keeps_its_sessions_sends_nothing_and_resumes() -> None:
     engine = Engine(generate(FabricSpec(hosts=4, leaves=2, spines=1)), Workload(seed=1),
                     start_ns=time.time_ns() // 10**9 * 10**9)
@@ -74,8 +87,9 @@ def test_silent_switch_keeps_its_sessions_sends_nothing_and_resumes() -> None:
             stack.callback(srv.stop)
             servers[sw] = srv.port
         silent = stack.enter_context(stream(servers["leaf01"]))
+        every2 = stack.enter_context(stream(servers["leaf01"], sample_ns=2 * S, heartbeat_ns=0))
         other = stack.enter_context(stream(servers["leaf02"]))  # the same engine ticks, on the same server loop
-        assert next_stamp(silent) == next_stamp(other) == engine.now_ns  # initial sync
+        assert next_stamp(silent) == next_stamp(other) == next_stamp(every2) == engine.now_ns  # initial sync
         engine.step()
         assert next_stamp(silent) == next_stamp(other) == engine.now_ns
 
@@ -84,11 +98,17 @@ def test_silent_switch_keeps_its_sessions_sends_nothing_and_resumes() -> None:
         for _ in range(3):  # 3 ticks: 3 samples, and heartbeats due, from the other switch
             engine.step()
             assert next_stamp(other) == engine.now_ns
-        assert silent.empty() and late.empty()
+        assert queued(silent) == queued(late) == queued(every2) == []
 
         engine.inject("gnmi_resume", "leaf01")
-        assert silent.empty() and late.empty()  # the tick stamped at the resume was not sent either
+        assert queued(silent) == queued(late) == []  # the tick stamped at the resume was not sent either
+        t_resume = engine.now_ns
         engine.step()
-        assert next_stamp(silent) == engine.now_ns  # the open session goes on
+        assert next_stamp(silent) == next_stamp(other) == engine.now_ns  # the open session goes on
         assert next_stamp(late) == engine.now_ns  # and the new one gets its initial sync
+        for _ in range(3):
+            engine.step()
+            assert next_stamp(other) == next_stamp(silent) == engine.now_ns
+        # a 2 s sample interval: due at once after the silence, then every 2 s again
+        assert queued(every2) == [t_resume + S, t_resume + 3 * S]
     engine.close()
