@@ -5,8 +5,11 @@ Run: ``.venv/bin/python bench/bench_incidents.py`` (``--json FILE``, ``--seeds 1
 Each scenario runs the simulator in virtual time (no servers) with the RoCE congestion model on, and
 feeds the diagnosis one :class:`WindowView` per 1 s window built from the simulator's own record of
 what the counters showed: link bytes per window, each egress queue's ECN marks and watermark, each
-switch's availability and boot epoch (a reboot is a reset: no trusted delta that window), the rolling
-FIM of every ECMP group, and the flows' paths. Attributed bytes come from the topology's hash model
+switch's availability and boot epoch (a reboot is a reset: no trusted delta that window), whether its gNMI
+server was silent (fault ``gnmi_silent``: no batch, so no trusted delta and no oper status, as for a reboot), the
+rolling FIM of every ECMP group, and the flows' paths, without those of a host whose agent was stopped (fault
+``agent_stop``: its view was not written at one of the window's ends, so its agent has nothing for that window).
+Attributed bytes come from the topology's hash model
 (the ``hash`` resolver's placement), so a switch hashing with another seed than its configuration
 leaves bytes unexplained. So this measures the diagnosis given perfect collection; the pipeline's own
 errors (resolver, late windows) are not in it (the demo's end-to-end test covers one scenario through
@@ -64,12 +67,6 @@ class Scenario:
     duration_s: int = 45
     #: switch -> the seed it really hashes with (its configuration says 0)
     miswired_seeds: tuple[tuple[str, int], ...] = ()
-    #: (host, s): from then on the host's agent reports nothing (the simulator has no such fault: the bench drops
-    #: the host's flows from the windows, which is what the processor's outputs then lack)
-    stopped_agents: tuple[tuple[str, float], ...] = ()
-    #: (switch, s): from then on the switch's gNMI server is silent while it forwards (emulated the same way: its
-    #: links have no trusted counter delta)
-    silent_switches: tuple[tuple[str, float], ...] = ()
 
 
 def _cable(fabric: Fabric, end: str) -> str:
@@ -96,16 +93,15 @@ def scenarios(hosts: int, leaves: int, spines: int) -> list[Scenario]:
         return Fault({"at": at, "reboot": sw, "down_for": for_s}, at, IncidentKind.SWITCH_SILENT, f"switch:{sw}")
 
     def stop_agent(host: str, at: float = 15) -> Fault:
-        return Fault({}, at, IncidentKind.AGENT_MISSING, f"agent:{host}")
+        return Fault({"at": at, "agent_stop": host}, at, IncidentKind.AGENT_MISSING, f"agent:{host}")
 
     def silence(sw: str, at: float = 15) -> Fault:
-        return Fault({}, at, IncidentKind.SWITCH_SILENT, f"switch:{sw}")
+        return Fault({"at": at, "gnmi_silent": sw}, at, IncidentKind.SWITCH_SILENT, f"switch:{sw}")
 
     out = [
         Scenario("healthy", spec, ()),
-        Scenario("agent stopped on host03", spec, (stop_agent("host03"),), stopped_agents=(("host03", 15),)),
-        Scenario(f"gNMI silent on spine{spines:02d}", spec, (silence(f"spine{spines:02d}"),),
-                 silent_switches=((f"spine{spines:02d}", 15),)),
+        Scenario("agent stopped on host03", spec, (stop_agent("host03"),)),
+        Scenario(f"gNMI silent on spine{spines:02d}", spec, (silence(f"spine{spines:02d}"),)),
         Scenario("degrade leaf03 uplink 1 (the demo's)", spec, (degrade(up(3, 1)),)),
         Scenario("degrade leaf01 uplink 2", spec, (degrade(up(1, 2)),)),
         Scenario("degrade spine02 downlink to leaf04", spec, (degrade(down(2, 4)),)),
@@ -164,7 +160,6 @@ def run(sc: Scenario, seed: int, work: Path, baseline: frozenset[tuple[str, str]
     pre_existing: set[tuple[str, str]] = set(baseline)
     for k in range(2, sc.duration_s + 1):
         view = window_view(gt, fabric, T0 + k * S)
-        emulate_silence(view, sc, fabric)
         for inc in diag.window(view):
             if inc.detected_ns < first_fault:  # a condition of the workload itself (the ring's collision)
                 pre_existing.add((inc.kind, inc.top))
@@ -194,18 +189,6 @@ def observable(sc: Scenario, gt: GroundTruth, fabric: Fabric) -> list[bool]:
     return out
 
 
-def emulate_silence(view: WindowView, sc: Scenario, fabric: Fabric) -> None:
-    """Stopped agents' flows and silent switches' counters, gone from the window as from the processor's outputs."""
-    t_s = (view.end_ns - T0) / S
-    gone = {h for h, at in sc.stopped_agents if t_s > at}
-    view.paths = [p for p in view.paths if p.src_host not in gone]
-    for sw in {sw for sw, at in sc.silent_switches if t_s > at}:
-        for lk, lo in view.links.items():
-            if (lo.src_node if lo.src_node in fabric.switch_names else lo.dst_node) == sw:
-                view.links[lk] = LinkObs(lk, lo.src_node, lo.dst_node, lo.speed_bps, None, lo.attributed_bytes, 0,
-                                         None)
-
-
 def window_view(gt: GroundTruth, fabric: Fabric, end: int) -> WindowView:
     """One window as the processor would report it with perfect collection and the hash resolver."""
     start = end - S
@@ -216,8 +199,13 @@ def window_view(gt: GroundTruth, fabric: Fabric, end: int) -> WindowView:
         after = {s: gt.counters_at(s, end) for s in fabric.switch_names}
     except KeyError:
         return view
-    trusted = {s: after[s].available and before[s].available and after[s].boot_epoch == before[s].boot_epoch
-               for s in fabric.switch_names}
+    # a batch at both ends of the window: available, not silent, and no reboot in between
+    sent = {s: after[s].available and not after[s].silent for s in fabric.switch_names}
+    trusted = {s: sent[s] and before[s].available and not before[s].silent
+               and after[s].boot_epoch == before[s].boot_epoch for s in fabric.switch_names}
+    # the agent reports a window from its host's views at both ends (none written while it is stopped)
+    hosts = {h.name for h in fabric.topology.hosts}
+    reporting = {h for h in hosts if gt.agent_reporting(h, start) and gt.agent_reporting(h, end)}
     attributed: dict[str, int] = defaultdict(int)
     for fw in gt.flows_in(start, end):
         f = fw.flow
@@ -225,15 +213,15 @@ def window_view(gt: GroundTruth, fabric: Fabric, end: int) -> WindowView:
                                 f.src_nic, f.dst_nic) or ()
         for lk in path:
             attributed[lk] += fw.bytes
-        for p in fw.paths:
+        for p in fw.paths if f.src_host in reporting else ():
             view.paths.append(PathObs(f.src_nic, f.dst_nic, f.src_host, f.dst_host, p, fw.bytes // len(fw.paths)))
     for lk, dl in fabric.links.items():
         meas_sw, meas_port = (dl.src_node, dl.src_port) if dl.src_node in fabric.switch_names else (dl.dst_node,
                                                                                                    dl.dst_port)
         m = measured.get(lk, 0) if trusted[meas_sw] else None
         # as the links stage: the measuring end's oper status from the batch that closes the window, none when the
-        # switch sent no batch (unavailable)
-        oper = after[meas_sw].oper_up.get(meas_port) if after[meas_sw].available else None
+        # switch sent no batch (unavailable or silent)
+        oper = after[meas_sw].oper_up.get(meas_port) if sent[meas_sw] else None
         view.links[lk] = LinkObs(lk, dl.src_node, dl.dst_node, dl.speed_bps, m, attributed.get(lk, 0),
                                  (m or 0) - attributed.get(lk, 0) if m is not None else 0, oper)
     cong = gt.congestion_in(start, end)

@@ -309,7 +309,8 @@ def _freeze(hs: HostState) -> HostState:
     """A copy of a host's state as of this tick, taken under its lock (the engine moves on meanwhile)."""
     with hs.lock:
         return HostState(hs.name, list(hs.nics), {k: copy.copy(v) for k, v in hs.qps.items()},
-                         {k: copy.copy(v) for k, v in hs.ports.items()}, list(hs.nccl_log), hs.timestamp_ns)
+                         {k: copy.copy(v) for k, v in hs.ports.items()}, list(hs.nccl_log), hs.timestamp_ns,
+                         hs.reporting)
 
 
 def _credentials(c: Credentials, where: str) -> tuple[str, str] | None:

@@ -191,6 +191,8 @@ class CounterBook:
                 rec["weights"] = [members[i] for i in sorted(members)]
             groups[str(gid)] = rec
         out["groups"] = groups
+        if state.silent:  # only while it is: a healthy run's records stay as they were
+            out["silent"] = True
         # The congestion model's counters as published (priority ROCE_PRIORITY, SWITCH_COUNTERS order).
         cong = {name: [vals[c] for c in SWITCH_COUNTERS]
                 for name in state.interfaces if (vals := published(state, name)) is not None}

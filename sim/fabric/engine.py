@@ -341,8 +341,10 @@ class Engine:
     # -- faults -----------------------------------------------------------------------------------
 
     def _check_fault(self, kind: str, target: str) -> None:
-        if kind == "reboot":
+        if kind in ("reboot", "gnmi_silent", "gnmi_resume"):
             self.faults.switch(target)
+        elif kind in ("agent_stop", "agent_resume"):
+            self.faults.host(target)
         elif kind in ("nic_stall", "nic_resume"):
             self.faults.nic(target)
         elif kind in ("nh_withdraw", "nh_restore", "nh_weight"):
@@ -356,7 +358,8 @@ class Engine:
         degrade (``capacity`` = fraction left), restore, reboot (unavailable ``down_for_s``), nic_stall
         and nic_resume (``host:rdma_device`` stops / resumes draining what it receives), nh_withdraw,
         nh_restore and nh_weight (a switch's next hop ``switch:port`` leaves / rejoins its ECMP groups, or gets
-        AFT ``weight``).
+        AFT ``weight``), gnmi_silent and gnmi_resume (a switch's gNMI server stops / resumes sending), agent_stop
+        and agent_resume (a host's view stops / resumes being written).
 
         The next tick's traffic sees it; events and ground truth are stamped ``now_ns``. Called while
         a tick is being computed (real time), it waits for that tick and lands on its end.
@@ -401,6 +404,10 @@ class Engine:
                     st.last_clear_ns = t_ns
                 self.counters.renumber(target, st.boot_epoch)
                 events.setdefault(target, []).append(Event(EventKind.REBOOT, t_ns))
+            elif kind in ("gnmi_silent", "gnmi_resume"):
+                st = self.switch_states[target]
+                with st.lock:
+                    st.silent = target in self.faults.silent
         oper = self.faults.oper_up()
         for ch in changes:
             st = self.switch_states[ch.switch]
@@ -408,7 +415,7 @@ class Engine:
                 st.interfaces[ch.port].oper_up = oper[(ch.switch, ch.port)]
                 st.interfaces[ch.port].last_change_ns = t_ns
             self._record_event(t_ns, "oper-status", f"{ch.switch}:{ch.port}", up=ch.up)
-            if ch.switch not in self.faults.rebooting:
+            if ch.switch not in self.faults.rebooting and ch.switch not in self.faults.silent:
                 events.setdefault(ch.switch, []).append(Event(EventKind.OPER_STATUS, t_ns, ch.port))
         self._capacity = self._compute_capacity()
         down = self.faults.down_links()
@@ -630,7 +637,7 @@ class Engine:
                     records[st.name] = self.counters.record(st)
         closed = self._publish_hosts(t_ns, stats)
         for st in self.switch_states.values():
-            if st.available:
+            if st.available and not st.silent:  # a silent gNMI server sends nothing, heartbeats included
                 st.emit(Event(EventKind.SAMPLE, t_ns))
         if self.gt is not None:
             if stats is not None:
@@ -646,6 +653,9 @@ class Engine:
         self._closed_pairs = []
         if self._cc_publisher is not None:
             self._cc_publisher.nics(self.nics.values(), self.host_states)
+        for hs in self.host_states.values():
+            with hs.lock:
+                hs.reporting = hs.name not in self.faults.agents_stopped
         apply_to_hosts(self.host_states, self.flows, stats, closed, self._pending_add, self._logs, t_ns)
         self._pending_add, self._logs = {}, {}
         return closed

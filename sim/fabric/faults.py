@@ -14,6 +14,13 @@ next hop in its groups. The model forwards with it (``Fabric.hash_path`` with ``
 table in which each member appears weight times, as many ASICs program it), so a 2:1 group carries about 2:1 of its
 flows. The kernel data plane (``sim/kernel``) forwards with equal weights: there the AFT weight is only reported.
 A withdrawal is one direction: the neighbor behind the port still routes back over the cable.
+
+Reporting faults leave the traffic alone: ``gnmi_silent: switch`` hangs the switch's gNMI server (sessions stay
+open, nothing is sent: no samples, no heartbeats, no oper-status changes, and a new Subscribe gets no initial sync)
+until ``gnmi_resume``; ``agent_stop: host`` stops the host's reporting (its view, what the agent reads, is no
+longer written) until ``agent_resume``. The boundary is the engine's tick: the sample and the view stamped at the
+fault's time still go out (they were published before it), the ones stamped at the resume's time do not, the
+next tick's do.
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flowtracer.schemas.fabric import Fabric
+
+#: Faults on reporting only: kind -> (starts rather than ends, names a switch rather than a host).
+REPORTING_FAULTS = {"gnmi_silent": (True, True), "gnmi_resume": (False, True), "agent_stop": (True, False),
+                    "agent_resume": (False, False)}
 
 
 class FaultError(ValueError):
@@ -75,7 +86,11 @@ class FaultState:
         #: Directed links whose next hop is withdrawn from their switch's groups; AFT weight of next hops != 1.
         self.withdrawn: set[str] = set()
         self.weights: dict[str, int] = {}
+        #: Switches whose gNMI server is silent; hosts whose agent is stopped (reporting only, traffic flows).
+        self.silent: set[str] = set()
+        self.agents_stopped: set[str] = set()
         self._switches = fabric.switch_names
+        self._hosts = {h.name for h in fabric.topology.hosts}
 
     def cable(self, ref: str) -> Cable:
         """The cable one end names: ``switch:port`` or ``host:rdma_device``."""
@@ -104,6 +119,11 @@ class FaultState:
     def switch(self, name: str) -> str:
         if name not in self._switches:
             raise FaultError(f"no switch named {name!r}")
+        return name
+
+    def host(self, name: str) -> str:
+        if name not in self._hosts:
+            raise FaultError(f"no host named {name!r} (e.g. {', '.join(sorted(self._hosts)[:3])})")
         return name
 
     # -- what the engine asks ----------------------------------------------------------------------
@@ -177,6 +197,13 @@ class FaultState:
                 self.weights.pop(link, None)
             else:
                 self.weights[link] = weight
+        elif kind in REPORTING_FAULTS:
+            on, is_switch = REPORTING_FAULTS[kind]
+            names, name = (self.silent, self.switch(target)) if is_switch else (self.agents_stopped, self.host(target))
+            if on:
+                names.add(name)
+            else:
+                names.discard(name)
         else:
             raise FaultError(f"unknown fault {kind!r}")
         after = self.oper_up()

@@ -14,7 +14,8 @@ The pipeline never reads this. The engine writes JSON lines into one directory:
   loaded link, ``groups`` = {ECMP group id: [bytes per member]} (bytes the group's switch forwarded
   over each member).
 - ``counters.jsonl``: per tick end (and at start) ``t_ns`` and, per switch, exactly what its
-  SwitchState showed: ``boot_epoch``, ``available``, ``last_clear_ns``, ``interfaces`` = {name: [oper_up,
+  SwitchState showed: ``boot_epoch``, ``available``, ``silent`` (only when true: its gNMI server sent nothing),
+  ``last_clear_ns``, ``interfaces`` = {name: [oper_up,
   then the 10 counters in INTERFACE_COUNTERS order]}, ``next_hops`` = {index: [interface, ip, octets,
   packets]}, ``groups`` = {id: {"name": ECMP group id, "members": [next-hop indexes], and "weights" (per member)
   when one is not 1}}, and with the
@@ -169,6 +170,8 @@ class SwitchCounters:
     groups: dict[int, tuple[str, tuple[int, ...]]]  # id -> (ECMP group id, member next-hop indexes)
     #: Congestion model on: per interface, its counters of priority 3 as published, by SWITCH_COUNTERS name.
     congestion: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Its gNMI server was silent (fault ``gnmi_silent``): this state was not sent.
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ class GroundTruth:
         groups = {int(k): (g["name"], tuple(g["members"])) for k, g in s["groups"].items()}
         cong = {n: dict(zip(SWITCH_COUNTERS, v, strict=True)) for n, v in s.get("congestion", {}).items()}
         return SwitchCounters(switch, rec["t_ns"], s["boot_epoch"], s["available"], s["last_clear_ns"], ifaces, oper,
-                              nhs, groups, cong)
+                              nhs, groups, cong, s.get("silent", False))
 
     # -- windows ----------------------------------------------------------------------------------
 
@@ -316,6 +319,13 @@ class GroundTruth:
             causes.update(rec["causes"])
         return CongestionWindow({k: dict(zip(GT_PORT_FIELDS, v, strict=True)) for k, v in ports.items()},
                                 {k: dict(zip(GT_NIC_FIELDS, v, strict=True)) for k, v in nics.items()}, causes)
+
+    def agent_reporting(self, host: str, t_ns: int) -> bool:
+        """Whether ``host``'s view was written at tick end ``t_ns``: not after an ``agent_stop`` before ``t_ns``
+        unless an ``agent_resume`` before ``t_ns`` followed (a fault at ``t_ns`` acts after that tick's view)."""
+        last = [e["kind"] for e in self.events if e["t_ns"] < t_ns and e.get("target") == host
+                and e["kind"] in ("agent_stop", "agent_resume")]
+        return not last or last[-1] == "agent_resume"
 
     def events_in(self, start_ns: int, end_ns: int, kind: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if start_ns <= e["t_ns"] <= end_ns and (kind is None or e["kind"] == kind)]

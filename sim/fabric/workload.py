@@ -31,6 +31,10 @@ Example::
       - {at: 50s, nh_withdraw: "leaf02:Ethernet5"}  # the next hop leaves leaf02's ECMP groups, the cable stays up
       - {at: 55s, nh_restore: "leaf02:Ethernet5"}
       - {at: 60s, nh_weight: "leaf03:Ethernet5", weight: 2}   # what the AFT says; the hash stays equal
+      - {at: 65s, gnmi_silent: spine01}    # its gNMI server keeps its sessions but sends nothing; it forwards
+      - {at: 70s, gnmi_resume: spine01}
+      - {at: 65s, agent_stop: host02}      # the host's view stops updating; the host forwards
+      - {at: 70s, agent_resume: host02}
     flows:                        # explicit steady flows (incast, collisions), one QP each
       - {src: "host01:mlx5_0", dst: "host05:mlx5_0", rate: 400G}
     congestion:                   # the RoCE congestion model (docs/congestion.md); absent = off
@@ -238,13 +242,15 @@ class Congestion(_Model):
 
 
 FAULT_KINDS = ("link_down", "link_up", "degrade", "restore", "reboot", "nic_stall", "nic_resume", "nh_withdraw",
-                "nh_restore", "nh_weight")
+               "nh_restore", "nh_weight", "gnmi_silent", "gnmi_resume", "agent_stop", "agent_resume")
 
 
 class Fault(_Model):
     """One scheduled fault; exactly one of link_down, link_up, degrade, restore, reboot, nic_stall, nic_resume,
     nh_withdraw, nh_restore, nh_weight (a switch's next hop ``switch:port``: withdrawn from its ECMP groups, back, or
-    its AFT ``weight`` set; see faults.py).
+    its AFT ``weight`` set; see faults.py), gnmi_silent, gnmi_resume (a switch's gNMI server stops / resumes
+    sending while the switch forwards), agent_stop, agent_resume (a host's reporting stops / resumes while the host
+    forwards).
 
     Links are named by one end, ``switch:port`` (or ``host:rdma_device`` for a host cable); a NIC
     that stops draining its receive queue (``nic_stall``, a pause storm's origin) by ``host:rdma_device``.
@@ -267,6 +273,10 @@ class Fault(_Model):
     nh_weight: str | None = None
     #: For nh_weight: the next hop's AFT weight in its groups (1 = plain ECMP again).
     weight: int = Field(1, ge=1)
+    gnmi_silent: str | None = None
+    gnmi_resume: str | None = None
+    agent_stop: str | None = None
+    agent_resume: str | None = None
 
     @field_validator("at", "down_for", mode="before")
     @classmethod

@@ -83,4 +83,6 @@ class HostState:
     nccl_log: list[str] = field(default_factory=list)
     #: Engine time of the last update, ns since the Unix epoch.
     timestamp_ns: int = 0
+    #: False while the host's agent is stopped (fault ``agent_stop``): its view is not written this tick.
+    reporting: bool = True
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)

@@ -180,7 +180,11 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
 
     Call at the end of each engine tick. ``qp_counters`` (default: env
     ``FLOWTRACER_SIM_QP_COUNTERS``, else on) writes ``rdma statistic qp`` with one counter per QP.
+    Writes nothing while the host is not ``reporting`` (its agent stopped): ``current`` stays on the last
+    snapshot, and the next one written after that holds everything since (cumulative counters, the missed NCCL lines).
     """
+    if not state.reporting:
+        return
     if qp_counters is None:
         qp_counters = os.environ.get("FLOWTRACER_SIM_QP_COUNTERS", "1") not in ("0", "false", "no")
     hostdir = host_view_dir(root, state.name)

@@ -18,7 +18,9 @@ undecodable message is INVALID_ARGUMENT, not an internal error.
 Status codes: malformed requests INVALID_ARGUMENT; unsupported encodings UNIMPLEMENTED; Get of a
 path or entry that does not exist NOT_FOUND (a Subscribe to one stays open and silent, gNMI
 3.5.1.3); a rebooting switch UNAVAILABLE (its streams end with it too); wrong or missing
-credentials UNAUTHENTICATED.
+credentials UNAUTHENTICATED. A silent switch (fault ``gnmi_silent``, ``SwitchState.silent``) ends nothing: its
+streams stay open and get nothing, a new Subscribe is accepted and gets no initial sync until it resumes;
+Capabilities and Get still answer (a hung telemetry agent, the management plane up).
 """
 
 from __future__ import annotations
@@ -343,6 +345,8 @@ class GnmiServer:
                      context: grpc.aio.ServicerContext) -> None:
         plan = sub.plan
         write = context.write
+        while feed.state.silent:  # a hung server (fault gnmi_silent) accepts the call and sends nothing
+            await self._wait(stream)
         if plan.updates_only:
             sub.initial(feed.tick())  # the baseline; nothing is sent before sync_response
         else:

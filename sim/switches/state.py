@@ -131,6 +131,8 @@ class SwitchState:
         self.boot_epoch = 0
         #: False while the switch is rebooting: the gNMI server answers UNAVAILABLE.
         self.available = True
+        #: True while its gNMI server is hung (fault ``gnmi_silent``): sessions stay open, nothing is sent.
+        self.silent = False
         #: End of the last engine tick, ns since the Unix epoch; 0 before the first tick.
         self.timestamp_ns = 0
         #: When counters were last cleared (boot time), ns since the Unix epoch.

@@ -269,6 +269,12 @@ class SimSource:
 
     The snapshot read for a window boundary is the newest one taken at or before it, so the
     deltas are the host's state at the boundary even when this process lags behind the engine.
+
+    This process acts as every host's agent, so one host's agent stopping (the simulator's ``agent_stop``: that
+    host's view is no longer written) must not stop the others: a host whose newest snapshot is more than one
+    interval behind the newest host's is not waited for, and a host with no snapshot since a boundary, or none
+    within an interval before it, has no sample for it (its agent would have read nothing). When its view moves
+    again, its next window starts where its last one ended, as for any host that missed windows.
     """
 
     def __init__(self, cfg: AgentConfig) -> None:
@@ -292,9 +298,13 @@ class SimSource:
             return None
 
     def now_ns(self) -> int:
-        """Engine time every host has reached (the oldest of the hosts' newest snapshots); 0 before any."""
+        """Engine time every reporting host has reached (the oldest of the hosts' newest snapshots, leaving out
+        those more than one interval behind the newest: stopped); 0 before any."""
         ts = [t for d in self.dirs.values() if (t := self._current_ts(d)) is not None]
-        return min(ts) if ts else 0
+        if not ts:
+            return 0
+        newest = max(ts)
+        return min(t for t in ts if t >= newest - self.cfg.interval_ns)
 
     def wait_until(self, t_ns: int, stop: threading.Event) -> bool:
         while self.now_ns() < t_ns:
@@ -320,10 +330,12 @@ class SimSource:
             except OSError:
                 return None
             timed = [(t, n) for n in names if (t := _snapshot_ts(n)) is not None]
-            if not timed:
+            if not timed or timed[-1][0] < at_ns:  # none yet, or none since the boundary: its agent is stopped
                 return None
             before = [x for x in timed if x[0] <= at_ns]
             ts, name = before[-1] if before else timed[0]
+            if ts < at_ns - self.cfg.interval_ns:  # none written around the boundary: its agent was stopped then
+                return None
             snap = snaps_dir / name
             try:
                 qp_text = (snap / "rdma" / "resource_show_qp.json").read_bytes()

@@ -12,6 +12,7 @@ from flowtracer.sim.fabric.engine import HEADER_BYTES, Engine
 from flowtracer.sim.fabric.faults import FaultError
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import Workload, WorkloadError, validate_workload
+from flowtracer.sim.hosts.views import host_view_dir, write_host_view
 from flowtracer.sim.switches.state import Event, EventKind
 
 G = 1_000_000_000
@@ -213,3 +214,61 @@ def test_a_next_hop_withdrawn_and_a_weight_changed_show_in_the_aft_with_the_cabl
         e.inject("nh_withdraw", "leaf01:Ethernet1")
     with pytest.raises(WorkloadError, match="weight"):
         validate_workload({"faults": [{"at": 1, "nh_weight": UPLINK1, "weight": 0}]}, "t")
+
+
+def test_gnmi_silent_switch_emits_nothing_while_it_forwards_and_the_ground_truth_says_so(tmp_path: Path) -> None:
+    e = steady(tmp_path)
+    seen = record_events(e)
+    e.advance(2)
+    t_silent = e.now_ns
+    e.inject("gnmi_silent", "leaf01")
+    e.inject("link_down", UPLINK1)  # an oper change while silent is not sent either
+    e.advance(3)
+    t_resume = e.now_ns
+    e.inject("gnmi_resume", "leaf01")
+    e.advance(2)
+    e.close()
+    leaf01 = [ev for sw, ev in seen if sw == "leaf01"]
+    during = [(ev.kind, ev.timestamp_ns) for ev in leaf01 if t_silent <= ev.timestamp_ns <= t_resume]
+    assert during == [(EventKind.SAMPLE, t_silent)]  # published before the fault; then nothing, no oper change
+    assert [ev.kind for sw, ev in seen if sw == "spine01" and t_silent <= ev.timestamp_ns <= t_resume] == [
+        EventKind.SAMPLE, EventKind.OPER_STATUS] + [EventKind.SAMPLE] * 3  # the cable's other end tells
+    assert [ev.timestamp_ns for ev in leaf01 if ev.kind is EventKind.SAMPLE and ev.timestamp_ns > t_resume] == [
+        t_resume + TICK, t_resume + 2 * TICK]
+    gt = GroundTruth.load(tmp_path / "gt")
+    assert gt.link_bytes(t_silent, t_resume)[UPLINK2_ID] > 0  # it forwards
+    assert [gt.counters_at("leaf01", t).silent for t in range(t_silent, t_resume + 2 * TICK, TICK)] == [
+        False, True, True, True, False]  # the sample stamped at the fault went out; the one at the resume did not
+    assert [(ev["kind"], ev["target"], ev["t_ns"]) for ev in gt.events if ev["kind"].startswith("gnmi")] == [
+        ("gnmi_silent", "leaf01", t_silent), ("gnmi_resume", "leaf01", t_resume)]
+
+
+def test_agent_stop_freezes_the_host_view_while_the_host_forwards(tmp_path: Path) -> None:
+    e = steady(tmp_path)
+    views = tmp_path / "views"
+    current = host_view_dir(views, "host01") / "current"
+    stamps: list[int] = []
+
+    def write(_t: int) -> None:
+        for hs in e.host_states.values():
+            write_host_view(hs, views)
+        stamps.append(int(current.resolve().name.split("-")[0]))
+
+    e.add_tick_listener(write)
+    e.advance(2)
+    t_stop = e.now_ns
+    e.inject("agent_stop", "host01")
+    e.advance(3)
+    t_resume = e.now_ns
+    e.inject("agent_resume", "host01")
+    e.advance(1)
+    e.close()
+    # ticks t_stop - TICK .. t_resume + TICK: written up to the stop's tick, then frozen, then the tick after resume
+    assert stamps == [t_stop - TICK, t_stop, t_stop, t_stop, t_stop, t_resume + TICK]
+    other = host_view_dir(views, "host02") / "current"
+    assert int(other.resolve().name.split("-")[0]) == t_resume + TICK  # the others keep reporting
+    gt = GroundTruth.load(tmp_path / "gt")
+    assert gt.link_bytes(t_stop, t_resume)["host01:mlx5_0>leaf01:Ethernet1"] > 0  # host01 still sends
+    assert [gt.agent_reporting("host01", t) for t in range(t_stop, t_resume + 2 * TICK, TICK)] == [
+        True, False, False, False, True]
+    assert gt.agent_reporting("host02", t_resume)

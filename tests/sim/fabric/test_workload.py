@@ -62,6 +62,8 @@ def test_presets_take_job_and_op_options() -> None:
     ({"jobs": [{"ops": []}]}, "t.yaml: jobs[0].ops: a job needs at least one op"),
     ({"faults": [{"at": "1s"}]}, "t.yaml: faults[0]: give exactly one of link_down, link_up, degrade, restore, reboot"),
     ({"faults": [{"link_down": "leaf01:Ethernet1"}]}, "t.yaml: faults[0].at: missing required field 'at'"),
+    ({"faults": [{"at": 1, "gnmi_silent": "spine01", "agent_stop": "host01"}]},
+     "t.yaml: faults[0]: give exactly one of"),
     ([1, 2], "t.yaml: expected a mapping with 'jobs'"),
 ])
 def test_bad_workloads_name_the_place(data: object, message: str) -> None:
@@ -84,3 +86,19 @@ def test_bad_files_and_hosts(tmp_path: Path) -> None:
         Engine(topo, validate_workload({"jobs": [{"nics_per_node": 2}]}, "t"), start_ns=0)
     with pytest.raises(WorkloadError, match=r"jobs\[0\].hosts: 5 hosts asked for, the topology has 2"):
         Engine(topo, validate_workload({"jobs": [{"hosts": 5}]}, "t"), start_ns=0)
+
+
+def test_reporting_faults_are_checked_against_the_fabric() -> None:
+    topo = generate(FabricSpec(hosts=2, leaves=1, spines=1))
+    wl = validate_workload({"faults": [{"at": "1s", "gnmi_silent": "leaf01"}, {"at": 2, "gnmi_resume": "leaf01"},
+                                       {"at": 1, "agent_stop": "host02"}, {"at": "2s", "agent_resume": "host02"}]},
+                           "t")
+    assert [(f.kind, f.target, f.at) for f in wl.faults] == [
+        ("gnmi_silent", "leaf01", 1.0), ("gnmi_resume", "leaf01", 2.0), ("agent_stop", "host02", 1.0),
+        ("agent_resume", "host02", 2.0)]
+    Engine(topo, wl, start_ns=0)  # names the fabric has: accepted
+    for data, message in (({"at": 1, "gnmi_silent": "host01"}, r"faults\[0\].gnmi_silent: no switch named 'host01'"),
+                          ({"at": 1, "agent_stop": "leaf01"}, r"faults\[0\].agent_stop: no host named 'leaf01'"),
+                          ({"at": 1, "agent_resume": "host01:mlx5_0"}, r"agent_resume: no host named 'host01:mlx5_0'")):
+        with pytest.raises(WorkloadError, match=message):
+            Engine(topo, validate_workload({"faults": [data]}, "t"), start_ns=0)
