@@ -30,7 +30,7 @@ Example::
       - {at: 45s, nic_resume: "host05:mlx5_0"}
       - {at: 50s, nh_withdraw: "leaf02:Ethernet5"}  # the next hop leaves leaf02's ECMP groups, the cable stays up
       - {at: 55s, nh_restore: "leaf02:Ethernet5"}
-      - {at: 60s, nh_weight: "leaf03:Ethernet5", weight: 2}   # what the AFT says; the hash stays equal
+      - {at: 60s, nh_weight: "leaf03:Ethernet5", weight: 2}   # the AFT weight; the model hashes 2:1 with it
       - {at: 65s, gnmi_silent: spine01}    # its gNMI server keeps its sessions but sends nothing; it forwards
       - {at: 70s, gnmi_resume: spine01}
       - {at: 65s, agent_stop: host02}      # the host's view stops updating; the host forwards
