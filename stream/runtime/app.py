@@ -145,22 +145,14 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         # minute must count as unacknowledged output, or the window clock would not stand still (stall_clock.py).
         started_ns = time.time_ns()
         futures = []
-        for ll in e.link_loads:
-            futures.append(await send(topics.LINK_LOADS.name, topics.key(ll.link), ll.SerializeToString()))
-        for pl in e.path_loads:
-            futures.append(await send(topics.PATH_LOADS.name, topics.key(pl.path_id), pl.SerializeToString()))
-        for f in e.fims:
-            futures.append(await send(topics.FIM.name, topics.key(f.group), f.SerializeToString()))
-        for c in e.collisions:
-            futures.append(await send(topics.COLLISIONS.name, topics.key(c.group), c.SerializeToString()))
-        for lc in e.link_congestion:
-            futures.append(await send(topics.LINK_CONGESTION.name, topics.key(lc.link), lc.SerializeToString()))
-        for nc in e.nic_congestion:
-            futures.append(await send(topics.NIC_CONGESTION.name, topics.key(nc.nic), nc.SerializeToString()))
-        for d in e.ecmp_drift:
-            futures.append(await send(topics.ECMP_DRIFT.name, topics.key(d.switch), d.SerializeToString()))
-        for cc in e.congestion_causes:
-            futures.append(await send(topics.CONGESTION_CAUSE.name, topics.key(cc.link), cc.SerializeToString()))
+        # (records, output topic, the field that is each record's key), in the order they are sent
+        keyed = ((e.link_loads, topics.LINK_LOADS, "link"), (e.path_loads, topics.PATH_LOADS, "path_id"),
+                 (e.fims, topics.FIM, "group"), (e.collisions, topics.COLLISIONS, "group"),
+                 (e.link_congestion, topics.LINK_CONGESTION, "link"), (e.nic_congestion, topics.NIC_CONGESTION, "nic"),
+                 (e.ecmp_drift, topics.ECMP_DRIFT, "switch"), (e.congestion_causes, topics.CONGESTION_CAUSE, "link"))
+        for records, topic, key_field in keyed:
+            for r in records:
+                futures.append(await send(topic.name, topics.key(getattr(r, key_field)), r.SerializeToString()))
         for dest, ab in e.attributions:
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.schemas.fabric import Fabric
@@ -35,6 +36,22 @@ from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
 from flowtracer.stream.stages.window_tracker import WindowTracker
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class LinkEnds:
+    """Who sends over one link in a window, summed over the flows partitions' attribution batches."""
+
+    sources: int = 0
+    """Sending NICs (a NIC's flows are in one flows partition: the partitions' counts add up)."""
+    destinations: set[str] = field(default_factory=set)
+    """The one receiving NIC each partition named."""
+    several: bool = False
+    """Some partition's flows on the link went to several NICs."""
+
+    def destination(self) -> str:
+        """The one NIC every flow on the link goes to, or "" when there is not one (or it is not known)."""
+        return next(iter(self.destinations)) if len(self.destinations) == 1 and not self.several else ""
 
 
 class LinksStage:
@@ -121,8 +138,7 @@ class LinksStage:
         reported: set[str] = set()
         shares: dict[str, Share] = {}
         member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
-        #: link -> [sending NICs, receiving NICs named, some partition's flows went to several]
-        ends: dict[str, list[Any]] = {}
+        ends: dict[str, LinkEnds] = {}
         congestion: list[counters_pb2.CongestionBatch] = []
         views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
@@ -154,12 +170,12 @@ class LinksStage:
                     if ls.src_nic_count:
                         e = ends.get(ls.link)
                         if e is None:
-                            e = ends[ls.link] = [0, set(), False]
-                        e[0] += ls.src_nic_count  # a NIC's flows are in one flows partition: counts add up
+                            e = ends[ls.link] = LinkEnds()
+                        e.sources += ls.src_nic_count
                         if ls.dst_nic:
-                            e[1].add(ls.dst_nic)
+                            e.destinations.add(ls.dst_nic)
                         else:
-                            e[2] = True
+                            e.several = True
                 for nc in item.nic_cnps:
                     nic_cnps[nc.nic] = nc.cnp_sent
         out = Emitted()
@@ -194,12 +210,13 @@ class LinksStage:
         seconds = self.hop_ns / 1e9
         utilization = {lid: b * 8 / (self.links.fabric.links[lid].speed_bps * seconds) for lid, b in measured.items()}
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
-        # A link is named by the groups its switch has now (live: its AFT's, else the topology's).
-        link_groups: dict[str, list[str]] = defaultdict(list)
+        # A link's groups are those its switch has now (live: its AFT's, else the topology's): they name it, and
+        # their other members are its siblings.
+        groups_of: dict[str, list[WeightedGroup]] = defaultdict(list)
         for sw in sorted(self.live_groups):
             for wg in self.live_groups[sw]:
                 for m in wg.group.members:
-                    link_groups[m.id].append(wg.group.id)
+                    groups_of[m.id].append(wg)
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
             share = shares.get(lid)
@@ -211,9 +228,10 @@ class LinksStage:
                 src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
                 speed_bps=link.speed_bps, measured_bytes=meas, measured_valid=valid, attributed_bytes=attributed,
                 unexplained_bytes=meas - attributed if valid else 0,
-                utilization=meas * 8 / (link.speed_bps * seconds) if valid else 0.0,
+                utilization=utilization.get(lid, 0.0),
                 flow_count=share.flow_count if share else 0, resolver=self.resolver,
-                groups=link_groups.get(lid, []), oper_up=oper.get(lid, False), oper_valid=lid in oper))
+                groups=[wg.group.id for wg in groups_of.get(lid, ())], oper_up=oper.get(lid, False),
+                oper_valid=lid in oper))
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
                                                  source_partition=self.partition, source_partitions=self.partitions)
@@ -229,7 +247,7 @@ class LinksStage:
             if collision is not None:
                 assess(collision, congestion_of, nic_cnps, self.nic_of_ip)
                 out.collisions.append(collision)
-        congested_links = self._congested(out.link_congestion, utilization, shares, ends, start)
+        congested_links = self._congested(out.link_congestion, utilization, shares, ends, groups_of, start)
         group_batch.congested.extend(congested_links)
         self.last_utilization = (end, {c.congestion.link: c.utilization for c in congested_links
                                        if c.utilization >= 0})
@@ -237,8 +255,8 @@ class LinksStage:
         return out
 
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
-                   shares: dict[str, Share], ends: dict[str, list[Any]],
-                   start: int) -> list[internal_pb2.CongestedLink]:
+                   shares: dict[str, Share], ends: dict[str, LinkEnds],
+                   groups_of: Mapping[str, list[WeightedGroup]], start: int) -> list[internal_pb2.CongestedLink]:
         """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
         hot = [lc for lc in lcs if congested(lc)]
         if not hot:
@@ -249,12 +267,8 @@ class LinksStage:
         out = []
         for lc in hot:
             share = shares.get(lc.link)
-            # siblings in the groups the switch has now (its AFT when it streams one), not the topology's
-            siblings = [m.id for wg in self.live_groups.get(lc.src_node, ())
-                        if any(m.id == lc.link for m in wg.group.members)
-                        for m in wg.group.members]
-            sources, dsts, several = ends.get(lc.link, (0, set(), True))
-            destination = next(iter(dsts)) if len(dsts) == 1 and not several else ""
-            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, sources,
-                                      destination, siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
+            siblings = [m.id for wg in groups_of.get(lc.link, ()) for m in wg.group.members]
+            e = ends.get(lc.link, LinkEnds(several=True))
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, e.sources,
+                                      e.destination(), siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
         return out
