@@ -196,7 +196,8 @@ def test_skew_is_measured_per_source_end_to_end(faults: Faults) -> None:
 def test_other_switches_stay_exact_and_nothing_is_late(faults: Faults) -> None:
     """Neither the fast switch nor the forged batch makes any record late; every link the fast switch does not
     measure keeps its exact measured bytes in every window."""
-    assert faults.metrics["flowtracer_processor_late_records"] == 0
+    start = faults.gt.start_ns + WARMUP_HOPS * S  # only a record of the pipeline's start may come late
+    assert all(w <= start for w in _late_windows(faults)), sorted(_late_windows(faults))
     windows = {ll.window_end_ns for ll in faults.link_loads
                if faults.gt.start_ns + WARMUP_HOPS * S < ll.window_end_ns <= faults.last_end}
     checked = 0
@@ -206,6 +207,17 @@ def test_other_switches_stay_exact_and_nothing_is_late(faults: Faults) -> None:
             assert ll.measured_bytes == faults.gt.link_bytes(ll.window_start_ns, ll.window_end_ns).get(ll.link, 0)
             checked += 1
     assert checked >= 0.9 * 20 * len(windows)  # 8 host links x 2 directions + 2 spine01 cables x 2 directions
+
+
+def _late_windows(f: Faults) -> set[int]:
+    """The window ends (ns; a counter batch's sample stamp) of the records the processor counted late, from its log (it logs the first 20, then
+    only counts). On a loaded machine a window of the pipeline's start can be released before a switch first
+    streams, and that switch's record for it then comes late: counted, not reopened."""
+    log = (f.run_dir / "process-hash-0.log").read_text(errors="replace")
+    ends = {int(w) for w in re.findall(r"late record from .*, window end (\d+)\)", log)}
+    late = int(f.metrics["flowtracer_processor_late_records"])
+    assert late <= 20 and (late == 0) == (not ends), (late, sorted(ends))
+    return ends
 
 
 def _assert_path_bytes_match_the_ground_truth(f: Faults, windows: list[int]) -> None:
@@ -374,11 +386,11 @@ def test_outage_windows_are_finalized_with_exact_link_loads(outage: Outage) -> N
     for (link, w), got in values.items():
         assert got == {f.gt.link_bytes(w - S, w).get(link, 0)}, (link, w, got)
     # Nothing was waited out during the outage (the window clock stood still) and nothing came late after it;
-    # the only incomplete windows are of the pipeline's start.
-    assert f.metrics["flowtracer_processor_late_records"] == 0
+    # the only incomplete windows, and so the only late records, are of the pipeline's start.
     log = (f.run_dir / "process-hash-0.log").read_text(errors="replace")
     released = [int(w) for w in re.findall(r"window ending (\d+) released without", log)]
     assert all(w <= cut_at - 5 * S for w in released), released
+    assert all(w <= cut_at - 5 * S for w in _late_windows(f)), sorted(_late_windows(f))
     assert f.metrics["flowtracer_processor_incomplete_windows"] == len(released) < 20  # all of them are logged
     assert "cut off from Kafka" in log, "the worker saw the outage"
     assert not f.dead_letters

@@ -33,6 +33,22 @@ def test_stands_still_while_cut_off_then_catches_up_at_twice_the_wall_rate() -> 
     assert clock.lag_ns == 0
 
 
+def test_a_worker_blocked_on_a_send_stands_still_though_buffered_input_follows() -> None:
+    """A send to a gone broker blocks the worker for a minute; then it handles records fetched before the cut (input
+    looks current) and asks its clock: the blocked minute must not count."""
+    clock = StallClock(3 * S)
+    clock.received(100 * S)
+    assert clock.now(100 * S, None) == 100 * S
+    clock.received(160 * S)  # a record read before the cut, handled once the send gave up
+    assert clock.now(160 * S, 100 * S) == 100 * S
+    assert clock.lag_ns == 60 * S
+    # an ordinary gap (the worker idle, every output acknowledged) is the wall clock
+    clock = StallClock(3 * S)
+    clock.now(100 * S, None)
+    clock.received(160 * S)
+    assert clock.now(160 * S, None) == 160 * S
+
+
 def test_never_goes_backwards() -> None:
     clock = StallClock(S)
     clock.received(0)
