@@ -94,8 +94,13 @@ class WindowAssembler:
         if f.group == FABRIC_GROUP:
             self.fabric_until_ns = max(self.fabric_until_ns, f.window_end_ns)
             return
-        if f.basis == analytics_pb2.LOAD_BASIS_MEASURED and (v := self.view(f.window_end_ns, now_ns)) is not None:
+        if (v := self.view(f.window_end_ns, now_ns)) is None:
+            return
+        if f.basis == analytics_pb2.LOAD_BASIS_MEASURED:
             v.group_fim[f.group] = f.fim
+            v.group_measured_bytes[f.group] = f.total_bytes
+        elif f.basis == analytics_pb2.LOAD_BASIS_ATTRIBUTED:
+            v.group_attributed_bytes[f.group] = f.total_bytes
 
     def collision(self, c: analytics_pb2.Collision, now_ns: int) -> None:
         if (v := self.view(c.window_end_ns, now_ns)) is not None:

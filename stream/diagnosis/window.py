@@ -62,6 +62,16 @@ class WindowView:
     #: (group id, shared member link) of each Collision
     collisions: set[tuple[str, str]] = field(default_factory=set)
     paths: list[PathObs] = field(default_factory=list)
+    #: ECMP group id -> member bytes summed, measured basis and attributed basis (the rolling FimSamples' totals)
+    group_measured_bytes: dict[str, int] = field(default_factory=dict)
+    group_attributed_bytes: dict[str, int] = field(default_factory=dict)
+
+    def flows_explain(self, group: str, share: float = 0.9) -> bool:
+        """Whether the agents' flows account for the group's measured bytes (attributed at least ``share`` of
+        measured): then the flows are known, and a group they unbalance without a collision is unbalanced by
+        their number and size, which no placement could avoid."""
+        measured = self.group_measured_bytes.get(group, 0)
+        return measured > 0 and self.group_attributed_bytes.get(group, 0) >= share * measured
 
 
 def cable_of(link: str) -> str:

@@ -106,6 +106,28 @@ def test_an_imbalance_shorter_than_its_duration_opens_nothing() -> None:
     assert _run(views)[1] == []
 
 
+def test_an_imbalance_its_flows_explain_is_no_incident_unless_they_collide() -> None:
+    """Two flows over a 2-member group: FIM high either way. When the agents' flows account for the group's bytes,
+    only a collision (both flows on one member) makes it an incident; flows that cover too little of the measured
+    bytes leave the FIM to stand alone."""
+    g = "leaf01:spine01|spine02"
+
+    def views(attributed: int, collided: bool) -> list[WindowView]:
+        out = []
+        for k in range(1, 14):
+            v = _view(k, fim={g: 0.9})
+            v.group_measured_bytes[g], v.group_attributed_bytes[g] = 20 * GB, attributed
+            if collided:
+                v.collisions.add((g, "leaf01:Ethernet5>spine01:Ethernet1"))
+            out.append(v)
+        return out
+
+    assert _run(views(19 * GB, collided=False))[1] == []  # as even as two flows allow
+    for attributed, collided in ((19 * GB, True), (10 * GB, False)):  # a collision; or traffic the agents miss
+        assert [(i.kind, i.top) for i in _run(views(attributed, collided))[1]] == \
+            [(IncidentKind.PERSISTENT_IMBALANCE, f"group:{g}")], (attributed, collided)
+
+
 def test_one_window_of_noise_opens_nothing() -> None:
     views = [_view(k) for k in range(1, 5)] + [_view(5, congestion={DOWN: QUEUED})] + [_view(k) for k in range(6, 12)]
     assert _run(views)[1] == []
