@@ -78,7 +78,9 @@ CONGESTION_CAUSE = Topic(
 INCIDENTS = Topic(
     "flowtracer.incidents.v1", "Incident", "incident id",
     "faults the diagnosis localized: kind, ranked suspect components with evidence, affected flows, start and end; "
-    "one record per window while open and one when closed",
+    "one record per window while open and one when closed; compacted: a restarted diagnosis reads each incident's "
+    "newest snapshot to take the open ones over",
+    compacted=True,
 )
 DEAD_LETTER = Topic(
     "flowtracer.dead-letter.v1", "DeadLetter", "the original key",

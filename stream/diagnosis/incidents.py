@@ -79,6 +79,11 @@ class IncidentTracker:
     hysteresis: Hysteresis = field(default_factory=Hysteresis)
     live: list[Incident] = field(default_factory=list)
 
+    def adopt(self, incidents: list[Incident]) -> None:
+        """Take over open incidents a previous diagnosis published (resume.py): they continue under their ids."""
+        have = {inc.id for inc in self.live}
+        self.live.extend(inc for inc in incidents if inc.id not in have)
+
     def update(self, view: WindowView, hypotheses: list[Hypothesis]) -> list[Incident]:
         """Incidents open after this window, and those that closed with it."""
         h = self.hysteresis
@@ -87,10 +92,12 @@ class IncidentTracker:
             if inc is None:
                 inc = Incident(f"{hyp.kind}/{hyp.component}/{view.end_ns}", hyp.kind, view.end_ns)
                 self.live.append(inc)
-            if not inc.seen or inc.seen[-1] != view.end_ns:
+            # Windows come in order; one at or before the last sighting is a record read again (a restarted
+            # service re-reads a little of its topics, resume.py) or a second hypothesis of this window: once.
+            if view.end_ns > inc.last_seen_ns:
                 inc.seen.append(view.end_ns)
                 inc.windows += 1
-            inc.last_seen_ns = view.end_ns
+                inc.last_seen_ns = view.end_ns
             for s in hyp.suspects:
                 inc.suspects[s.component] = inc.suspects.get(s.component, 0.0) + s.score
                 inc.evidence[s.component] = s.evidence
@@ -158,6 +165,10 @@ class Diagnoser:
         self.tracker = IncidentTracker(self.model, self.hysteresis)
         self.last_symptoms: list[Symptom] = []
         self.last_hypotheses: list[Hypothesis] = []
+
+    def adopt(self, incidents: list[Incident]) -> None:
+        """Continue a previous diagnosis' open incidents (``IncidentTracker.adopt``)."""
+        self.tracker.adopt(incidents)
 
     def window(self, view: WindowView) -> list[Incident]:
         """Open incidents after ``view``, plus those it closed (state CLOSED)."""

@@ -2,8 +2,9 @@
 
 One kafka-python consumer, manually assigned every partition of the output topics (no consumer group: one
 diagnosis sees the whole fabric, and its state is not in Kafka), starting at the end (``latest``: what
-happens from now on) or the beginning (``earliest``: replay what the topics hold; incident ids are
-deterministic, so replayed snapshots overwrite the same keys). Records are folded into windows by the one
+happens from now on; the incidents a previous run left open are taken over, resume.py) or the beginning
+(``earliest``: replay what the topics hold; incident ids are deterministic, so replayed snapshots overwrite the
+same keys). Records are folded into windows by the one
 assembly rule (``assembly.WindowAssembler``), each complete window goes through the pure
 :class:`~flowtracer.stream.diagnosis.incidents.Diagnoser`, and every open or just-closed incident is published
 (``publisher.IncidentPublisher``). Runs until ``stop`` is set (SIGTERM/SIGINT in the CLI).
@@ -17,13 +18,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import Topology
+from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.assembly import TOPICS, WindowAssembler
 from flowtracer.stream.diagnosis.incidents import Diagnoser, State
 from flowtracer.stream.diagnosis.publisher import IncidentPublisher
+from flowtracer.stream.diagnosis.resume import open_incidents
 from flowtracer.stream.diagnosis.window import FabricModel
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,8 @@ class DiagnoseConfig:
     client_config: dict[str, Any] = field(default_factory=dict)
     poll_ms: int = 200
     topic_wait_s: float = 30.0
+    #: on a ``latest`` start, the incidents topic is read until this many polls in a row bring nothing
+    resume_idle_polls: int = 3
 
 
 class DiagnoseMetrics:
@@ -103,15 +110,54 @@ class DiagnoseService:
                 parts += [TopicPartition(t, p) for p in sorted(ps or ())]
             consumer.assign(parts)
             if self.cfg.start == "earliest":
-                consumer.seek_to_beginning(*parts)
+                consumer.seek_to_beginning(*parts)  # the replay recomputes the incidents, under the same ids
             else:
                 consumer.seek_to_end(*parts)
+                for tp in parts:  # the end as of now, not as of the first poll (kafka-python resolves lazily)
+                    consumer.position(tp)
+                self.resume(stop)
             log.info("diagnosing %d partitions of %s from the %s", len(parts), ", ".join(TOPICS),
                      "beginning" if self.cfg.start == "earliest" else "end")
             while not stop.is_set():
                 self.step(consumer.poll(timeout_ms=self.cfg.poll_ms), time.monotonic_ns())
         finally:
             consumer.close()
+
+    def resume(self, stop: threading.Event) -> int:
+        """Take over the incidents a previous run left open (resume.py); how many. Reads the incidents topic from
+        its beginning until ``resume_idle_polls`` polls in a row bring nothing (not to its end offsets: the
+        embedded broker reports them wrong)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.cfg.bootstrap, group_id=None, enable_auto_commit=False,
+                                 client_id="flowtracer-diagnose-resume", **self.cfg.client_config)
+        records: list[analytics_pb2.Incident] = []
+        try:
+            ps = consumer.partitions_for_topic(topics.INCIDENTS.name)
+            if not ps:
+                return 0
+            parts = [TopicPartition(topics.INCIDENTS.name, p) for p in sorted(ps)]
+            consumer.assign(parts)
+            consumer.seek_to_beginning(*parts)
+            idle = 0
+            while idle < self.cfg.resume_idle_polls and not stop.is_set():
+                batch = consumer.poll(timeout_ms=self.cfg.poll_ms)
+                idle = 0 if batch else idle + 1
+                for recs in batch.values():
+                    for r in recs:
+                        try:
+                            records.append(analytics_pb2.Incident.FromString(r.value))
+                        except DecodeError:  # not ours to judge: skipped, said once
+                            log.warning("skipping an undecodable record at %s[%d]@%d", r.topic, r.partition,
+                                        r.offset)
+        finally:
+            consumer.close()
+        found = open_incidents(records)
+        self.diagnoser.adopt(found)
+        if found:
+            log.info("took over %d open incidents from %d snapshots: %s", len(found), len(records),
+                     ", ".join(i.id for i in found))
+        return len(found)
 
     def step(self, batch: dict[Any, list[Any]], now_ns: int) -> None:
         """Fold one poll's records in, then diagnose and publish every window that is complete by now."""

@@ -4,12 +4,16 @@ configuration is one line and exit 2. The diagnosis itself is tested in test_dia
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from waiting import wait_for
@@ -28,15 +32,16 @@ DOWN = "spine01:Ethernet3>leaf03:Ethernet5"
 CABLE = "cable:leaf03:Ethernet5~spine01:Ethernet3"
 
 
-def _records(t0: int, k: int) -> list[tuple[str, str, bytes]]:
+def _records(t0: int, k: int, degraded: bool = True) -> list[tuple[str, str, bytes]]:
     """Window k's outputs: every link loaded at 10 GB, from window 3 on a queue on DOWN at that rate (far below
-    nominal: a degraded cable), one path over DOWN, and the fabric's FIM sample last (as the fabric stage does)."""
+    nominal: a degraded cable) unless not ``degraded``, one path over DOWN, and the fabric's FIM sample last (as the
+    fabric stage does)."""
     end = t0 + k * S
     out = [(topics.LINK_LOADS.name, lk, analytics_pb2.LinkLoad(
         schema_version=1, window_start_ns=end - S, window_end_ns=end, link=lk, src_node=dl.src_node,
         dst_node=dl.dst_node, speed_bps=dl.speed_bps, measured_valid=True, measured_bytes=10**10).SerializeToString())
         for lk, dl in Fabric(TOPO).links.items()]
-    if k >= 3:
+    if k >= 3 and degraded:
         out.append((topics.LINK_CONGESTION.name, DOWN, analytics_pb2.LinkCongestion(
             schema_version=1, window_start_ns=end - S, window_end_ns=end, link=DOWN, ecn_marked_pkts=700,
             ecn_valid=True, queue_watermark_bytes=1_250_000, watermark_valid=True).SerializeToString()))
@@ -49,7 +54,15 @@ def _records(t0: int, k: int) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def _incidents(kafka: TansuBroker, t0: int) -> list[analytics_pb2.Incident]:
+def _send(kafka: TansuBroker, records: list[tuple[str, str, bytes]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks=1)
+    for topic, key, value in records:
+        producer.send(topic, key=topics.key(key), value=value)
+    producer.flush(10)
+    producer.close()
+
+
+def _incidents(kafka: TansuBroker, t0: int, windows: int = 10) -> list[analytics_pb2.Incident]:
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None, enable_auto_commit=False,
                              consumer_timeout_ms=500)
     try:
@@ -60,7 +73,7 @@ def _incidents(kafka: TansuBroker, t0: int) -> list[analytics_pb2.Incident]:
         found = [analytics_pb2.Incident.FromString(r.value) for r in consumer]
     finally:
         consumer.close()
-    return [i for i in found if t0 < i.window_end_ns <= t0 + 10 * S]
+    return [i for i in found if t0 < i.window_end_ns <= t0 + windows * S]
 
 
 def _metric(port: int, series: str) -> float | None:
@@ -77,20 +90,13 @@ def test_the_service_publishes_the_degraded_link_incident_and_stops_cleanly(kafk
         admin.close()
     kafka.create_topics({t: 1 for t in (*TOPICS, topics.INCIDENTS.name) if t not in have})
     t0 = time.time_ns() // S * S  # this run's windows: the topics may hold other tests' records
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks=1)
-    for k in range(1, 6):
-        for topic, key, value in _records(t0, k):
-            producer.send(topic, key=topics.key(key), value=value)
-    producer.flush(10)
-    producer.close()
+    _send(kafka, [r for k in range(1, 6) for r in _records(t0, k)])
     topo = tmp_path / "fabric.yaml"
     topo.write_text(TOPO.to_yaml())
     lp = tmp_path / "incidents.lp"
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "flowtracer", "diagnose", "--topology", str(topo), "--kafka",
-                             kafka.bootstrap, "--start", "earliest", "--line-protocol-file", str(lp),
-                             "--metrics-port", str(port)], stderr=subprocess.PIPE, text=True)
-    try:
+    with _diagnose(topo, kafka, "--start", "earliest", "--line-protocol-file", str(lp), "--metrics-port", str(port),
+                   stderr=subprocess.PIPE) as proc:
         wait_for(lambda: len(_incidents(kafka, t0)) >= 2 or proc.poll() is not None, 20, "two incident snapshots")
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         found = _incidents(kafka, t0)
@@ -112,17 +118,46 @@ def test_the_service_publishes_the_degraded_link_incident_and_stops_cleanly(kafk
             assert feed.board.error is None
         finally:
             feed.stop()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert "Traceback" not in err and "incident degraded_link/" in err
+    lines = lp.read_text().splitlines()  # the processor's sink code: the same points it would send to InfluxDB
+    assert [line.split(" ")[-1] for line in lines] == [str(t0 + 4 * S), str(t0 + 5 * S)]
+    assert all(line.startswith("incident,kind=degraded_link,top_suspect=") and "open=1i" in line for line in lines)
+
+    # Restarted from the end of the topics, it takes the open incident over: the fault goes on under the same id,
+    # then the repaired cable closes it (10 quiet windows after its last sighting), under that id too.
+    log = tmp_path / "diagnose-2.log"
+    with log.open("w") as err2, _diagnose(topo, kafka, "--metrics-port", str(free_port()), stderr=err2) as proc:
+        wait_for(lambda: "diagnosing" in log.read_text() or proc.poll() is not None, 20, "the second run to start")
+        assert proc.poll() is None, log.read_text()
+        taken = re.search(r"took over \d+ open incidents from \d+ snapshots: (.*)", log.read_text())
+        assert taken and inc.id in taken.group(1).split(", "), log.read_text()  # (other tests' may be open too)
+        _send(kafka, [r for k in range(6, 8) for r in _records(t0, k)]
+              + [r for k in range(8, 19) for r in _records(t0, k, degraded=False)])
+
+        def mine() -> list[analytics_pb2.Incident]:
+            return [i for i in _incidents(kafka, t0, 20) if i.start_ns > t0]
+
+        wait_for(lambda: any(i.state == "closed" for i in mine()), 20, "the incident to close")
+        later = [i for i in mine() if i.window_end_ns > t0 + 5 * S]
+        assert {i.id for i in later} == {inc.id}, [(i.id, i.state) for i in later]
+        assert [i.state for i in later] == ["open"] * 11 + ["closed"]  # windows 6..16 open, closed in 17
+        assert later[-1].end_ns == t0 + 7 * S and later[-1].windows == inc.windows + 2
+
+
+@contextmanager
+def _diagnose(topo: Path, kafka: TansuBroker, *args: str, stderr: Any) -> Iterator[subprocess.Popen[str]]:
+    """``flowtracer diagnose`` running; on leaving, SIGTERM must stop it cleanly (killed if the test failed)."""
+    proc = subprocess.Popen([sys.executable, "-m", "flowtracer", "diagnose", "--topology", str(topo), "--kafka",
+                             kafka.bootstrap, *args], stderr=stderr, text=True)
+    try:
+        yield proc
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    err = proc.stderr.read() if proc.stderr else ""
-    assert "Traceback" not in err and "incident degraded_link/" in err
-    lines = lp.read_text().splitlines()  # the processor's sink code: the same points it would send to InfluxDB
-    assert [line.split(" ")[-1] for line in lines] == [str(t0 + 4 * S), str(t0 + 5 * S)]
-    assert all(line.startswith("incident,kind=degraded_link,top_suspect=") and "open=1i" in line for line in lines)
 
 
 def test_bad_kafka_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
