@@ -37,6 +37,11 @@ EXPERIMENTS = ("flowtracer-16", "prime-spray")
 #: The options that only ``--experiment prime-spray`` reads.
 SPRAY_OPTIONS = {"spray_fabric": "--fabric", "packets": "--packets", "seeds": "--seed",
                  "spray_scenarios": "--scenario"}
+#: The options ``--experiment prime-spray`` does not read (it has no recording and writes no docs/reproduction).
+NOT_SPRAY_OPTIONS = {"topology": "--topology", "kafka": "--kafka", "input_file": "--input", "from_ns": "--from",
+                     "to_ns": "--to", "last_ns": "--last", "strategies": "--strategy", "degrade": "--degrade",
+                     "fail": "--fail", "plan_file": "--plan", "docs_dir": "--docs",
+                     "record_seconds": "--record-seconds", "draws": "--draws", "save_recording": "--save-recording"}
 
 
 def _fail(code: int, msg: str) -> None:
@@ -102,12 +107,13 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
 
       flowtracer whatif --experiment prime-spray --fabric 2x4x4 --seed 1 --scenario degraded --json
     """
-    ctx = click.get_current_context()
-    if experiment != "prime-spray":
-        for name, flag in SPRAY_OPTIONS.items():
-            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
-                _fail(EXIT_BAD_INPUT, f"{flag} applies to --experiment prime-spray only")
+    given = [flag for name, flag in {**SPRAY_OPTIONS, **NOT_SPRAY_OPTIONS}.items()
+             if click.get_current_context().get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    if experiment != "prime-spray" and (spray := [f for f in given if f in SPRAY_OPTIONS.values()]):
+        _fail(EXIT_BAD_INPUT, f"{spray[0]} applies to --experiment prime-spray only")
     if experiment == "prime-spray":
+        if other := [f for f in given if f in NOT_SPRAY_OPTIONS.values()]:
+            _fail(EXIT_BAD_INPUT, f"{other[0]} does not apply to --experiment prime-spray")
         run_spray(spray_fabric, packets, seeds, spray_scenarios, as_json, out_dir)
         return
     if experiment is not None:

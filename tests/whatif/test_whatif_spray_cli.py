@@ -81,6 +81,7 @@ def test_comparison_rows_follow_from_the_json(report: tuple[dict, str, Path]) ->
     (["--packets", "0"], "--packets '0': needs a whole number of at least 1"),
     (["--seed", "x"], "--seed 'x': needs a whole number of at least 0"),
     (["--scenario", "storm"], "--scenario: unknown scenario 'storm'; known: permutation, degraded, failed, mixed"),
+    (["--topology", "t.yaml"], "--topology does not apply to --experiment prime-spray"),
 ])
 def test_bad_option_is_one_line_and_exit_2(args: list[str], message: str) -> None:
     r = CliRunner().invoke(whatif, ["--experiment", "prime-spray", *args])
