@@ -176,3 +176,16 @@ def test_an_ordered_flow_is_rehashed_when_its_path_fails_and_a_flow_without_path
     cut = LinkFaults(failed={FAB.up(0, s): 0 for s in range(FAB.spines)})
     r = simulate(FAB, (flow, Flow(2, 0, PACKETS)), "prr", cut, Transport(detect=0))
     assert r.unfinished == 1 and r.delivered.tolist() == [0, PACKETS] and r.slots < 10 * PACKETS
+
+
+def test_a_run_without_finished_flows_has_no_fct_and_no_comparison() -> None:
+    flows = permutation(FAB, PACKETS, seed=0)
+    runs = {"degraded link": {"prr": [simulate(FAB, flows, "prr", max_slots=PACKETS // 2)],
+                              "prime": [simulate(FAB, flows, "prime")]}}
+    doc = document(runs, {"fabric": "2x4x2", "packets": PACKETS, "packet_bytes": 4096, "seeds": [0],
+                          "elapsed_s": 0.0})
+    prr = doc["results"][0]
+    assert (prr["fct_p50_us"], prr["fct_p99_us"], prr["unfinished"]) == (None, None, FAB.hosts)
+    assert doc["comparison"][0]["prime"] > 0 and doc["comparison"][0]["vs_best"] is None
+    assert "| degraded link | prr | 0.000 | - | - |" in markdown(doc)
+    assert "| degraded link | FCT p99 | -27% | - | - | - |" in markdown(doc)
