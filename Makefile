@@ -45,9 +45,11 @@ test: setup system-deps lint
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 
 # FlowTracer's ECMP-vs-static experiment on the simulator, recorded through the real pipeline:
-# regenerates docs/reproduction.md and docs/figures/.
+# regenerates docs/reproduction.md and docs/figures/; then PRIME's scenarios on the packet-level spraying
+# model: regenerates docs/prime-spray.md and docs/prime-spray.json (seconds).
 reproduce: setup
 	$(BIN)/flowtracer whatif --experiment flowtracer-16
+	$(BIN)/flowtracer whatif --experiment prime-spray --out docs > /dev/null
 
 proto: setup
 	$(BIN)/python -m flowtracer.schemas.codegen

@@ -2,7 +2,8 @@
 FlowTracer's ECMP-vs-static result and regenerates docs/reproduction.md.
 
 Recorded traffic comes from Kafka (``--kafka``, the flow topic and the processor's outputs over a
-time range) or from a file ``flowtracer export`` wrote (``--input``). Every strategy is replayed on
+time range) or from a file ``flowtracer export`` wrote (``--input``). ``--experiment prime-spray`` runs PRIME's
+scenarios on the packet-level spraying model instead (no recording) and prints its report. Every strategy is replayed on
 the healthy fabric and, when ``--degrade``/``--fail`` are given, under those conditions too. Output:
 a table (stdout), ``--json``, ``--out DIR`` (PNG figures and a self-contained report.html),
 ``--plan FILE`` (per-flow source ports / QPs as CSV). docs/whatif.md describes the strategies and
@@ -32,7 +33,15 @@ from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.whatif")
 
-EXPERIMENTS = ("flowtracer-16",)
+EXPERIMENTS = ("flowtracer-16", "prime-spray")
+#: The options that only ``--experiment prime-spray`` reads.
+SPRAY_OPTIONS = {"spray_fabric": "--fabric", "packets": "--packets", "seeds": "--seed",
+                 "spray_scenarios": "--scenario"}
+#: The options ``--experiment prime-spray`` does not read (it has no recording and writes no docs/reproduction).
+NOT_SPRAY_OPTIONS = {"topology": "--topology", "kafka": "--kafka", "input_file": "--input", "from_ns": "--from",
+                     "to_ns": "--to", "last_ns": "--last", "strategies": "--strategy", "degrade": "--degrade",
+                     "fail": "--fail", "plan_file": "--plan", "docs_dir": "--docs",
+                     "record_seconds": "--record-seconds", "draws": "--draws", "save_recording": "--save-recording"}
 
 
 def _fail(code: int, msg: str) -> None:
@@ -70,12 +79,22 @@ def _fail(code: int, msg: str) -> None:
               help="--experiment: ECMP hash seeds and QP numberings to replay.")
 @click.option("--save-recording", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="--experiment: also export the recording to this file.")
+@click.option("--fabric", "spray_fabric", default="4x4x4", show_default=True, metavar="LxSxH",
+              help="--experiment prime-spray: leaves x spines x hosts per leaf of the abstract fabric.")
+@click.option("--packets", default="512", show_default=True, metavar="N",
+              help="--experiment prime-spray: packets (4096 B) per flow.")
+@click.option("--seed", "seeds", multiple=True, metavar="N",
+              help="--experiment prime-spray: a seed (repeatable); each draws the permutation and the random path "
+                   "choices [default: 0 1 2].")
+@click.option("--scenario", "spray_scenarios", multiple=True, metavar="NAME",
+              help="--experiment prime-spray: permutation, degraded, failed or mixed (repeatable) [default: all].")
 @kafka_config_option
 def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, from_ns: int | None,
            to_ns: int | None, last_ns: int | None, strategies: tuple[str, ...], degrade: tuple[str, ...],
            fail: tuple[str, ...], as_json: bool, out_dir: Path | None, plan_file: Path | None, idle_s: float,
            experiment: str | None, docs_dir: Path, record_seconds: float, draws: int,
-           save_recording: Path | None, kafka_config: Path | None) -> None:
+           save_recording: Path | None, spray_fabric: str, packets: str, seeds: tuple[str, ...],
+           spray_scenarios: tuple[str, ...], kafka_config: Path | None) -> None:
     """Replay recorded flows under other routing strategies: FIM, max link utilization, completion time.
 
     Examples:
@@ -85,7 +104,18 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
       flowtracer whatif --topology fabric.yaml --input rec.jsonl -s ecmp -s sport-plan --plan plan.csv
 
       flowtracer whatif --experiment flowtracer-16
+
+      flowtracer whatif --experiment prime-spray --fabric 2x4x4 --seed 1 --scenario degraded --json
     """
+    given = [flag for name, flag in {**SPRAY_OPTIONS, **NOT_SPRAY_OPTIONS}.items()
+             if click.get_current_context().get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    if experiment != "prime-spray" and (spray := [f for f in given if f in SPRAY_OPTIONS.values()]):
+        _fail(EXIT_BAD_INPUT, f"{spray[0]} applies to --experiment prime-spray only")
+    if experiment == "prime-spray":
+        if other := [f for f in given if f in NOT_SPRAY_OPTIONS.values()]:
+            _fail(EXIT_BAD_INPUT, f"{other[0]} does not apply to --experiment prime-spray")
+        run_spray(spray_fabric, packets, seeds, spray_scenarios, as_json, out_dir)
+        return
     if experiment is not None:
         if draws < 1:
             _fail(EXIT_BAD_INPUT, "--draws must be at least 1")
@@ -165,6 +195,65 @@ def write_report(out_dir: Path, results: list[Any], meta: dict[str, Any]) -> Non
     except FiguresUnavailable as e:
         _fail(EXIT_FAILURE, str(e))
     click.echo(f"wrote {len(figs)} figures and report.html to {out_dir}", err=True)
+
+
+# -- PRIME's scenarios on the packet-level spraying model ----------------------------------------------
+
+SPRAY_REPORT = "prime-spray"
+
+SPRAY_HEADING = "PRIME's scenarios on the packet-level spraying model"
+SPRAY_NOTE = ("Generated by `flowtracer whatif --experiment prime-spray` (`make reproduce`); do not edit by hand, "
+              "rerun the command. docs/whatif.md states the model, its limits and what the numbers mean; the raw "
+              "results are in [prime-spray.json](prime-spray.json).")
+
+
+def _count(flag: str, text: str, low: int) -> int:
+    """``text`` as an int of at least ``low``, or one error line naming ``flag``."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = low - 1
+    if n < low:
+        _fail(EXIT_BAD_INPUT, f"{flag} {text!r}: needs a whole number of at least {low}")
+    return n
+
+
+def run_spray(fabric_text: str, packets_text: str, seed_texts: tuple[str, ...], scenario_keys: tuple[str, ...],
+              as_json: bool, out_dir: Path | None) -> None:
+    """Run the spraying family on PRIME's scenarios; print the Markdown report (or ``--json``) and, with
+    ``--out``, write prime-spray.md and prime-spray.json there."""
+    from flowtracer.whatif.spray_report import document, markdown
+    from flowtracer.whatif.spray_scenarios import run_all, select
+    from flowtracer.whatif.spray_sim import LeafSpine
+
+    parts = fabric_text.lower().split("x")
+    if len(parts) != 3:
+        _fail(EXIT_BAD_INPUT, f"--fabric {fabric_text!r}: expected LEAVESxSPINESxHOSTS_PER_LEAF, e.g. 4x4x4")
+    leaves, spines, hosts = (_count("--fabric", p, low) for p, low in zip(parts, (2, 1, 1), strict=True))
+    fabric = LeafSpine(leaves=leaves, spines=spines, hosts_per_leaf=hosts)
+    packets = _count("--packets", packets_text, 1)
+    seeds = [_count("--seed", s, 0) for s in seed_texts] or [0, 1, 2]
+    try:
+        names = select(scenario_keys) if scenario_keys else None
+    except ValueError as e:
+        _fail(EXIT_BAD_INPUT, f"--scenario: {e}")
+    t0 = time.monotonic()
+    runs = run_all(fabric, packets, seeds, names)
+    meta = {"experiment": SPRAY_REPORT, "fabric": f"{leaves}x{spines}x{hosts}", "leaves": leaves, "spines": spines,
+            "hosts_per_leaf": hosts, "line_rate_bps": fabric.line_rate_bps, "packet_bytes": fabric.packet_bytes,
+            "packets": packets, "seeds": seeds, "elapsed_s": round(time.monotonic() - t0, 2)}
+    doc = document(runs, meta)
+    page = markdown(doc)
+    if out_dir is not None:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / f"{SPRAY_REPORT}.md").write_text(f"# {SPRAY_HEADING}\n\n{SPRAY_NOTE}\n\n{page}",
+                                                        encoding="utf-8")
+            (out_dir / f"{SPRAY_REPORT}.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        except OSError as e:
+            _fail(EXIT_FAILURE, f"cannot write to {out_dir}: {e.strerror or e}")
+        click.echo(f"wrote {SPRAY_REPORT}.md and {SPRAY_REPORT}.json to {out_dir}", err=True)
+    click.echo(json.dumps(doc, indent=1) if as_json else page, nl=as_json)
 
 
 # -- the reproduction ------------------------------------------------------------------------------------

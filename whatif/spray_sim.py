@@ -147,7 +147,9 @@ class SprayResult:
     slot_s: float
 
     def fct_us(self, q: float) -> float:
-        """The q-th percentile (0..100) of flow completion time, microseconds."""
+        """The q-th percentile (0..100) of flow completion time, microseconds; NaN when no flow finished."""
+        if self.fct_slots.size == 0:
+            return float("nan")
         return float(np.percentile(self.fct_slots, q)) * self.slot_s * 1e6
 
     def summary(self) -> dict[str, float | int | str]:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from flowtracer.whatif.spray_paths import KINDS, ChooserConfig, PathChooser
-from flowtracer.whatif.spray_scenarios import compare, markdown, permutation, run_all, scenarios
+from flowtracer.whatif.spray_report import document, markdown
+from flowtracer.whatif.spray_scenarios import SCENARIO_KEYS, permutation, run_all, select
 from flowtracer.whatif.spray_sim import Flow, LeafSpine, LinkFaults, Transport, simulate
 
 FAB = LeafSpine(leaves=2, spines=4, hosts_per_leaf=2)
@@ -141,10 +142,15 @@ def test_permutation_crosses_leaves_and_scenarios_render() -> None:
     assert all(FAB.leaf_of(f.src) != FAB.leaf_of(f.dst) for f in flows)
     with pytest.raises(ValueError, match="at least two leaves"):
         permutation(LeafSpine(leaves=1), 8)
-    runs = run_all(scenarios(FAB, packets=32), kinds=("prr", "prime"), seeds=(0,))
-    assert [row["scenario"] for row in compare(runs)] == ["permutation", "degraded link", "failed link"]
-    text = markdown(runs)
-    assert "| degraded link | prime |" in text and "+15%" in text and "-27%" in text
+    runs = run_all(FAB, 32, seeds=(0,), names=select(["failed", "permutation", "failed"]), kinds=("prr", "prime"))
+    assert list(runs) == ["failed link", "permutation"]
+    doc = document(runs, {"fabric": "2x4x2", "packets": 32, "packet_bytes": 4096, "seeds": [0], "elapsed_s": 0.0})
+    assert [row["scenario"] for row in doc["comparison"]] == ["permutation", "failed link"]
+    text = markdown(doc)
+    assert "| failed link | prime |" in text and "| permutation | throughput | +15% |" in text
+    assert list(SCENARIO_KEYS.values()) == list(run_all(FAB, 8, seeds=(0,), kinds=("prr",)))
+    with pytest.raises(ValueError, match="unknown scenario 'x'; known: permutation, degraded, failed, mixed"):
+        select(["x"])
 
 
 def test_coalesced_acks_without_deaggregation_hide_the_degraded_link() -> None:
@@ -170,3 +176,16 @@ def test_an_ordered_flow_is_rehashed_when_its_path_fails_and_a_flow_without_path
     cut = LinkFaults(failed={FAB.up(0, s): 0 for s in range(FAB.spines)})
     r = simulate(FAB, (flow, Flow(2, 0, PACKETS)), "prr", cut, Transport(detect=0))
     assert r.unfinished == 1 and r.delivered.tolist() == [0, PACKETS] and r.slots < 10 * PACKETS
+
+
+def test_a_run_without_finished_flows_has_no_fct_and_no_comparison() -> None:
+    flows = permutation(FAB, PACKETS, seed=0)
+    runs = {"degraded link": {"prr": [simulate(FAB, flows, "prr", max_slots=PACKETS // 2)],
+                              "prime": [simulate(FAB, flows, "prime")]}}
+    doc = document(runs, {"fabric": "2x4x2", "packets": PACKETS, "packet_bytes": 4096, "seeds": [0],
+                          "elapsed_s": 0.0})
+    prr = doc["results"][0]
+    assert (prr["fct_p50_us"], prr["fct_p99_us"], prr["unfinished"]) == (None, None, FAB.hosts)
+    assert doc["comparison"][0]["prime"] > 0 and doc["comparison"][0]["vs_best"] is None
+    assert "| degraded link | prr | 0.000 | - | - |" in markdown(doc)
+    assert "| degraded link | FCT p99 | -27% | - | - | - |" in markdown(doc)
