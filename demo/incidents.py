@@ -3,9 +3,9 @@
 :class:`IncidentWatch` takes each window once it is complete, in order, by the rule ``flowtracer diagnose``
 uses (stream/diagnosis/assembly.py: its fabric FIM sample arrived, or a grace passed), and keeps every
 incident it opened; the snapshots go out through the service's publisher (stream/diagnosis/publisher.py).
-:func:`incident_lines` is the terminal's status line; :func:`incidents_section` the summary's list, where the
-affected flows get the simulator's job names (ground truth, as the collisions' ``job_ground_truth``: the
-pipeline's outputs carry no job).
+:func:`incident_lines` is the terminal's status line; :func:`incidents_section` the summary's list, with the
+jobs the pipeline names (``jobs``: the agents read each flow's job from its process's cgroup, which the simulated
+hosts write) next to the simulator's job names of the affected flows (``jobs_ground_truth``, the check).
 """
 
 from __future__ import annotations
@@ -71,14 +71,15 @@ def incident_lines(watch: IncidentWatch, top: int = 3) -> list[str]:
     out = []
     for inc in now[-top:]:
         suspects = ", ".join(c for c, _ in inc.ranked()[:3])
-        out.append(f"  INCIDENT {inc.kind} since {_clock(inc.start_ns)}: {suspects}; {len(inc.flows)} flows, "
+        jobs = f"jobs {','.join(sorted(inc.jobs)[:3])}{'...' if len(inc.jobs) > 3 else ''}, " if inc.jobs else ""
+        out.append(f"  INCIDENT {inc.kind} since {_clock(inc.start_ns)}: {suspects}; {jobs}{len(inc.flows)} flows, "
                    f"hosts {','.join(sorted(inc.hosts)[:6])}{'...' if len(inc.hosts) > 6 else ''}")
     return out
 
 
 def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict[str, Any]]:
     """Every incident of the run: kind, suspects with scores and evidence, times (s after the simulator's
-    start), affected flows and hosts, and the simulator's jobs of those flows."""
+    start), affected flows, hosts and jobs (the pipeline's), and the simulator's jobs of those flows."""
     jobs: dict[str, str] = {}
     if gt is not None:
         jobs = {f"{f.src_nic}>{f.dst_nic}": f.job for f in gt.flows.values()}
@@ -95,5 +96,5 @@ def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict
                     "start_ns": inc.start_ns, "detected_ns": inc.detected_ns, "end_ns": inc.end_ns or None,
                     "start_s": rel(inc.start_ns), "detected_s": rel(inc.detected_ns), "end_s": rel(inc.end_ns),
                     "windows": inc.windows, "flows": sorted(inc.flows), "hosts": sorted(inc.hosts),
-                    "jobs_ground_truth": sorted({jobs[f] for f in inc.flows if f in jobs})})
+                    "jobs": sorted(inc.jobs), "jobs_ground_truth": sorted({jobs[f] for f in inc.flows if f in jobs})})
     return out

@@ -255,7 +255,7 @@ def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
         when = (f"from {i['start_s']:g} s (reported at {i['detected_s']:g} s)" if i["start_s"] is not None
                 else "")
         when += f" to {i['end_s']:g} s" if i["end_s"] is not None else (", still open" if when else "still open")
-        jobs = ", ".join(i["jobs_ground_truth"]) or f"{len(i['flows'])} flows"
+        jobs = ", ".join(i.get("jobs") or i["jobs_ground_truth"]) or f"{len(i['flows'])} flows"
         out.append(f"incident {i['kind']} {when}: suspects {', '.join(x['component'] for x in i['suspects'][:3])}; "
                    f"affects {jobs}")
     return out

@@ -137,8 +137,11 @@ class AgentConfig(BaseModel):
     initial_psn: int | None = Field(None, ge=0, le=0xFFFFFF)
     #: DSCP reported when the NCCL log does not give NCCL_IB_TC.
     dscp: int = Field(0, ge=0, le=63)
-    #: Scheduler job id to stamp on flows (default: $SLURM_JOB_ID).
+    #: Scheduler job id of flows whose process names none in its cgroup or environment (default: $SLURM_JOB_ID).
     job_id: str = Field(default_factory=lambda: os.environ.get("SLURM_JOB_ID", ""))
+    #: Where the QP-owning processes' cgroup and environ are read (linux sources; e.g. /host/proc when the
+    #: agent runs in a container with the host's /proc mounted there). The sim source reads <host view>/proc.
+    proc_root: Path = Path("/proc")
     #: Exchange QP ends with the other agents over Kafka (flowtracer.qp-ends.v1) to find each
     #: QP's remote address (dst_ip). None = on for the linux and nccl-log sources with Kafka (one
     #: agent per host sees no remote QP otherwise), off for sim (one process reads every host).

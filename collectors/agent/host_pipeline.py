@@ -68,6 +68,7 @@ class HostPipeline:
         self._primed = False
         self._cache = FlowCache()  # one row per row of self.qps.rows: that QP generation's Flow bytes
         self._tag_ids: dict[tuple[str, int, int, int, int], int] = {}
+        self._jobs: dict[int, str] = {}  # pid -> job id, of the sample being windowed (HostSample.jobs)
         self._addr_ids: dict[str | tuple[str, str], int] = {}  # IPs and (IP, netdev) -> small ids
         #: This host's connected QPs per NIC port, (lqpns, rqpns), as of the last ``prepare``; None
         #: when that sample had no QP table (what the agent publishes for the other agents).
@@ -147,6 +148,7 @@ class HostPipeline:
         """``window``, each batch as its serialized ``FlowBatch`` bytes."""
         stats = WindowStats()
         primed, self._primed = self._primed, True
+        self._jobs = sample.jobs
         counters = None if sample.counters is None else per_qp_counter_columns(sample.counters)
         mtu = {k: roce_path_mtu(v) for k, v in self._netdev_mtu.items()}
         w = self.qps.update_columns(QpColumns.from_records(sample.qps or []), counters, sample.taken_ns, mtu)
@@ -325,17 +327,18 @@ class HostPipeline:
             sip, netdev, _ = self._src.get((device, port)) or _NO_SRC
             tag = tags[i] if tags is not None else None
             tc = self.nccl.traffic_class(pid)
+            job = self._jobs.get(pid) or cfg.job_id  # a pid's job does not change: the cached bytes stay right
             f = pb.Flow(rdma_device=device, port=port, netdev=netdev, lqpn=lqpn, rqpn=rqpn,
                         qp_type=_QP_TYPES.get(qp_type, pb.QP_TYPE_UNSPECIFIED),
                         qp_state=_QP_STATES.get(state, pb.QP_STATE_UNSPECIFIED), qp_generation=gen,
                         src_ip=sip, dst_ip=d, udp_src_port=rocev2_udp_sport(lqpn, rqpn),
                         udp_dst_port=ROCEV2_UDP_DPORT, dscp=(tc >> 2) if tc is not None else cfg.dscp,
-                        pid=pid, comm=comm, job_id=cfg.job_id)
+                        pid=pid, comm=comm, job_id=job)
             if tag is not None:
                 f.nccl.comm_id, f.nccl.rank, f.nccl.nranks = tag.comm.id, tag.comm.rank, tag.comm.nranks
                 f.nccl.peer_rank, f.nccl.channel = tag.peer_rank, tag.channel
             full = f.SerializeToString()
-            base = pb.Flow(pid=pid, comm=comm, job_id=cfg.job_id).SerializeToString()
+            base = pb.Flow(pid=pid, comm=comm, job_id=job).SerializeToString()
             nccl = f.nccl.SerializeToString() if f.HasField("nccl") else None
             suf = base if nccl is None else base + NCCL_TAG + varint(len(nccl)) + nccl
             if not full.endswith(suf):  # protobuf writes fields in number order; checked, not assumed

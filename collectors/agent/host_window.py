@@ -30,6 +30,9 @@ class HostSample:
     #: Per-priority PFC counters of each port's netdev (``ethtool_stats.pfc_stats``: priority -> {index into
     #: PFC_STATS: value}) by (device, port); empty when not read (``ethtool_pfc`` off, or ethtool failed).
     pfc: dict[tuple[str, int], dict[int, dict[int, int]]] = field(default_factory=dict)
+    #: Scheduler job of each QP-owning pid that has one (``sources.proc_jobs``); the others get
+    #: ``PipelineConfig.job_id``.
+    jobs: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ class PipelineConfig:
     frame_overhead: int = 62
     initial_psn: int | None = None
     dscp: int = 0
+    #: Job id of flows whose process names none (``HostSample.jobs``).
     job_id: str = ""
 
 

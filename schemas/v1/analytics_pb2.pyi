@@ -75,7 +75,7 @@ class LinkLoad(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., link: _Optional[str] = ..., src_node: _Optional[str] = ..., src_port: _Optional[str] = ..., dst_node: _Optional[str] = ..., dst_port: _Optional[str] = ..., speed_bps: _Optional[int] = ..., measured_bytes: _Optional[int] = ..., measured_valid: _Optional[bool] = ..., attributed_bytes: _Optional[int] = ..., unexplained_bytes: _Optional[int] = ..., utilization: _Optional[float] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., oper_up: _Optional[bool] = ..., oper_valid: _Optional[bool] = ...) -> None: ...
 
 class PathLoad(_message.Message):
-    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "path_id", "links", "src_host", "src_nic", "dst_host", "dst_nic", "bytes", "flow_count", "resolver", "confidence", "traced_bytes")
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "path_id", "links", "src_host", "src_nic", "dst_host", "dst_nic", "bytes", "flow_count", "resolver", "confidence", "traced_bytes", "jobs")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class PathLoad(_message.Message):
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     TRACED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_start_ns: int
     window_end_ns: int
@@ -104,7 +105,8 @@ class PathLoad(_message.Message):
     resolver: str
     confidence: float
     traced_bytes: int
-    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., path_id: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., src_host: _Optional[str] = ..., src_nic: _Optional[str] = ..., dst_host: _Optional[str] = ..., dst_nic: _Optional[str] = ..., bytes: _Optional[int] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., traced_bytes: _Optional[int] = ...) -> None: ...
+    jobs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., path_id: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., src_host: _Optional[str] = ..., src_nic: _Optional[str] = ..., dst_host: _Optional[str] = ..., dst_nic: _Optional[str] = ..., bytes: _Optional[int] = ..., flow_count: _Optional[int] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., traced_bytes: _Optional[int] = ..., jobs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FimSample(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "group", "switch", "basis", "members", "fim", "fim_flows", "max_mean_ratio", "cv", "total_bytes", "member_links", "member_bytes", "resolver", "member_weights", "group_source", "load_source")
@@ -193,7 +195,7 @@ class Collision(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., harmful: _Optional[bool] = ..., harm_basis: _Optional[str] = ..., link_ecn_marked_pkts: _Optional[int] = ..., link_dropped_pkts: _Optional[int] = ..., link_pfc_pauses: _Optional[int] = ..., idle_ecn_marked_pkts: _Optional[int] = ..., idle_dropped_pkts: _Optional[int] = ..., idle_pfc_pauses: _Optional[int] = ..., receiver_cnps: _Optional[int] = ...) -> None: ...
 
 class Incident(_message.Message):
-    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows")
+    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows", "jobs")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +208,7 @@ class Incident(_message.Message):
     FLOWS_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_end_ns: int
     id: str
@@ -218,7 +221,8 @@ class Incident(_message.Message):
     flows: _containers.RepeatedScalarFieldContainer[str]
     hosts: _containers.RepeatedScalarFieldContainer[str]
     windows: int
-    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ...) -> None: ...
+    jobs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ..., jobs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Suspect(_message.Message):
     __slots__ = ("component", "score", "evidence")

@@ -302,10 +302,10 @@ class Engine:
             self.pairs[pair.id] = pair
             qa = QpState(src.rdma_device, src.port, src.netdev, a_qpn, b_qpn, src.ip, dst.ip, pair.udp_src_port,
                          a_pid, comm, t_ns, sq_psn=pair.a_psn0, rq_psn=pair.b_psn0, mtu=self.mtu,
-                         peer_host=dst.host, peer_device=dst.rdma_device)
+                         peer_host=dst.host, peer_device=dst.rdma_device, job=pair.job)
             qb = QpState(dst.rdma_device, dst.port, dst.netdev, b_qpn, a_qpn, dst.ip, src.ip, pair.udp_src_port,
                          b_pid, comm, t_ns, sq_psn=pair.b_psn0, rq_psn=pair.a_psn0, mtu=self.mtu,
-                         peer_host=src.host, peer_device=src.rdma_device)
+                         peer_host=src.host, peer_device=src.rdma_device, job=pair.job)
             self._pending_add.setdefault(src.host, []).append((pair, qa))
             self._pending_add.setdefault(dst.host, []).append((pair, qb))
             fwd = Flow(self._next_flow, pair, True, src, dst, pair.headers(True), qa, qb)

@@ -40,6 +40,8 @@ class QpState:
     #: Peer host / device (for ground truth and NCCL log lines; the agent never reads these).
     peer_host: str = ""
     peer_device: str = ""
+    #: The job of the owning process (ground truth): the host view's ``proc/<pid>/cgroup`` names it.
+    job: str = ""
 
 
 @dataclass

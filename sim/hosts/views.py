@@ -18,6 +18,9 @@
     static/                                    GID tables, hw_counters (all 0) and netdev MTUs (written once)
     static/lldpctl.json                        = lldpctl -f json of an lldpd that only receives (lldpd -r): the
                                                switch port each NIC hears
+    proc/<pid>/cgroup                          = /proc/<pid>/cgroup of each process owning QPs: the Slurm cgroup/v2
+                                               path of its job (``job_<job name>``), written before the first
+                                               snapshot listing the pid and removed with its last QP
     nccl.log                                   NCCL_DEBUG=INFO lines, append-only (NCCL_DEBUG_FILE)
 
 Each snapshot is built under a temporary name and renamed into place before ``current`` moves,
@@ -69,6 +72,7 @@ class _HostWriter:
     nccl_written: int = 0
     static_key: tuple[object, ...] = ()
     cntn: dict[tuple[str, int, int, int], int] = field(default_factory=dict)  # (dev, port, lqpn, created) -> cntn
+    procs: dict[int, str] = field(default_factory=dict)  # pid -> job, of the proc/ entries written
     next_cntn: int = _FIRST_CNTN
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -140,6 +144,32 @@ def _lldpctl_json(state: HostState) -> str:
                                                                                             "enabled": True}}},
                                         "port": {"id": {"type": "ifname", "value": port}, "descr": port}}})
     return json.dumps({"lldp": {"interface": ifaces[0] if len(ifaces) == 1 else ifaces}}, indent=2) + "\n"
+
+
+def proc_cgroup(job: str) -> str:
+    """``/proc/<pid>/cgroup`` of a process of ``job`` on a cgroup v2 host: under Slurm's cgroup/v2 plugin
+    (https://slurm.schedmd.com/cgroup_v2.html) for a job, a login session for a process outside any job ("")."""
+    if not job:
+        return "0::/user.slice/user-1000.slice/session-1.scope\n"
+    return f"0::/system.slice/slurmstepd.scope/job_{job}/step_0/user/task_0\n"
+
+
+def _write_procs(hostdir: Path, w: _HostWriter, qps: list[QpState]) -> None:
+    """``proc/<pid>/cgroup`` for the pids new in ``qps``; the entries of pids without QPs any more go (their
+    process ended, as far as an agent can tell)."""
+    live = {q.pid: q.job for q in qps if q.pid > 0}
+    proc = hostdir / "proc"
+    for pid, job in live.items():
+        if w.procs.get(pid) != job:
+            d = proc / str(pid)
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".cgroup-{os.getpid()}"
+            _write(tmp, proc_cgroup(job))
+            os.replace(tmp, d / "cgroup")  # a reader sees the whole line or no file
+            w.procs[pid] = job
+    for pid in [p for p in w.procs if p not in live]:
+        shutil.rmtree(proc / str(pid), ignore_errors=True)
+        del w.procs[pid]
 
 
 def _qp_json(ifindex: dict[str, int], qps: list[QpState]) -> str:
@@ -227,6 +257,7 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         _write_static(hostdir, state, mtus)
         w.static_key = static_key
 
+    _write_procs(hostdir, w, qps)  # before the snapshot that lists the pids
     ifindex = {}
     for n in nics:
         ifindex.setdefault(n.rdma_device, len(ifindex))

@@ -38,6 +38,7 @@ class PathShare:
     flow_count: int = 0
     conf_bytes: float = 0.0
     traced_bytes: float = 0.0  # bytes placed by a path trace (method "trace")
+    jobs: frozenset[str] = frozenset()  # job ids of its flows (those that name one)
 
 
 class Attribution:
@@ -61,6 +62,7 @@ class Attribution:
         "path_conf_bytes",
         "path_dst_nic",
         "path_flow_count",
+        "path_jobs",
         "path_links",
         "path_row",
         "path_src_nic",
@@ -83,6 +85,7 @@ class Attribution:
         self.path_flow_count: list[int] = []
         self.path_conf_bytes: list[float] = []
         self.path_traced_bytes: list[float] = []
+        self.path_jobs: list[set[str]] = []  # job ids of each path's flows (those that name one)
         self.unplaced_flows = 0
         self.unplaced_bytes = 0
 
@@ -97,7 +100,8 @@ class Attribution:
     def paths(self) -> dict[str, PathShare]:
         """Per path id (link ids joined by ``|``), in first-seen order."""
         return {pid: PathShare(self.path_links[i], self.path_src_nic[i], self.path_dst_nic[i], self.path_bytes[i],
-                               self.path_flow_count[i], self.path_conf_bytes[i], self.path_traced_bytes[i])
+                               self.path_flow_count[i], self.path_conf_bytes[i], self.path_traced_bytes[i],
+                               frozenset(self.path_jobs[i]))
                 for pid, i in self.path_row.items()}
 
 
@@ -127,6 +131,7 @@ def _new_path(att: Attribution, pid: str, links: tuple[str, ...], flow: FlowObs)
     att.path_flow_count.append(0)
     att.path_conf_bytes.append(0.0)
     att.path_traced_bytes.append(0.0)
+    att.path_jobs.append(set())
     att.path_links.append(links)
     att.path_src_nic.append(flow.src_nic)
     att.path_dst_nic.append(flow.dst_nic)
@@ -154,7 +159,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
     lrow, lbytes, lcount, lconf, lflows = (out.link_row, out.link_bytes, out.link_flow_count, out.link_conf_bytes,
                                            out.link_flows)
     prow, pbytes, pcount, pconf = out.path_row, out.path_bytes, out.path_flow_count, out.path_conf_bytes
-    ptraced = out.path_traced_bytes
+    ptraced, pjobs = out.path_traced_bytes, out.path_jobs
     derived_get, lrow_get, prow_get = _derived.get, lrow.get, prow.get
     keep_all = keep_flows is None
     keep_get = (keep_flows or {}).get
@@ -182,6 +187,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             pconf[i] += cb
             if traced:
                 ptraced[i] += b
+            if flow.job_id:
+                pjobs[i].add(flow.job_id)
             bf = None
             for lid in single:
                 i = lrow_get(lid)
@@ -206,6 +213,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             pconf[i] += b * conf
             if traced:
                 ptraced[i] += b
+            if flow.job_id:
+                pjobs[i].add(flow.job_id)
             for lid in path:
                 per_link[lid] = per_link.get(lid, 0.0) + b
         for lid, b in per_link.items():

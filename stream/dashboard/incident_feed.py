@@ -54,7 +54,7 @@ class IncidentBoard:
                  "snapshot_ms": i.window_end_ns // _MS, "windows": i.windows,
                  "suspects": [{"component": s.component, "score": s.score, "evidence": list(s.evidence)}
                               for s in i.suspects[:3]],
-                 "flow_count": len(i.flows), "hosts": list(i.hosts)} for i in keep[:top]]
+                 "flow_count": len(i.flows), "hosts": list(i.hosts), "jobs": list(i.jobs)} for i in keep[:top]]
 
 
 class IncidentFeed(threading.Thread):

@@ -109,7 +109,7 @@ class WindowAssembler:
     def path_load(self, pl: analytics_pb2.PathLoad, now_ns: int) -> None:
         if (v := self.view(pl.window_end_ns, now_ns)) is not None:  # PathLoad names the device; we host:device
             v.paths.append(PathObs(f"{pl.src_host}:{pl.src_nic}", f"{pl.dst_host}:{pl.dst_nic}", pl.src_host,
-                                   pl.dst_host, tuple(pl.links), pl.bytes))
+                                   pl.dst_host, tuple(pl.links), pl.bytes, tuple(pl.jobs)))
 
     def complete(self, now_ns: int, final: bool = False) -> list[tuple[WindowView, str]]:
         """Complete windows not yet handed out, oldest first, each with why it is complete: ``fim`` (its or a

@@ -41,9 +41,10 @@ class Incident:
     state: State | None = None
     suspects: dict[str, float] = field(default_factory=dict)
     evidence: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: sending>receiving NIC of every path crossing the top suspect, and their hosts
+    #: sending>receiving NIC of every path crossing the top suspect, their hosts, and their flows' job ids
     flows: set[str] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
+    jobs: set[str] = field(default_factory=set)
     seen: list[int] = field(default_factory=list)
 
     def ranked(self) -> list[tuple[str, float]]:
@@ -149,6 +150,7 @@ class IncidentTracker:
             if p.bytes > 0 and links.intersection(p.links):
                 inc.flows.add(f"{p.src_nic}>{p.dst_nic}")
                 inc.hosts.update(x for x in (p.src_host, p.dst_host) if x)
+                inc.jobs.update(p.jobs)
 
 
 @dataclass

@@ -47,6 +47,8 @@ class PathObs:
     dst_host: str
     links: tuple[str, ...]
     bytes: int
+    #: scheduler job ids of the path's flows (PathLoad.jobs)
+    jobs: tuple[str, ...] = ()
 
 
 @dataclass

@@ -146,6 +146,7 @@ incidents come and go, components are the topology's).
 |  | `suspects` | string field | component ids, best first |  |
 |  | `flow_count` | int field | flows |  |
 |  | `hosts` | string field | host names |  |
+|  | `jobs` | string field | scheduler job ids of the affected flows |  |
 |  | `start_ns` | int field | ns since the epoch |  |
 |  | `detected_ns` | int field | ns since the epoch |  |
 |  | `end_ns` | int field | ns since the epoch | open=1 |
@@ -353,10 +354,12 @@ INCIDENT = Measurement(
     "incident", "Incident",
     tags=("kind", "top_suspect"),
     fields={"id": "string", "open": "int", "score": "float", "suspects": "string", "flow_count": "int",
-            "hosts": "string", "start_ns": "int", "detected_ns": "int", "end_ns": "int", "evidence": "string"},
+            "hosts": "string", "jobs": "string", "start_ns": "int", "detected_ns": "int", "end_ns": "int",
+            "evidence": "string"},
     units={"kind": "incident kind", "top_suspect": "component id", "id": "incident id (a field: one per incident)",
            "open": "1 open, 0 closed", "score": "set-cover score (summed over windows)",
            "suspects": "component ids, best first", "flow_count": "flows", "hosts": "host names",
+           "jobs": "scheduler job ids of the affected flows",
            "start_ns": "ns since the epoch", "detected_ns": "ns since the epoch", "end_ns": "ns since the epoch",
            "evidence": "text"},
     optional={"end_ns": "open=1"},
@@ -644,7 +647,7 @@ def incident_line(m: analytics_pb2.Incident) -> str:
     fields: dict[str, Any] = {
         "id": m.id, "open": int(m.state == "open"), "score": top.score if top else 0.0,
         "suspects": ", ".join(s.component for s in m.suspects), "flow_count": len(m.flows),
-        "hosts": ",".join(m.hosts), "start_ns": m.start_ns, "detected_ns": m.detected_ns,
+        "hosts": ",".join(m.hosts), "jobs": ",".join(m.jobs), "start_ns": m.start_ns, "detected_ns": m.detected_ns,
         "evidence": "; ".join(top.evidence) if top else "", "end_ns": m.end_ns if m.state != "open" else None}
     return _line(INCIDENT, {"kind": m.kind, "top_suspect": top.component if top else ""}, fields,
                  m.window_end_ns, where)

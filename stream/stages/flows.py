@@ -161,7 +161,7 @@ class FlowsStage:
             templates.clear()
         path_loads = out.path_loads
         prow, pbytes, pcount, pconf = att.path_row, att.path_bytes, att.path_flow_count, att.path_conf_bytes
-        ptraced = att.path_traced_bytes
+        ptraced, pjobs = att.path_traced_bytes, att.path_jobs
         psrc, pdst, plinks = att.path_src_nic, att.path_dst_nic, att.path_links
         for pid in sorted(prow):
             i = prow[pid]
@@ -183,6 +183,8 @@ class FlowsStage:
             m.confidence = pconf[i] / b if b else 1.0
             if ptraced[i]:
                 m.traced_bytes = round(ptraced[i])
+            if pjobs[i]:
+                m.jobs.extend(sorted(pjobs[i]))
             path_loads.append(m)
         # Shares are added straight into each destination's batch: building LinkShares apart and passing
         # them to the batch would copy every one.

@@ -31,7 +31,7 @@ def _window(obs: Observed, k: int, queue: bool, fabric_fim: bool = True) -> None
         obs.add(topics.LINK_CONGESTION.name, lc.SerializeToString(), 0, now_ns=k * S)
     pl = analytics_pb2.PathLoad(schema_version=1, window_start_ns=end - S, window_end_ns=end, path_id="p",
                                 links=[DOWN], src_host="host09", src_nic="mlx5_0", dst_host="host12",
-                                dst_nic="mlx5_0", bytes=10**10)
+                                dst_nic="mlx5_0", bytes=10**10, jobs=["4711"])
     obs.add(topics.PATH_LOADS.name, pl.SerializeToString(), 0, now_ns=k * S)
     if fabric_fim:  # the fabric stage's sample: the window is complete
         fim = analytics_pb2.FimSample(schema_version=1, window_end_ns=end, group="fabric",
@@ -51,8 +51,11 @@ def test_a_queue_below_nominal_becomes_a_degraded_link_incident_in_status_and_su
     watch.advance(obs, final=True)
     [line] = incident_lines(watch)
     assert "INCIDENT degraded_link" in line and "cable:leaf03:Ethernet5~spine01:Ethernet3" in line
+    assert "jobs 4711, 1 flows" in line
     assert published == [("degraded_link", T0 + 4 * S), ("degraded_link", T0 + 5 * S)]
     [inc] = incidents_section(watch, None)
     assert inc["suspects"][0]["component"] == "cable:leaf03:Ethernet5~spine01:Ethernet3"
     assert inc["flows"] == ["host09:mlx5_0>host12:mlx5_0"] and inc["state"] == "open"
-    assert incident_summary_lines([inc])[0].startswith("incident degraded_link still open: suspects cable:")
+    assert (inc["jobs"], inc["jobs_ground_truth"]) == (["4711"], [])  # the pipeline's jobs; no simulator here
+    [summary] = incident_summary_lines([inc])
+    assert summary.startswith("incident degraded_link still open: suspects cable:") and summary.endswith("affects 4711")

@@ -337,6 +337,8 @@ def test_demo_reports_the_degraded_cable_as_an_incident_with_the_ring_job_affect
     assert inc["suspects"][0]["component"] == "cable:leaf03:Ethernet5~spine01:Ethernet3", inc
     assert fault["at_s"] <= inc["start_s"] and inc["detected_s"] <= fault["at_s"] + 10, (fault, inc)
     assert inc["jobs_ground_truth"] == ["ring-allreduce"], inc
+    # ... and the pipeline names it from its own data: the agents read each flow's job from its process's cgroup
+    assert inc["jobs"] == inc["jobs_ground_truth"], inc
     # Everything else is the demo's known conditions: each collision's group as a persistent imbalance, and the
     # uplink the ground truth says congests by collision (the harmful one) as a congestion hot spot.
     gt = GroundTruth.load(demo.run_dir / "sim" / "ground-truth")

@@ -24,6 +24,7 @@ from flowtracer.collectors.agent.host_window import HostSample
 from flowtracer.collectors.agent.sources.ethtool_stats import parse_ethtool_stats, pfc_stats, read_ethtool_stats
 from flowtracer.collectors.agent.sources.guard import PartGuard
 from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogTail
+from flowtracer.collectors.agent.sources.proc_jobs import ProcJobs
 from flowtracer.collectors.agent.sources.rdma_json import Parsed, parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
 from flowtracer.collectors.agent.sources.sysfs import SysfsView, read_sysfs
@@ -105,6 +106,7 @@ class LinuxSource:
         self._nccl = GlobTail(cfg.nccl_log) if cfg.nccl_log else None
         self.guard = PartGuard(f"agent {self.host}")
         self._netdevs: dict[tuple[str, int], str] = {}  # (device, port) -> netdev, from the last GID read
+        self._jobs = ProcJobs(cfg.proc_root)
         probe = read_sysfs(cfg.sysfs_root, gids=False)
         if not probe.root_exists or not probe.ports:
             raise SourceUnavailable(
@@ -172,8 +174,9 @@ class LinuxSource:
                     stats, bad = parse_ethtool_stats(text)
                     malformed += bad
                     pfc[key] = pfc_stats(stats)
+        jobs = g.read("proc", lambda: self._jobs.jobs(q.pid for q in qps), {}) if qps else {}
         return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, lines, malformed + sysfs.malformed,
-                           sysfs_before=before, pfc=pfc)]
+                           sysfs_before=before, pfc=pfc, jobs=jobs)]
 
     def _port_netdevs(self, sysfs: SysfsView) -> dict[tuple[str, int], str]:
         """Each port's netdev, from this read's GID tables or the last that had them (GIDs are re-read rarely)."""
@@ -285,6 +288,7 @@ class SimSource:
         if not self.dirs:
             raise SourceUnavailable(f"{cfg.sim_endpoints}: lists no simulated hosts")
         self._tails = {h: LogTail(d / "nccl.log") for h, d in self.dirs.items()}
+        self._jobs = {h: ProcJobs(d / "proc") for h, d in self.dirs.items()}  # the host's processes (views.py)
         self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
         self.guard = PartGuard("sim source")
 
@@ -354,7 +358,8 @@ class SimSource:
                 counters, malformed = p.records, malformed + p.malformed
             lines = self._tails[host].read_lines()
             malformed += self._tails[host].take_dropped()  # over-long log lines
-            return HostSample(host, ts, parsed.records, counters, sysfs, lines, malformed)
+            jobs = self._jobs[host].jobs(q.pid for q in parsed.records)
+            return HostSample(host, ts, parsed.records, counters, sysfs, lines, malformed, jobs=jobs)
         return None
 
     def close(self) -> None:

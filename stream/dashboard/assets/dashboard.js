@@ -350,7 +350,8 @@ function showIncidents(state) {
     tr.appendChild(h("td", {class: "flows"}, i.suspects.length ? i.suspects[0].evidence.join("; ") : ""));
     tr.appendChild(h("td", {class: "num"}, `${clock(i.start_ms)} (reported ${clock(i.detected_ms)})`));
     const hosts = i.hosts.slice(0, 6).join(", ") + (i.hosts.length > 6 ? ` +${i.hosts.length - 6}` : "");
-    tr.appendChild(h("td", {}, `${i.flow_count} flows; ${hosts || "–"}`));
+    const jobs = (i.jobs || []).slice(0, 3).join(", ") + ((i.jobs || []).length > 3 ? ` +${i.jobs.length - 3}` : "");
+    tr.appendChild(h("td", {}, `${jobs ? `jobs ${jobs}; ` : ""}${i.flow_count} flows; ${hosts || "–"}`));
     body.appendChild(tr);
   }
 }

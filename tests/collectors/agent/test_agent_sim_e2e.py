@@ -111,6 +111,7 @@ def _check(gt: GroundTruth, sink: ListSink, exact: bool) -> tuple[int, int]:
                 fi = w.flow
                 assert (f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port, f.rqpn) == (
                     fi.src_ip, fi.dst_ip, fi.udp_src_port, fi.udp_dst_port, fi.dst_qpn)
+                assert f.job_id == fi.job  # read from the host view's proc/<pid>/cgroup, as on a Slurm host
                 if exact:
                     assert (f.byte_source, f.tx_bytes, f.tx_packets) == (pb.BYTE_SOURCE_QP_COUNTER, w.bytes, w.packets)
                 else:

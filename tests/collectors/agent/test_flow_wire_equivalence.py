@@ -189,6 +189,7 @@ class ReferencePipeline:
         self._ends: dict[tuple[str, int], Endpoint] = {}
         self._seq: dict[str, int] = {}
         self._nccl_malformed = self._carry_malformed = 0
+        self.jobs: dict[int, str] = {}
         self._primed = False
 
     def prepare(self, sample: HostSample, peers: ReferencePeers) -> None:
@@ -227,6 +228,7 @@ class ReferencePipeline:
                received_ns: int = 0) -> tuple[list[pb.FlowBatch], WindowStats]:
         stats = WindowStats()
         primed, self._primed = self._primed, True
+        self.jobs = sample.jobs
         counters = None if sample.counters is None else per_qp_counters(sample.counters)
         mtu = {k: roce_path_mtu(v) for k, v in self._netdev_mtu.items()}
         deltas = self.qps.update(sample.qps or [], counters, sample.taken_ns, mtu)
@@ -312,7 +314,7 @@ class ReferencePipeline:
                     qp_state=_QP_STATES.get(st.state, pb.QP_STATE_UNSPECIFIED), qp_generation=st.generation,
                     src_ip=s[0], dst_ip=dst, udp_src_port=rocev2_udp_sport(st.lqpn, st.rqpn),
                     udp_dst_port=ROCEV2_UDP_DPORT, dscp=(tc >> 2) if tc is not None else self.cfg.dscp,
-                    pid=st.pid, comm=st.comm, job_id=self.cfg.job_id)
+                    pid=st.pid, comm=st.comm, job_id=self.jobs.get(st.pid) or self.cfg.job_id)
         if tag is not None:
             f.nccl.comm_id, f.nccl.rank, f.nccl.nranks = tag.comm.id, tag.comm.rank, tag.comm.nranks
             f.nccl.peer_rank, f.nccl.channel = tag.peer_rank, tag.channel
@@ -494,13 +496,15 @@ def _run(seed: int, windows: int, counters: bool, initial_psn: int | None, nccl:
     new, ref = HostPipeline("h1", inv, cfg), ReferencePipeline("h1", inv, cfg)
     new_peer, ref_peer = HostPipeline("h2", inv, cfg), ReferencePipeline("h2", inv, cfg)
     tagged = [q["lqpn"] for q in world.qps if q["dev"] == "mlx5_0"][:6]
+    # jobs of some pids, as a source read them from /proc (a pid's job does not change)
+    jobs = rng.choice([{}, {4242: "1234"}, {4242: "1234", 5000: "k8s:pod1"}])
     flows = 0
     for step in range(windows):
         t = T0 + step * G
         lines = _nccl_lines(rng, tagged, step) if nccl else []
         sample = HostSample("h1", t, world.records(), world.counters() if counters else None, world.sysfs(), lines,
                             malformed=rng.choice([0, 0, 2]),
-                            sysfs_before=world.sysfs() if rng.random() < 0.5 else None)
+                            sysfs_before=world.sysfs() if rng.random() < 0.5 else None, jobs=jobs)
         peer_sample = HostSample("h2", t, world.peer_records(), None, SysfsView())
         pn, pr = PeerDirectory(), ReferencePeers()
         new.prepare(sample, pn)

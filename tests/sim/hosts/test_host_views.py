@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog
+from flowtracer.collectors.agent.sources.proc_jobs import ProcJobs
 from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp, per_qp_counters
 from flowtracer.collectors.agent.sources.sysfs import read_sysfs
 from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, NIC_HW_COUNTERS, NIC_PFC_COUNTERS
@@ -130,3 +131,21 @@ def test_readers_never_see_half_a_snapshot(shm: Path) -> None:
     stop.set()
     t.join()
     assert not bad
+
+
+def test_proc_names_each_process_job_as_slurm_would_and_goes_with_its_last_qp(shm: Path) -> None:
+    """``proc/<pid>/cgroup`` gives the agent's /proc reader the ground-truth job of each QP owner (none for a
+    process outside any job); when the pid has no QP any more its entry goes, as the process would."""
+    hs = _host()
+    hs.qps[("mlx5_0", 300)].job = "ring-allreduce"
+    hs.qps[("mlx5_1", 301)] = QpState("mlx5_1", 1, "ens2f0np0", 301, 701, "10.0.2.1", "10.0.2.2", 0, 43, "ib_write_bw",
+                                      T0)
+    write_host_view(hs, shm)
+    proc = host_view_dir(shm, "gpu01") / "proc"
+    assert (proc / "42" / "cgroup").read_text() == \
+        "0::/system.slice/slurmstepd.scope/job_ring-allreduce/step_0/user/task_0\n"
+    assert ProcJobs(proc).jobs([42, 43]) == {42: "ring-allreduce"}
+    del hs.qps[("mlx5_0", 300)]
+    hs.timestamp_ns += 1
+    write_host_view(hs, shm)
+    assert sorted(os.listdir(proc)) == ["43"]

@@ -11,7 +11,8 @@ from flowtracer.stream.resolvers.contract import FlowObs, Placement
 
 def obs(i: int, nbytes: int) -> FlowObs:
     return FlowObs(flow_id=f"h{i}:mlx5_0/{i}/1", src_nic=f"h{i}:mlx5_0", dst_nic="h9:mlx5_0", src_ip=f"10.0.0.{i}",
-                   dst_ip="10.0.9.1", udp_src_port=1000 + i, udp_dst_port=4791, lqpn=i, rqpn=i + 1, bytes=nbytes)
+                   dst_ip="10.0.9.1", udp_src_port=1000 + i, udp_dst_port=4791, lqpn=i, rqpn=i + 1, bytes=nbytes,
+                   job_id=("", "7", "k8s:pod1")[i % 3])
 
 
 def reference(flows: list[FlowObs], placements: list[Placement | None]) -> tuple[dict, dict, int, int]:
@@ -27,10 +28,11 @@ def reference(flows: list[FlowObs], placements: list[Placement | None]) -> tuple
         per_link: dict[str, float] = {}
         for path, weight in placement.paths:
             b = flow.bytes * weight
-            ps = paths.setdefault("|".join(path), [path, flow.src_nic, flow.dst_nic, 0.0, 0, 0.0])
+            ps = paths.setdefault("|".join(path), [path, flow.src_nic, flow.dst_nic, 0.0, 0, 0.0, frozenset()])
             ps[3] += b
             ps[4] += 1
             ps[5] += b * placement.confidence
+            ps[6] |= {flow.job_id} - {""}  # a flow without a job adds none
             for lid in path:
                 per_link[lid] = per_link.get(lid, 0.0) + b
         for lid, b in per_link.items():
@@ -58,8 +60,9 @@ def test_attribute_equals_the_reference_loop() -> None:
     assert (att.unplaced_flows, att.unplaced_bytes) == (unplaced_flows, unplaced_bytes)
     assert {k: (s.bytes, s.flow_count, s.conf_bytes, s.flows) for k, s in att.links.items()} == \
         {k: tuple(v) for k, v in links.items()}
-    assert {k: (p.links, p.src_nic, p.dst_nic, p.bytes, p.flow_count, p.conf_bytes) for k, p in att.paths.items()} == \
-        {k: tuple(v) for k, v in paths.items()}
+    assert {k: (p.links, p.src_nic, p.dst_nic, p.bytes, p.flow_count, p.conf_bytes, p.jobs)
+            for k, p in att.paths.items()} == {k: tuple(v) for k, v in paths.items()}
+    assert any(len(p.jobs) == 2 for p in att.paths.values())  # the case mixes jobs on a path
     assert list(att.links) == list(links) and list(att.paths) == list(paths)  # same first-seen order
     again = attribute(flows, places)  # cached per placement: the second window gives the same
     assert again.links == att.links and again.paths == att.paths

@@ -15,7 +15,7 @@ def _snap(id_: str, k: int, state: str, start_k: int) -> bytes:
         schema_version=1, window_end_ns=T0 + k * S, id=id_, kind=id_.split("/")[0], state=state,
         start_ns=T0 + start_k * S, detected_ns=T0 + (start_k + 1) * S, end_ns=T0 + k * S if state == "closed" else 0,
         suspects=[analytics_pb2.Suspect(component="cable:a~b", score=1.5, evidence=["capacity_loss a>b"])],
-        flows=["h1:mlx5_0>h2:mlx5_0"], hosts=["h1", "h2"]).SerializeToString()
+        flows=["h1:mlx5_0>h2:mlx5_0"], hosts=["h1", "h2"], jobs=["4711"]).SerializeToString()
 
 
 def test_the_board_keeps_the_newest_snapshot_lists_open_first_and_forgets_old_closed_ones() -> None:
@@ -31,5 +31,6 @@ def test_the_board_keeps_the_newest_snapshot_lists_open_first_and_forgets_old_cl
         ("persistent_imbalance", "open"), ("degraded_link", "open"), ("failed_link", "closed")]
     deg = now[1]
     assert deg["snapshot_ms"] == (T0 + 5 * S) // 1_000_000 and deg["end_ms"] is None and deg["flow_count"] == 1
+    assert deg["jobs"] == ["4711"]
     assert deg["suspects"] == [{"component": "cable:a~b", "score": 1.5, "evidence": ["capacity_loss a>b"]}]
     assert [i["state"] for i in board.json(T0 + 70 * S)] == ["open", "open"]  # the closed one aged out

@@ -28,7 +28,8 @@ def _view(k: int, load: dict[str, int | None] | None = None, congestion: dict[st
         view.links[lk] = LinkObs(lk, dl.src_node, dl.dst_node, dl.speed_bps, b)
     view.congestion = congestion or {}
     view.group_fim = fim or {}
-    view.paths = [PathObs(f"{h}:mlx5_0", "host13:mlx5_0", h, "host13", (UP,), 10 * GB) for h in senders]
+    view.paths = [PathObs(f"{h}:mlx5_0", "host13:mlx5_0", h, "host13", (UP,), 10 * GB, (f"job-{h}",)) for h in senders]
+    view.paths.append(PathObs("host02:mlx5_0", "host03:mlx5_0", "host02", "host03", (), 10 * GB, ("elsewhere",)))
     return view
 
 
@@ -87,6 +88,7 @@ def test_capacity_loss_carries_its_rate_and_the_flows_it_affects() -> None:
     assert s.rate_bps == pytest.approx(80e9)
     assert inc.flows == {"host01:mlx5_0>host13:mlx5_0", "host09:mlx5_0>host13:mlx5_0"}
     assert inc.hosts == {"host01", "host09", "host13"}
+    assert inc.jobs == {"job-host01", "job-host09"}  # the jobs of the paths crossing it, not of the others
     assert "capacity_loss" in inc.evidence[inc.top][0]
 
 

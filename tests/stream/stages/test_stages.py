@@ -136,7 +136,7 @@ def test_collision_link_loads_and_fim_end_to_end() -> None:
     assert (collision.link_ecn_marked_pkts, collision.idle_ecn_marked_pkts, collision.receiver_cnps) == (886, 0, 700)
     # host03's CNPs all go to the one flow it receives on the congested uplink; host04 sent none.
     assert {f.dst_host: f.cnp_share for f in collision.flows} == {"host03": 700.0, "host04": 0.0}
-    assert len(out.path_loads) == 2 and all(p.bytes == GB for p in out.path_loads)
+    assert len(out.path_loads) == 2 and all(p.bytes == GB and list(p.jobs) == ["job7"] for p in out.path_loads)
     # The congested uplink's cause, decided by the fabric stage from leaf01's partition's evidence.
     [cause] = out.congestion_causes
     assert (cause.link, cause.cause, cause.sibling, cause.ecn_marked_pkts) == (up, "collision", idle, 886)
