@@ -8,7 +8,7 @@ from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.incidents import Diagnoser, State
 from flowtracer.stream.diagnosis.records import incident_record
 from flowtracer.stream.diagnosis.resume import open_incidents
-from flowtracer.stream.diagnosis.window import CongestionObs, FabricModel, LinkObs, WindowView, cable_of
+from flowtracer.stream.diagnosis.window import CongestionObs, FabricModel, LinkObs, PathObs, WindowView, cable_of
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
@@ -23,6 +23,7 @@ def _view(k: int, degraded: bool) -> WindowView:
     for lk, dl in MODEL.fabric.links.items():
         view.links[lk] = LinkObs(lk, dl.src_node, dl.dst_node, dl.speed_bps, 10**10)
     view.congestion = {DOWN: QUEUED} if degraded else {}
+    view.paths = [PathObs("host09:mlx5_0", "host12:mlx5_0", "host09", "host12", (DOWN,), 10**10, ("j1",))]
     return view
 
 
@@ -44,6 +45,7 @@ def test_a_restart_continues_the_open_incident_under_its_id_and_closes_it() -> N
     second = Diagnoser(MODEL)
     adopted = open_incidents(before)
     assert [(i.id, i.state, i.top) for i in adopted] == [(inc_id, State.OPEN, cable_of(DOWN))]
+    assert adopted[0].flows == set(before[-1].flows) and adopted[0].jobs == {"j1"}
     second.adopt(adopted)
     during = _published(second, range(10, 14), degraded=True)  # the fault goes on after a 2-window gap
     assert {r.id for r in during} == {inc_id} and all(r.state == "open" for r in during)
