@@ -178,7 +178,7 @@ def build_window(fabric: Fabric, qps: list[Qp], k: int, rng: random.Random, cong
             rdma_device=q.device, port=1, netdev="eth0", lqpn=q.lqpn, rqpn=q.rqpn, qp_type=flows_pb2.QP_TYPE_RC,
             qp_state=flows_pb2.QP_STATE_RTS, qp_generation=T0, src_ip=q.src_ip, dst_ip=q.dst_ip,
             udp_src_port=rocev2_udp_sport(q.lqpn, q.rqpn), udp_dst_port=4791, tx_bytes=b, tx_packets=pkts,
-            byte_source=flows_pb2.BYTE_SOURCE_QP_COUNTER, pid=4242, comm="python3",
+            byte_source=flows_pb2.BYTE_SOURCE_QP_COUNTER, pid=4242, comm="python3", job_id="184467",
             nccl=flows_pb2.NcclTag(comm_id="0x7ce42c8218072e8c", rank=1, nranks=8, peer_rank=2, channel=0,
                                    collective="AllReduce", op_count=k)))
     nics_of: dict[tuple[str, str], list[Any]] = defaultdict(list)
