@@ -221,7 +221,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     if not s["collisions"]:
         lines.append("collisions: none seen")
     for c in s["collisions"][:4]:
-        jobs = sorted({fl["job_ground_truth"] or fl["job_id"] or fl["comm_id"][:8] for fl in c["flows"]} - {""})
+        jobs = sorted({fl["job_id"] or fl["job_ground_truth"] or fl["comm_id"][:8] for fl in c["flows"]} - {""})
         lines.append(f"collision {c['group']}: {len(c['flows'])} flows share {c['link']} "
                      f"(up to {c['max_link_utilization']:.0%}) while {c['idle_link']} idles, {c['windows']} windows"
                      + (f", harmful in {c['harmful_windows']} of {c['judged_windows']} judged"

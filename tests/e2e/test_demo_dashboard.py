@@ -252,6 +252,8 @@ def test_demo_summary_reports_the_collision_and_a_fim_consistent_with_ground_tru
     for c in s["collisions"]:  # the ring's channels, and on leaf01 the workload's steady flow (job "flows")
         assert {f["job_ground_truth"] for f in c["flows"]} <= {"ring-allreduce", "flows"}
         assert "ring-allreduce" in {f["job_ground_truth"] for f in c["flows"]}
+        # ... and the pipeline names the same jobs: the agents read them from the hosts' proc/<pid>/cgroup
+        assert [f["job_id"] for f in c["flows"]] == [f["job_ground_truth"] for f in c["flows"]], c["flows"]
     vs = s["fabric_fim"]["vs_ground_truth"]
     assert vs["windows_compared"] >= 8 and vs["consistent"], vs
     assert s["sink"] == {"kind": "influxdb", "url": demo.victoria.url, "org": "flowtracer", "bucket": "flowtracer"}
