@@ -70,12 +70,19 @@ def _fail(code: int, msg: str) -> None:
               help="--experiment: ECMP hash seeds and QP numberings to replay.")
 @click.option("--save-recording", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="--experiment: also export the recording to this file.")
+@click.option("--node-group", "node_groups", multiple=True, metavar="HOST[,HOST...]:RATE[:xSCALE]",
+              help="Hosts with slower NICs (RATE, e.g. 200G) and/or GPUs (xSCALE: compute takes SCALE times as long); "
+                   "repeatable. Instead of the strategies: the job's measured iteration time per node group, and "
+                   "its iteration time and FIM with every node fast.")
+@click.option("--ops-per-iteration", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--node-group: NCCL collectives per training iteration of the job.")
 @kafka_config_option
 def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, from_ns: int | None,
            to_ns: int | None, last_ns: int | None, strategies: tuple[str, ...], degrade: tuple[str, ...],
            fail: tuple[str, ...], as_json: bool, out_dir: Path | None, plan_file: Path | None, idle_s: float,
            experiment: str | None, docs_dir: Path, record_seconds: float, draws: int,
-           save_recording: Path | None, kafka_config: Path | None) -> None:
+           save_recording: Path | None, node_groups: tuple[str, ...], ops_per_iteration: int,
+           kafka_config: Path | None) -> None:
     """Replay recorded flows under other routing strategies: FIM, max link utilization, completion time.
 
     Examples:
@@ -83,6 +90,8 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
       flowtracer whatif --topology fabric.yaml --kafka 127.0.0.1:9092 --last 60s --degrade leaf01:Ethernet5=0.5
 
       flowtracer whatif --topology fabric.yaml --input rec.jsonl -s ecmp -s sport-plan --plan plan.csv
+
+      flowtracer whatif --topology fabric.yaml --input rec.jsonl --node-group host13,host14,host15,host16:200G
 
       flowtracer whatif --experiment flowtracer-16
     """
@@ -129,6 +138,9 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
         _fail(EXIT_BAD_INPUT, f"no flow records in the range from {rec.source or input_file}")
     if lost.flows:
         log.warning("%d flows (%d bytes) name NICs the topology does not have; left out", lost.flows, lost.bytes)
+    if node_groups:
+        slow_group_report(rec, wins, fabric, node_groups, ops_per_iteration, as_json)
+        return
     results = replay_all(wins, conds, specs)
     meas = {conds[0].conditions.label: measured(rec, conds[0])}
     meta = {"source": rec.source, "from_ns": wins[0].start_ns, "to_ns": wins[-1].end_ns, "windows": len(wins),
@@ -144,6 +156,34 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
         click.echo(json.dumps(document(results, meta, meas), indent=1))
     else:
         click.echo(table(results, meas))
+
+
+def slow_group_report(rec: Any, wins: list[Any], fabric: Fabric, specs: tuple[str, ...], ops_per_iteration: int,
+                      as_json: bool) -> None:
+    """``--node-group``: the job's iteration time per node group and with every node fast (whatif/slow_group.py)."""
+    from flowtracer.whatif.iterations import host_sample
+    from flowtracer.whatif.slow_group import NodeGroupError, job_report, parse_node_group, report_lines
+
+    try:
+        groups = [parse_node_group(s) for s in specs]
+    except NodeGroupError as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    known = {h.name for h in fabric.topology.hosts}
+    for g in groups:
+        unknown = [h for h in g.hosts if h not in known]
+        if unknown:
+            _fail(EXIT_BAD_INPUT, f"--node-group {g.name}: the topology has no host {unknown[0]!r}")
+    rep = job_report([host_sample(b) for b in rec.flow_batches], wins, fabric, groups, ops_per_iteration)
+    if rep["iteration_s"] is None:
+        _fail(EXIT_BAD_INPUT, "--node-group: no NCCL communicator's opCount advanced in the recording (the agents tag "
+                              "QPs from the NCCL log: see docs/agent.md), so the job's iteration time is unknown")
+    if as_json:
+        click.echo(json.dumps({"version": 1, "node_groups": rep}, indent=1))
+        return
+    click.echo(f"job over node groups: {len(rep['hosts'])} hosts, iteration {rep['iteration_s'] * 1e3:.1f} ms "
+               f"measured (the agents' NCCL opCount per window, {ops_per_iteration} collective(s) per iteration)")
+    for line in report_lines(rep):
+        click.echo("  " + line)
 
 
 def write_report(out_dir: Path, results: list[Any], meta: dict[str, Any]) -> None:
