@@ -96,6 +96,8 @@ def node_groups_section(obs: Observed, topology: Topology, workload: Workload, g
     truth = gt.mean_iteration_s(job.name, from_ns, to_ns) if gt is not None else None
     error = round(abs(iteration - truth) / truth, 4) if iteration and truth else None
     inside = [x for x in fim_series if from_ns <= x["window_end_ns"] <= to_ns]
+    if any(x["ground_truth"] is not None for x in inside):  # the fully measured windows only, as the FIM section
+        inside = [x for x in inside if x["ground_truth"] is not None]
     measured = [x["measured"] for x in inside if x["measured"] is not None]
     fim_truth = [x["ground_truth"] for x in inside if x["ground_truth"] is not None]
     counterfactual = counterfactual_iteration_s(topology, workload, job.name)
