@@ -147,9 +147,10 @@ def job_report(samples: Iterable[HostSample], wins: Sequence[Window], fabric: Fa
                ops_per_iteration: int = 1, from_ns: int = 0, to_ns: int | None = None,
                job_hosts: Sequence[str] | None = None) -> dict[str, Any]:
     """The job over its node groups, from what the agents measured in [from_ns, to_ns] (``samples``, and
-    ``wins`` for the FIM): per group its hosts, speeds, iteration time, tx rate, bytes per iteration and how busy
-    its NICs are at their own rate; the model's all-nodes-fast counterfactual; the ECMP-replay FIM as recorded
-    and with every node fast. ``job_hosts`` None: the hosts of the communicator most hosts ran."""
+    ``wins`` for the FIM): per group its hosts, speeds (a group that does not cap its NICs: the line rate),
+    iteration time, tx rate, bytes per iteration and how busy its NICs are at their own rate; the model's
+    all-nodes-fast counterfactual; the ECMP-replay FIM as recorded and with every node fast. ``job_hosts``
+    None: the hosts of the communicator most hosts ran."""
     prog = progress(samples, ops_per_iteration, from_ns, to_ns)
     if job_hosts is None:
         comms = [p.comm_id for p in prog.values()]
@@ -160,7 +161,7 @@ def job_report(samples: Iterable[HostSample], wins: Sequence[Window], fabric: Fa
     line = float(min((nic_speed[h] for h in job_hosts if h in nic_speed), default=0))
     iteration = job_iteration_s(list(prog.values()))
     grouped = {h for g in groups for h in g.hosts}
-    rows = [_group(g.name, list(g.hosts), g.nic_rate_bps, g.compute_scale, prog, True) for g in groups]
+    rows = [_group(g.name, list(g.hosts), g.nic_rate_bps or line, g.compute_scale, prog, True) for g in groups]
     rows.append(_group(REST, [h for h in job_hosts if h not in grouped], line, 1.0, prog, False))
     per_iter = [p.bytes_per_iteration for p in prog.values() if p.bytes_per_iteration is not None]
     out: dict[str, Any] = {"hosts": list(job_hosts), "hosts_measured": len(prog), "line_rate_bps": line,
