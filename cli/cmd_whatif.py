@@ -32,7 +32,7 @@ from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.whatif")
 
-EXPERIMENTS = ("flowtracer-16",)
+EXPERIMENTS = ("flowtracer-16", "heterogeneous")
 
 
 def _fail(code: int, msg: str) -> None:
@@ -61,7 +61,8 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--idle", "idle_s", type=float, default=3.0, show_default=True,
               help="Kafka: stop reading after this many seconds without a new record.")
 @click.option("--experiment", type=click.Choice(EXPERIMENTS), default=None,
-              help="Run a reproduction end to end (records through the real pipeline) and write its report.")
+              help="Record through the real pipeline and report: flowtracer-16 (the reproduction: writes "
+                   "reproduction.md) or heterogeneous (the demo's ring over a slow node group: --node-group's report).")
 @click.option("--docs", "docs_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("docs"),
               show_default=True, help="--experiment: where reproduction.md and figures/ go.")
 @click.option("--record-seconds", type=float, default=32.0, show_default=True,
@@ -94,7 +95,12 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
       flowtracer whatif --topology fabric.yaml --input rec.jsonl --node-group host13,host14,host15,host16:200G
 
       flowtracer whatif --experiment flowtracer-16
+
+      flowtracer whatif --experiment heterogeneous --record-seconds 20
     """
+    if experiment == "heterogeneous":
+        run_heterogeneous(record_seconds, save_recording, as_json)
+        return
     if experiment is not None:
         if draws < 1:
             _fail(EXIT_BAD_INPUT, "--draws must be at least 1")
@@ -231,30 +237,18 @@ def experiment_workload(hosts: list[str]) -> tuple[dict[str, Any], list[str]]:
     ]}, shuffled
 
 
-def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
-    """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
+def record(topo: Any, workload: dict[str, Any], record_seconds: float, save_recording: Path | None) -> Any:
+    """Run ``workload`` on ``topo`` through the real pipeline (sim, collect, agent, process on an embedded Tansu
+    broker) for ``record_seconds`` and read the recording back from Kafka; also export it to ``save_recording``."""
     import yaml
 
     from flowtracer.demo.local_pipeline import LocalPipeline, PipelineError, PipelineOptions
-    from flowtracer.schemas.topology_generate import FabricSpec, generate
-    from flowtracer.whatif.experiment import analyse, split_phases
-    from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
     from flowtracer.whatif.kafka_reader import read_kafka
-    from flowtracer.whatif.record import windows, write_export
-    from flowtracer.whatif.reproduction import markdown
+    from flowtracer.whatif.record import write_export
 
-    t0 = time.monotonic()
-    try:
-        pyplot()  # before half a minute of recording, not after
-    except FiguresUnavailable as e:
-        _fail(EXIT_FAILURE, str(e))
-    topo = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))
-    fabric = Fabric(topo)
-    hosts = [h.name for h in topo.hosts]
-    workload, shuffled = experiment_workload(hosts)
-    with tempfile.TemporaryDirectory(prefix="flowtracer-repro-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flowtracer-whatif-") as tmp:
         run_dir = Path(tmp)
-        topo_file = run_dir / "ft16.yaml"
+        topo_file = run_dir / "topology.yaml"
         topo_file.write_text(topo.to_yaml(), encoding="utf-8")
         wl_file = run_dir / "workload.yaml"
         wl_file.write_text(yaml.safe_dump(workload, sort_keys=False), encoding="utf-8")
@@ -271,13 +265,51 @@ def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recor
             _fail(EXIT_FAILURE, f"the pipeline failed: {e}")
         except Exception as e:  # kafka-python's errors: one line, not a trace
             _fail(EXIT_FAILURE, f"cannot read the recording from the embedded broker: {type(e).__name__}: {e}")
-        recorded_at = time.monotonic()
-        if save_recording is not None:
-            try:
-                with save_recording.open("w", encoding="utf-8") as fh:
-                    write_export(rec, fh)
-            except OSError as e:
-                _fail(EXIT_FAILURE, f"cannot write {save_recording}: {e.strerror or e}")
+    if save_recording is not None:
+        try:
+            with save_recording.open("w", encoding="utf-8") as fh:
+                write_export(rec, fh)
+        except OSError as e:
+            _fail(EXIT_FAILURE, f"cannot write {save_recording}: {e.strerror or e}")
+    return rec
+
+
+def run_heterogeneous(record_seconds: float, save_recording: Path | None, as_json: bool) -> None:
+    """Record the demo's heterogeneous job (a ring over 16 hosts, leaf04's four at 200G) through the pipeline and
+    report the slow group's cost: ``--node-group`` on that recording, with the workload's own node groups."""
+    from flowtracer.demo.scenario import DEMO_SPEC, heterogeneous_workload
+    from flowtracer.schemas.topology_generate import generate
+    from flowtracer.whatif.record import windows
+
+    topo = generate(DEMO_SPEC)
+    workload = heterogeneous_workload()
+    rec = record(topo, workload, record_seconds, save_recording)
+    fabric = Fabric(topo)
+    wins, _ = windows(rec, fabric)
+    specs = tuple(",".join(g["hosts"]) + ":" + str(g.get("nic_rate") or "") + f":x{g.get('compute_scale', 1)}"
+                  for g in workload["node_groups"])
+    slow_group_report(rec, wins, fabric, specs, 1, as_json)
+
+
+def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
+    """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
+    from flowtracer.schemas.topology_generate import FabricSpec, generate
+    from flowtracer.whatif.experiment import analyse, split_phases
+    from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
+    from flowtracer.whatif.record import windows
+    from flowtracer.whatif.reproduction import markdown
+
+    t0 = time.monotonic()
+    try:
+        pyplot()  # before half a minute of recording, not after
+    except FiguresUnavailable as e:
+        _fail(EXIT_FAILURE, str(e))
+    topo = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))
+    fabric = Fabric(topo)
+    hosts = [h.name for h in topo.hosts]
+    workload, shuffled = experiment_workload(hosts)
+    rec = record(topo, workload, record_seconds, save_recording)
+    recorded_at = time.monotonic()
     wins, _ = windows(rec, fabric)
     phases = split_phases(wins, [("leaf-order", "ranks in leaf order"),
                                  ("shuffled", "ranks placed without regard to leaves")])
