@@ -84,6 +84,8 @@ def node_groups_section(obs: Observed, topology: Topology, workload: Workload, g
     ends = sorted({s.end_ns for s in obs.host_samples})
     start = gt.start_ns if gt is not None else (ends[0] if ends else 0)
     from_ns = start + round(warmup_s * S)
+    if ends:  # a long run keeps only the newest FlowBatches (FLOW_BATCHES_KEPT): the span starts at the oldest
+        from_ns = max(from_ns, ends[0])
     to_ns = ends[-1] if ends else from_ns
     if gt is not None and gt.tick_ends:
         to_ns = min(to_ns, gt.tick_ends[-1])

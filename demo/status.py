@@ -2,7 +2,8 @@
 
 :class:`OutputWatcher` is a thread with a kafka-python consumer on ``fim``, ``collisions``,
 ``link-loads`` and ``dead-letter`` (manual assignment from the beginning: no consumer group, so
-nothing to rebalance on an embedded broker). It folds every record into :class:`Observed`, which
+nothing to rebalance on an embedded broker), and with ``Observed.watch_flows`` the agents' FlowBatches too (a
+heterogeneous job's iteration time, ``whatif/iterations.py``). It folds every record into :class:`Observed`, which
 is pure (tests feed it messages). :func:`status_lines` renders a compact status from it.
 """
 
