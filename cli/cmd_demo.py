@@ -189,6 +189,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
     from flowtracer.demo.incidents import IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
+    from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
     from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
     from flowtracer.demo.summary import build_summary, summary_lines
@@ -226,6 +227,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     printer.message("starting: broker, simulator, processor, collector, agents ...")
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher: OutputWatcher | None = None
+    node_groups = None
     incidents: IncidentWatch | None = None
     publisher: IncidentPublisher | None = None
     stop = _Stop()
@@ -251,7 +253,10 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         for s in previous:
             signal.signal(s, stop)
         switches = frozenset(sw for sw in _switch_names(scenario.topology))
-        watcher = OutputWatcher(pipeline.bootstrap, Observed(switch_names=switches))
+        node_groups = load_inputs(scenario.topology, scenario.workload) if scenario.node_groups else None
+        observed = Observed(switch_names=switches, watch_flows=node_groups is not None,
+                            ops_per_iteration=ops_per_iteration(node_groups[1]) if node_groups else 1)
+        watcher = OutputWatcher(pipeline.bootstrap, observed)
         watcher.start()
         try:  # incidents go where the processor writes its measurements (their own file: it rotates its own)
             publisher = IncidentPublisher(pipeline.bootstrap, make_sink(
@@ -335,7 +340,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         extra["incident_points_written"] = publisher.lines
     summary = build_summary(watcher.observed, ground_truth_dir=pipeline.ready.get("ground_truth"),
                             rolling_s=ROLLING_S, hop_s=HOP_S, extra=extra, warmup_s=warmup_s, resolver=resolver,
-                            incidents=incidents)
+                            incidents=incidents, node_groups=node_groups)
     printer.message(f"flowtracer demo: ran {ran_s:.0f} s, stopped by {stop.reason}; every process stopped")
     for line in summary_lines(summary):
         printer.message("  " + line)

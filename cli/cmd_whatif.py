@@ -3,9 +3,10 @@ FlowTracer's ECMP-vs-static result and regenerates docs/reproduction.md.
 
 Recorded traffic comes from Kafka (``--kafka``, the flow topic and the processor's outputs over a
 time range) or from a file ``flowtracer export`` wrote (``--input``). ``--experiment prime-spray`` runs PRIME's
-scenarios on the packet-level spraying model instead (no recording) and prints its report. Every strategy is replayed on
-the healthy fabric and, when ``--degrade``/``--fail`` are given, under those conditions too. Output:
-a table (stdout), ``--json``, ``--out DIR`` (PNG figures and a self-contained report.html),
+scenarios on the packet-level spraying model instead (no recording) and prints its report; ``--experiment
+heterogeneous`` records the demo's ring over a slow node group and prints ``--node-group``'s report. Every
+strategy is replayed on the healthy fabric and, when ``--degrade``/``--fail`` are given, under those conditions
+too. Output: a table (stdout), ``--json``, ``--out DIR`` (PNG figures and a self-contained report.html),
 ``--plan FILE`` (per-flow source ports / QPs as CSV). docs/whatif.md describes the strategies and
 metrics.
 
@@ -33,7 +34,7 @@ from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.whatif")
 
-EXPERIMENTS = ("flowtracer-16", "prime-spray")
+EXPERIMENTS = ("flowtracer-16", "prime-spray", "heterogeneous")
 #: The options that only ``--experiment prime-spray`` reads.
 SPRAY_OPTIONS = {"spray_fabric": "--fabric", "packets": "--packets", "seeds": "--seed",
                  "spray_scenarios": "--scenario"}
@@ -41,7 +42,8 @@ SPRAY_OPTIONS = {"spray_fabric": "--fabric", "packets": "--packets", "seeds": "-
 NOT_SPRAY_OPTIONS = {"topology": "--topology", "kafka": "--kafka", "input_file": "--input", "from_ns": "--from",
                      "to_ns": "--to", "last_ns": "--last", "strategies": "--strategy", "degrade": "--degrade",
                      "fail": "--fail", "plan_file": "--plan", "docs_dir": "--docs",
-                     "record_seconds": "--record-seconds", "draws": "--draws", "save_recording": "--save-recording"}
+                     "record_seconds": "--record-seconds", "draws": "--draws", "save_recording": "--save-recording",
+                     "node_groups": "--node-group", "ops_per_iteration": "--ops-per-iteration"}
 
 
 def _fail(code: int, msg: str) -> None:
@@ -70,7 +72,9 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--idle", "idle_s", type=float, default=3.0, show_default=True,
               help="Kafka: stop reading after this many seconds without a new record.")
 @click.option("--experiment", type=click.Choice(EXPERIMENTS), default=None,
-              help="Run a reproduction end to end (records through the real pipeline) and write its report.")
+              help="Run an experiment and report: flowtracer-16 (records through the real pipeline, writes "
+                   "reproduction.md), heterogeneous (records the demo's ring over a slow node group: --node-group's "
+                   "report) or prime-spray (the packet-level spraying model on PRIME's scenarios, no recording).")
 @click.option("--docs", "docs_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("docs"),
               show_default=True, help="--experiment: where reproduction.md and figures/ go.")
 @click.option("--record-seconds", type=float, default=32.0, show_default=True,
@@ -88,13 +92,20 @@ def _fail(code: int, msg: str) -> None:
                    "choices [default: 0 1 2].")
 @click.option("--scenario", "spray_scenarios", multiple=True, metavar="NAME",
               help="--experiment prime-spray: permutation, degraded, failed or mixed (repeatable) [default: all].")
+@click.option("--node-group", "node_groups", multiple=True, metavar="HOST[,HOST...]:RATE[:xSCALE]",
+              help="Hosts with slower NICs (RATE, e.g. 200G) and/or GPUs (xSCALE: compute takes SCALE times as long); "
+                   "repeatable. Instead of the strategies: the job's measured iteration time per node group, and "
+                   "its iteration time and FIM with every node fast.")
+@click.option("--ops-per-iteration", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--node-group: NCCL collectives per training iteration of the job.")
 @kafka_config_option
 def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, from_ns: int | None,
            to_ns: int | None, last_ns: int | None, strategies: tuple[str, ...], degrade: tuple[str, ...],
            fail: tuple[str, ...], as_json: bool, out_dir: Path | None, plan_file: Path | None, idle_s: float,
            experiment: str | None, docs_dir: Path, record_seconds: float, draws: int,
            save_recording: Path | None, spray_fabric: str, packets: str, seeds: tuple[str, ...],
-           spray_scenarios: tuple[str, ...], kafka_config: Path | None) -> None:
+           spray_scenarios: tuple[str, ...], node_groups: tuple[str, ...], ops_per_iteration: int,
+           kafka_config: Path | None) -> None:
     """Replay recorded flows under other routing strategies: FIM, max link utilization, completion time.
 
     Examples:
@@ -103,9 +114,13 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
 
       flowtracer whatif --topology fabric.yaml --input rec.jsonl -s ecmp -s sport-plan --plan plan.csv
 
+      flowtracer whatif --topology fabric.yaml --input rec.jsonl --node-group host13,host14,host15,host16:200G
+
       flowtracer whatif --experiment flowtracer-16
 
       flowtracer whatif --experiment prime-spray --fabric 2x4x4 --seed 1 --scenario degraded --json
+
+      flowtracer whatif --experiment heterogeneous --record-seconds 20
     """
     given = [flag for name, flag in {**SPRAY_OPTIONS, **NOT_SPRAY_OPTIONS}.items()
              if click.get_current_context().get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
@@ -115,6 +130,9 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
         if other := [f for f in given if f in NOT_SPRAY_OPTIONS.values()]:
             _fail(EXIT_BAD_INPUT, f"{other[0]} does not apply to --experiment prime-spray")
         run_spray(spray_fabric, packets, seeds, spray_scenarios, as_json, out_dir)
+        return
+    if experiment == "heterogeneous":
+        run_heterogeneous(record_seconds, save_recording, as_json)
         return
     if experiment is not None:
         if draws < 1:
@@ -159,6 +177,9 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
         _fail(EXIT_BAD_INPUT, f"no flow records in the range from {rec.source or input_file}")
     if lost.flows:
         log.warning("%d flows (%d bytes) name NICs the topology does not have; left out", lost.flows, lost.bytes)
+    if node_groups:
+        slow_group_report(rec, wins, fabric, node_groups, ops_per_iteration, as_json)
+        return
     results = replay_all(wins, conds, specs)
     meas = {conds[0].conditions.label: measured(rec, conds[0])}
     meta = {"source": rec.source, "from_ns": wins[0].start_ns, "to_ns": wins[-1].end_ns, "windows": len(wins),
@@ -174,6 +195,34 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
         click.echo(json.dumps(document(results, meta, meas), indent=1))
     else:
         click.echo(table(results, meas))
+
+
+def slow_group_report(rec: Any, wins: list[Any], fabric: Fabric, specs: tuple[str, ...], ops_per_iteration: int,
+                      as_json: bool) -> None:
+    """``--node-group``: the job's iteration time per node group and with every node fast (whatif/slow_group.py)."""
+    from flowtracer.whatif.iterations import host_sample
+    from flowtracer.whatif.slow_group import NodeGroupError, job_report, parse_node_group, report_lines
+
+    try:
+        groups = [parse_node_group(s) for s in specs]
+    except NodeGroupError as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    known = {h.name for h in fabric.topology.hosts}
+    for g in groups:
+        unknown = [h for h in g.hosts if h not in known]
+        if unknown:
+            _fail(EXIT_BAD_INPUT, f"--node-group {g.name}: the topology has no host {unknown[0]!r}")
+    rep = job_report([host_sample(b) for b in rec.flow_batches], wins, fabric, groups, ops_per_iteration)
+    if rep["iteration_s"] is None:
+        _fail(EXIT_BAD_INPUT, "--node-group: no NCCL communicator's opCount advanced in the recording (the agents tag "
+                              "QPs from the NCCL log: see docs/agent.md), so the job's iteration time is unknown")
+    if as_json:
+        click.echo(json.dumps({"version": 1, "node_groups": rep}, indent=1))
+        return
+    click.echo(f"job over node groups: {len(rep['hosts'])} hosts, iteration {rep['iteration_s'] * 1e3:.1f} ms "
+               f"measured (the agents' NCCL opCount per window, {ops_per_iteration} collective(s) per iteration)")
+    for line in report_lines(rep):
+        click.echo("  " + line)
 
 
 def write_report(out_dir: Path, results: list[Any], meta: dict[str, Any]) -> None:
@@ -280,30 +329,18 @@ def experiment_workload(hosts: list[str]) -> tuple[dict[str, Any], list[str]]:
     ]}, shuffled
 
 
-def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
-    """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
+def record(topo: Any, workload: dict[str, Any], record_seconds: float, save_recording: Path | None) -> Any:
+    """Run ``workload`` on ``topo`` through the real pipeline (sim, collect, agent, process on an embedded Tansu
+    broker) for ``record_seconds`` and read the recording back from Kafka; also export it to ``save_recording``."""
     import yaml
 
     from flowtracer.demo.local_pipeline import LocalPipeline, PipelineError, PipelineOptions
-    from flowtracer.schemas.topology_generate import FabricSpec, generate
-    from flowtracer.whatif.experiment import analyse, split_phases
-    from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
     from flowtracer.whatif.kafka_reader import read_kafka
-    from flowtracer.whatif.record import windows, write_export
-    from flowtracer.whatif.reproduction import markdown
+    from flowtracer.whatif.record import write_export
 
-    t0 = time.monotonic()
-    try:
-        pyplot()  # before half a minute of recording, not after
-    except FiguresUnavailable as e:
-        _fail(EXIT_FAILURE, str(e))
-    topo = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))
-    fabric = Fabric(topo)
-    hosts = [h.name for h in topo.hosts]
-    workload, shuffled = experiment_workload(hosts)
-    with tempfile.TemporaryDirectory(prefix="flowtracer-repro-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flowtracer-whatif-") as tmp:
         run_dir = Path(tmp)
-        topo_file = run_dir / "ft16.yaml"
+        topo_file = run_dir / "topology.yaml"
         topo_file.write_text(topo.to_yaml(), encoding="utf-8")
         wl_file = run_dir / "workload.yaml"
         wl_file.write_text(yaml.safe_dump(workload, sort_keys=False), encoding="utf-8")
@@ -320,13 +357,51 @@ def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recor
             _fail(EXIT_FAILURE, f"the pipeline failed: {e}")
         except Exception as e:  # kafka-python's errors: one line, not a trace
             _fail(EXIT_FAILURE, f"cannot read the recording from the embedded broker: {type(e).__name__}: {e}")
-        recorded_at = time.monotonic()
-        if save_recording is not None:
-            try:
-                with save_recording.open("w", encoding="utf-8") as fh:
-                    write_export(rec, fh)
-            except OSError as e:
-                _fail(EXIT_FAILURE, f"cannot write {save_recording}: {e.strerror or e}")
+    if save_recording is not None:
+        try:
+            with save_recording.open("w", encoding="utf-8") as fh:
+                write_export(rec, fh)
+        except OSError as e:
+            _fail(EXIT_FAILURE, f"cannot write {save_recording}: {e.strerror or e}")
+    return rec
+
+
+def run_heterogeneous(record_seconds: float, save_recording: Path | None, as_json: bool) -> None:
+    """Record the demo's heterogeneous job (a ring over 16 hosts, leaf04's four at 200G) through the pipeline and
+    report the slow group's cost: ``--node-group`` on that recording, with the workload's own node groups."""
+    from flowtracer.demo.scenario import DEMO_SPEC, heterogeneous_workload
+    from flowtracer.schemas.topology_generate import generate
+    from flowtracer.whatif.record import windows
+
+    topo = generate(DEMO_SPEC)
+    workload = heterogeneous_workload()
+    rec = record(topo, workload, record_seconds, save_recording)
+    fabric = Fabric(topo)
+    wins, _ = windows(rec, fabric)
+    specs = tuple(",".join(g["hosts"]) + ":" + str(g.get("nic_rate") or "") + f":x{g.get('compute_scale', 1)}"
+                  for g in workload["node_groups"])
+    slow_group_report(rec, wins, fabric, specs, 1, as_json)
+
+
+def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
+    """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
+    from flowtracer.schemas.topology_generate import FabricSpec, generate
+    from flowtracer.whatif.experiment import analyse, split_phases
+    from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
+    from flowtracer.whatif.record import windows
+    from flowtracer.whatif.reproduction import markdown
+
+    t0 = time.monotonic()
+    try:
+        pyplot()  # before half a minute of recording, not after
+    except FiguresUnavailable as e:
+        _fail(EXIT_FAILURE, str(e))
+    topo = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16"))
+    fabric = Fabric(topo)
+    hosts = [h.name for h in topo.hosts]
+    workload, shuffled = experiment_workload(hosts)
+    rec = record(topo, workload, record_seconds, save_recording)
+    recorded_at = time.monotonic()
     wins, _ = windows(rec, fabric)
     phases = split_phases(wins, [("leaf-order", "ranks in leaf order"),
                                  ("shuffled", "ranks placed without regard to leaves")])

@@ -12,6 +12,10 @@ nothing. At ``degrade_at_s`` one cable drops to half its capacity; since a ring 
 slowest link, the whole job slows down (the fabric throughput drops) even though the degraded link is not part of
 the collision. The congestion model runs on the model data plane only: on the kernel data plane the same traffic
 runs without it.
+
+The ``heterogeneous`` workload (:func:`heterogeneous_workload`) runs the ring all-reduce on all 16 hosts where
+leaf04's four hosts (:data:`SLOW_GROUP`) have NICs capped at 200G among 400G ones: the ring runs at the slow
+group's pace, and the summary shows by how much (demo/node_groups.py).
 """
 
 from __future__ import annotations
@@ -42,6 +46,24 @@ COLLIDING_FLOW = {"src": "host01:mlx5_0", "dst": "host16:mlx5_0"}
 drawn from the workload's seed 1, puts it there; tests check it against the simulator's ground truth)."""
 
 
+HETEROGENEOUS_WORKLOAD = "heterogeneous"
+"""Ring all-reduce over two node groups, one with slower NICs: :func:`heterogeneous_workload`."""
+
+SLOW_GROUP = {"hosts": ["host13", "host14", "host15", "host16"], "nic_rate": "200G"}
+"""The slow node group of the ``heterogeneous`` workload: leaf04's hosts, NICs capped at 200G (PCIe-limited,
+say), among 400G ones."""
+
+
+def heterogeneous_workload(congestion: bool = True) -> dict[str, Any]:
+    """The ``heterogeneous`` workload as data: the ``ring-allreduce`` preset on all 16 hosts, :data:`SLOW_GROUP`,
+    and the congestion model when ``congestion``."""
+    data = preset("ring-allreduce", hosts="all").model_dump(mode="json", exclude={"congestion"})
+    data["node_groups"] = [dict(SLOW_GROUP)]
+    if congestion:
+        data["congestion"] = {}
+    return data
+
+
 def demo_workload(congestion: bool = True) -> dict[str, Any]:
     """The ``known-collision`` workload as data: ring all-reduce on the first 15 hosts, :data:`COLLIDING_FLOW`
     (host16 is outside the job, so nothing but that flow reaches it: the only oversubscribed port is the collided
@@ -70,6 +92,8 @@ class Scenario:
     #: Whether the simulator models RoCE congestion (the workload has a ``congestion:`` section): the demo then
     #: has the collectors read the switches' congestion counters.
     congestion: bool = False
+    #: The workload has node groups (slower NICs or GPUs): the demo then measures the job's iteration time.
+    node_groups: bool = False
 
 
 class ScenarioError(ValueError):
@@ -103,9 +127,14 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
     topology.write_text(topo.to_yaml(), encoding="utf-8")
     if workload == DEMO_WORKLOAD and topology_file is not None:
         workload = "ring-allreduce"
+    if workload == HETEROGENEOUS_WORKLOAD and topology_file is not None:
+        raise ScenarioError(f"--workload {workload}: runs on the demo's fabric only (it names leaf04's hosts); "
+                            "give a workload file with node_groups for another topology")
     try:
         if workload == DEMO_WORKLOAD:
             data = demo_workload(congestion)
+        elif workload == HETEROGENEOUS_WORKLOAD:
+            data = heterogeneous_workload(congestion)
         elif workload in PRESETS:
             data = preset(workload).model_dump(mode="json")
         else:
@@ -118,7 +147,8 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
         data["faults"] = [{"at": degrade_at_s, "degrade": degrade_link, "capacity": capacity}]
     else:
         degrade_at_s = None
-    if congestion and workload in PRESETS:  # as the demo's own workload: a degraded link shows by its queue
+    if congestion and (workload in PRESETS or workload == HETEROGENEOUS_WORKLOAD):
+        # as the demo's own workload: a degraded link shows by its queue
         data["congestion"] = {}
     try:
         validate_workload(data, "demo workload")
@@ -131,5 +161,5 @@ def write_scenario(out_dir: Path, degrade_at_s: float | None = 30.0, degrade_lin
     leaves = sum(1 for s_ in topo.switches if s_.role is Role.LEAF)
     return Scenario(topology, out, degrade_link if degrade_at_s is not None else None, degrade_at_s, capacity,
                     hosts=len(topo.hosts), leaves=leaves, spines=len(topo.switches) - leaves, workload_name=workload,
-                    congestion=data.get("congestion") is not None)
+                    congestion=data.get("congestion") is not None, node_groups=bool(data.get("node_groups")))
 

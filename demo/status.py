@@ -2,7 +2,8 @@
 
 :class:`OutputWatcher` is a thread with a kafka-python consumer on ``fim``, ``collisions``,
 ``link-loads`` and ``dead-letter`` (manual assignment from the beginning: no consumer group, so
-nothing to rebalance on an embedded broker). It folds every record into :class:`Observed`, which
+nothing to rebalance on an embedded broker), and with ``Observed.watch_flows`` the agents' FlowBatches too (a
+heterogeneous job's iteration time, ``whatif/iterations.py``). It folds every record into :class:`Observed`, which
 is pure (tests feed it messages). :func:`status_lines` renders a compact status from it.
 """
 
@@ -12,15 +13,16 @@ import logging
 import statistics
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.assembly import TOPICS as ASSEMBLED
 from flowtracer.stream.diagnosis.assembly import WindowAssembler
+from flowtracer.whatif.iterations import HostSample, host_sample, job_iteration_s, progress
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ default --grace)."""
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
 WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
            topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name)
+FLOW_BATCHES_KEPT = 8192
+"""With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
 
 
 @dataclass
@@ -90,10 +94,30 @@ class Observed:
     incident_states: dict[str, str] = field(default_factory=dict)
     #: the diagnosis's windows, by the service's own assembly rule (demo/incidents.py takes the complete ones)
     assembler: WindowAssembler = field(default_factory=lambda: WindowAssembler(S, GRACE_NS))
+    #: also read the agents' FlowBatches (a job's iteration time from NCCL opCounts: heterogeneous jobs)
+    watch_flows: bool = False
+    #: collectives per training iteration of the watched job (its ops' counts summed)
+    ops_per_iteration: int = 1
+    flow_batches: deque[flows_pb2.FlowBatch] = field(default_factory=lambda: deque(maxlen=FLOW_BATCHES_KEPT))
+    host_samples: deque[HostSample] = field(default_factory=lambda: deque(maxlen=FLOW_BATCHES_KEPT))
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics this observer folds in."""
+        return WATCHED + ((topics.FLOWS.name,) if self.watch_flows else ())
 
     def add(self, topic: str, value: bytes | None, kafka_ts_ms: int, now_ns: int | None = None) -> None:
         """Fold one output record in; a record that does not decode is counted, never raised. ``now_ns``: when
         it arrived (monotonic ns, the diagnosis's grace clock; default now)."""
+        if topic == topics.FLOWS.name:  # the agents' input to the pipeline, not one of its outputs
+            try:
+                batch = flows_pb2.FlowBatch.FromString(value or b"")
+            except Exception:
+                self.undecodable += 1
+                return
+            self.flow_batches.append(batch)
+            self.host_samples.append(host_sample(batch))
+            return
         self.records += 1
         if topic in ASSEMBLED:
             self.assembler.add(topic, value, time.monotonic_ns() if now_ns is None else now_ns)
@@ -187,6 +211,13 @@ class Observed:
         now = [c for c in self.collisions.values() if c.last_end_ns > newest - hops * S]
         return sorted(now, key=lambda c: (-c.max_link_utilization, c.group))
 
+    def recent_iteration_s(self, span_ns: int = 10 * S) -> float | None:
+        """The busiest job's iteration time over the newest ``span_ns`` of agent windows, from NCCL opCounts."""
+        if not self.host_samples:
+            return None
+        newest = max(s.end_ns for s in self.host_samples)
+        return job_iteration_s(list(progress(self.host_samples, self.ops_per_iteration, newest - span_ns).values()))
+
     def latency_stats(self, from_end_ns: int = 0) -> dict[str, float | int | None]:
         """p50 / p99 / max seconds from switch sample instant (window end) to the LinkLoad in Kafka,
         over windows ending at or after ``from_end_ns``."""
@@ -226,7 +257,7 @@ class OutputWatcher(threading.Thread):
         try:
             parts = []
             deadline = time.monotonic() + 30
-            for t in WATCHED:
+            for t in self.observed.topics:
                 ps = consumer.partitions_for_topic(t)
                 while not ps and time.monotonic() < deadline and not self._stop_event.is_set():
                     time.sleep(0.5)
@@ -304,6 +335,9 @@ def status_lines(obs: Observed, elapsed_s: float, duration_s: float | None, stag
               f"switches reporting {switches}, dead letters {obs.dead_letters}, "
               + (f"STOPPED: {', '.join(down)}" if down else f"{len(stages)} stages up"))
     lines.append(health)
+    it = obs.recent_iteration_s() if obs.watch_flows else None
+    if it is not None:
+        lines.append(f"  job iteration: {it * 1e3:.1f} ms over the last 10 s (agents: NCCL opCount per window)")
     return lines
 
 

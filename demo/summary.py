@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from flowtracer.demo.incidents import IncidentWatch, incidents_section
+from flowtracer.demo.node_groups import node_groups_section
 from flowtracer.demo.scoring import DEFAULT_WARMUP_S, link_section, path_section
 from flowtracer.demo.status import Observed
+from flowtracer.schemas.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.sim.fabric.workload import Workload
 from flowtracer.stream.analytics.fim import fabric_fim, fim
+from flowtracer.whatif.slow_group import report_lines
 
 S = 1_000_000_000
 SUMMARY_VERSION = 1
@@ -165,8 +169,10 @@ def scores_section(obs: Observed, gt: GroundTruth | None, hop_s: float, warmup_s
 
 def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling_s: float, hop_s: float,
                   extra: dict[str, Any], warmup_s: float = DEFAULT_WARMUP_S,
-                  resolver: str | None = None, incidents: IncidentWatch | None = None) -> dict[str, Any]:
-    """The whole summary. ``extra`` carries what only the command knows (run, sink, stages, scenario)."""
+                  resolver: str | None = None, incidents: IncidentWatch | None = None,
+                  node_groups: tuple[Topology, Workload] | None = None) -> dict[str, Any]:
+    """The whole summary. ``extra`` carries what only the command knows (run, sink, stages, scenario);
+    ``node_groups``: the scenario's topology and workload when it has node groups (demo/node_groups.py)."""
     gt = None
     gt_error = None
     if ground_truth_dir is not None:
@@ -181,6 +187,8 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
     summary["faults"] = faults_section(obs, gt, hop_s)
     summary["incidents"] = incidents_section(incidents, gt) if incidents is not None else []
     summary["scores"] = scores_section(obs, gt, hop_s, warmup_s, resolver)
+    if node_groups is not None:
+        summary["node_groups"] = node_groups_section(obs, *node_groups, gt, warmup_s, summary["fabric_fim"]["series"])
     # Steady state: from a few hops after every switch was measured (start-up windows wait out the grace).
     steady_from = (fully_measured_from(obs) or 0) + STEADY_AFTER_HOPS * S
     summary["pipeline"] = {
@@ -231,6 +239,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         what = f"{fl['kind']} {fl['target']}" + (f" to {fl['capacity']:.0%}" if "capacity" in fl else "")
         lines.append(f"fault at {fl['at_s']:.0f} s: {what}; switch-to-switch traffic "
                      f"{_g(fl['fabric_gbps_before'])} -> {_g(fl['fabric_gbps_after'])} Gbit/s")
+    lines += node_group_lines(s.get("node_groups"))
     lines += incident_summary_lines(s.get("incidents") or [])
     lines += score_lines(s.get("scores"))
     p = s["pipeline"]
@@ -244,6 +253,29 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(f"cpu: machine {cpu['machine_busy']:.0%} busy over {cpu['cores']} cores; stages used "
                      f"{cpu['stages_cpu_s']:.0f} CPU-s in {s.get('ran_s', 0):.0f} s")
     return lines
+
+
+def node_group_lines(ng: dict[str, Any] | None) -> list[str]:
+    """The job over node groups: measured iteration time per group, the all-fast counterfactual, the FIM."""
+    if not ng:
+        return []
+    sp = ng["span"]
+    lines = [f"job {ng['job']} over node groups ({len(ng['hosts'])} hosts; measured from the agents' NCCL opCounts "
+             f"and port bytes, {sp['from_s']:g}-{sp['to_s']:g} s, {ng['hosts_measured']} hosts): iteration "
+             f"{_ms(ng['iteration_s'])}, ground truth {_ms(ng['iteration_s_ground_truth'])}"
+             + (f" (error {_pct(ng['iteration_error'])}, tolerance {_pct(ng['tolerance'], 0)})"
+                if ng["iteration_error"] is not None else "")]
+    lines += ["  " + line for line in report_lines(ng)]
+    fm = ng["fim"]
+    lines.append(f"  all nodes fast, counterfactual simulator run (ground truth): iteration "
+                 f"{_ms(ng['all_fast_iteration_s_ground_truth'])}; fabric FIM with the slow group: processor "
+                 f"{_f(fm['with_slow_group_measured'])} over {fm['windows']} windows, ground truth "
+                 f"{_f(fm['with_slow_group_ground_truth'])}")
+    return lines
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
 
 
 def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:

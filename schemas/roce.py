@@ -7,6 +7,9 @@ ROCEV2_UDP_DPORT = 4791
 
 IP_PROTO_UDP = 17
 
+FRAME_OVERHEAD_BYTES = 62
+"""Frame bytes per RoCEv2 packet besides payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4."""
+
 ROCE_PRIORITY = 3
 """The PFC priority and egress queue RoCE traffic uses by convention (the simulator's and the processor's)."""
 

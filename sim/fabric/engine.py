@@ -338,6 +338,11 @@ class Engine:
     def log(self, host: str, lines: Sequence[str]) -> None:
         self._logs.setdefault(host, []).extend(lines)
 
+    def iteration_done(self, job: str, iteration: int, t_ns: int) -> None:
+        """Ground truth only: a job finished an iteration at ``t_ns``."""
+        if self.gt is not None:
+            self.gt.iteration(job, iteration, t_ns)
+
     # -- faults -----------------------------------------------------------------------------------
 
     def _check_fault(self, kind: str, target: str) -> None:

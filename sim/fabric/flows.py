@@ -22,13 +22,14 @@ from typing import Any
 import numpy as np
 
 from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.schemas.roce import FRAME_OVERHEAD_BYTES
 from flowtracer.sim.fabric.congestion import Extra
 from flowtracer.sim.fabric.congestion_math import ActiveFlows
 from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair
 from flowtracer.sim.hosts.state import HostState, PortCounters, QpState
 
-#: Frame bytes per RoCEv2 packet besides payload: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
-HEADER_BYTES = 62
+#: Frame bytes per RoCEv2 packet besides payload (schemas.roce: one copy for the simulator and the what-if).
+HEADER_BYTES = FRAME_OVERHEAD_BYTES
 #: NCCL's clear-to-send: a 64-byte RDMA write back to the sender per receive of up to 512 KiB.
 CTS_BYTES = 64
 CTS_EVERY = 512 * 1024

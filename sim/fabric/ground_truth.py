@@ -21,6 +21,8 @@ The pipeline never reads this. The engine writes JSON lines into one directory:
   when one is not 1}}, and with the
   congestion model on ``congestion`` = {interface: [SWITCH_COUNTERS of priority 3, as published]}.
 - ``events.jsonl``: faults and their effects with ``t_ns``, ``kind`` and ``target``.
+- ``iterations.jsonl``: one line per training iteration a job completed: ``job``, ``iteration`` (1, 2, ..),
+  ``t_ns`` (when its last op ended; its compute and ops ran before).
 - ``congestion.jsonl`` (congestion model on): per tick ``start_ns``, ``end_ns``, ``ports``, ``nics``,
   ``causes`` and ``extras`` (docs/congestion.md).
 
@@ -41,7 +43,7 @@ from typing import IO, Any
 from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, GT_PORT_FIELDS, SWITCH_COUNTERS
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 
-_FILES = ("flows", "paths", "ticks", "counters", "events", "congestion")
+_FILES = ("flows", "paths", "ticks", "counters", "events", "congestion", "iterations")
 
 
 class GroundTruthWriter:
@@ -87,6 +89,9 @@ class GroundTruthWriter:
 
     def congestion(self, record: dict[str, object]) -> None:
         self._w("congestion", record)
+
+    def iteration(self, job: str, iteration: int, t_ns: int) -> None:
+        self._w("iterations", {"job": job, "iteration": iteration, "t_ns": t_ns})
 
     def close(self) -> None:
         for f in self._f.values():
@@ -190,7 +195,8 @@ class GroundTruth:
 
     def __init__(self, meta: dict[str, Any], flows: dict[int, FlowInfo], paths: dict[int, tuple[str, ...]],
                  ticks: list[dict[str, Any]], counters: list[dict[str, Any]], events: list[dict[str, Any]],
-                 congestion: list[dict[str, Any]] | None = None) -> None:
+                 congestion: list[dict[str, Any]] | None = None,
+                 iterations: list[dict[str, Any]] | None = None) -> None:
         self.meta = meta
         self.tick_ns: int = meta["tick_ns"]
         self.start_ns: int = meta["start_ns"]
@@ -203,6 +209,7 @@ class GroundTruth:
         self.tick_ends = [t["end_ns"] for t in ticks]
         self.congestion = congestion or []
         self.congestion_ends = [c["end_ns"] for c in self.congestion]
+        self.iterations = iterations or []
 
     @classmethod
     def load(cls, root: str | Path) -> GroundTruth:
@@ -219,7 +226,8 @@ class GroundTruth:
             flows[rec["id"]] = FlowInfo(**rec)
         paths = {rec["id"]: tuple(rec["links"]) for rec in _lines(root / "paths.jsonl")}
         return cls(meta, flows, paths, list(_lines(root / "ticks.jsonl")), list(_lines(root / "counters.jsonl")),
-                   list(_lines(root / "events.jsonl")), list(_lines(root / "congestion.jsonl")))
+                   list(_lines(root / "events.jsonl")), list(_lines(root / "congestion.jsonl")),
+                   list(_lines(root / "iterations.jsonl")))
 
     # -- switch counters --------------------------------------------------------------------------
 
@@ -329,6 +337,12 @@ class GroundTruth:
 
     def events_in(self, start_ns: int, end_ns: int, kind: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if start_ns <= e["t_ns"] <= end_ns and (kind is None or e["kind"] == kind)]
+
+    def mean_iteration_s(self, job: str, start_ns: int, end_ns: int) -> float | None:
+        """Seconds per iteration of ``job`` between its first and last iteration end inside
+        [start_ns, end_ns] (None: fewer than two ends there)."""
+        ends = [r["t_ns"] for r in self.iterations if r["job"] == job and start_ns <= r["t_ns"] <= end_ns]
+        return (ends[-1] - ends[0]) / (len(ends) - 1) / 1e9 if len(ends) >= 2 else None
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:

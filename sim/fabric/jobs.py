@@ -51,6 +51,8 @@ class JobEnv(Protocol):
 
     def log(self, host: str, lines: Sequence[str]) -> None: ...
 
+    def iteration_done(self, job: str, iteration: int, t_ns: int) -> None: ...
+
 
 class JobRun:
     """State machine of one job. ``timer_ns`` is when it next needs ``poll`` (None: waiting on transfers)."""
@@ -124,6 +126,7 @@ class JobRun:
             self._start_op(now_ns)
             return
         self.iteration += 1
+        self.env.iteration_done(self.spec.name, self.iteration, now_ns)
         if self.spec.iterations is not None and self.iteration >= self.spec.iterations:
             self._destroy_comm(now_ns)
             self.state, self.finished, self.timer_ns = "done", True, None

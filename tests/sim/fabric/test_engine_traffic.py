@@ -209,6 +209,20 @@ def test_slow_gpus_stretch_compute_gaps(tmp_path: Path) -> None:
     assert ops_done(2.0) == 4  # the slowest rank sets the pace: 0.2, 0.4, 0.6, 0.8 s
 
 
+def test_ground_truth_records_each_iteration_end(tmp_path: Path) -> None:
+    """iterations.jsonl: one line per finished iteration; its spacing is compute + the ring at the slow NIC."""
+    size = 256 * 2**20
+    wl = validate_workload({
+        "jobs": [{"name": "j", "channels": 1, "compute_gap": "100ms", "iterations": 5,
+                  "ops": [{"collective": "allreduce", "size": size}]}],
+        "node_groups": [{"hosts": ["host02"], "nic_rate": "50G"}]}, "t")
+    _, gt = run(fabric(hosts=4), wl, tmp_path, 2)
+    assert [(r["job"], r["iteration"]) for r in gt.iterations] == [("j", i) for i in range(1, 6)]
+    comm_s = wire(round(2 * 3 / 4 * size)) * 8 / (50 * G)  # frames of the ring's per-rank bytes at 50G
+    assert gt.mean_iteration_s("j", START, START + 2 * G) == pytest.approx(0.1 + comm_s, rel=1e-3)
+    assert gt.mean_iteration_s("j", START, START + 100_000_000) is None  # not two ends in the first 0.1 s
+
+
 # -- conservation and host state --------------------------------------------------------------------
 
 
