@@ -41,7 +41,7 @@ def test_a_dashboard_port_in_use_is_refused_before_anything_starts(tmp_path: Pat
 
 
 def test_influx_without_a_token_is_refused(tmp_path: Path) -> None:
-    code, out = _run(["--influx-url", "http://127.0.0.1:8086", "--run-dir", str(tmp_path / "run")])
+    code, out = _run(["--influx-url", "http://127.0.0.1:8086", "--run-dir", str(tmp_path / "run"), "--web-port", "0"])
     assert code == 2 and "export FLOWTRACER_INFLUX_TOKEN or INFLUX_TOKEN" in out
     assert "never on the command line" in out
 
@@ -55,7 +55,7 @@ def test_a_run_dir_that_is_not_a_demo_run_is_not_replaced(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--duration", "0"], "--duration 0.0: must be positive"),
+    (["--duration", "0", "--web-port", "0"], "--duration 0.0: must be positive"),
     (["--web-port", "70000"], "--web-port 70000: must be 0..65535"),
 ])
 def test_bad_flags_name_the_flag(tmp_path: Path, args: list[str], message: str) -> None:

@@ -57,9 +57,11 @@ def test_a_bad_workload_file_is_refused_and_the_previous_run_is_kept(tmp_path: P
 
 
 def test_a_missing_topology_or_preset_is_refused(tmp_path: Path) -> None:
-    code, out = _run(["--topology", str(tmp_path / "nope.yaml"), "--run-dir", str(tmp_path / "r")])
+    # --web-port 0: the default dashboard port may be taken by another demo on this machine, and that is a
+    # different refusal
+    code, out = _run(["--topology", str(tmp_path / "nope.yaml"), "--run-dir", str(tmp_path / "r"), "--web-port", "0"])
     assert code == 2 and "--topology" in out and "Traceback" not in out
-    code, out = _run(["--workload", "ring-allreduse", "--run-dir", str(tmp_path / "r")])
+    code, out = _run(["--workload", "ring-allreduse", "--run-dir", str(tmp_path / "r"), "--web-port", "0"])
     assert code == 2 and "--workload ring-allreduse" in out and "Traceback" not in out
 
 
