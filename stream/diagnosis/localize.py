@@ -48,6 +48,10 @@ WEIGHTS: dict[str, dict[Kind, float]] = {
     "group": {Kind.FIM_HIGH: 1.0, Kind.COLLISION: 1.0, Kind.UNEXPLAINED: 0.6},
     "agent": {Kind.AGENT_MISSING: 1.0},
     "port": {Kind.HOTSPOT: 1.0, Kind.CAPACITY_LOSS: 0.2},
+    # a NIC that cannot move its line rate (PCIe-limited, a firmware cap, a slower part) queues its host link
+    # like a degraded cable does: the switch's counters cannot tell the two apart, so the NIC is ranked just
+    # below the cable, never above it
+    "nic": {Kind.CAPACITY_LOSS: 0.9},
 }
 """How well a fault of each component type explains each symptom kind (0: not at all, 1: its signature)."""
 
@@ -61,6 +65,7 @@ SIGNATURE: dict[str, frozenset[Kind]] = {
     "group": frozenset({Kind.FIM_HIGH, Kind.COLLISION}),
     "agent": frozenset({Kind.AGENT_MISSING}),
     "port": frozenset({Kind.HOTSPOT}),
+    "nic": frozenset({Kind.CAPACITY_LOSS}),
 }
 """A component is only picked when what it explains includes one of its own symptoms (a switch with dead
 links but counters that still report is not a silent switch)."""
@@ -112,9 +117,13 @@ class RiskModel:
     def __init__(self, model: FabricModel) -> None:
         self.model = model
         deps: dict[str, set[str]] = {}
-        for link in model.fabric.links:
+        for link, dl in model.fabric.links.items():
             deps.setdefault(cable_of(link), set()).add(f"link:{link}")
             deps[f"port:{link}"] = {f"link:{link}"}
+            if dl.host_link:  # the NIC end of a host cable: "<host>:<rdma_device>"
+                nic = dl.src_node if dl.src_node in model.hosts else dl.dst_node
+                nic_port = dl.src_port if dl.src_node in model.hosts else dl.dst_port
+                deps.setdefault(f"nic:{nic}:{nic_port}", set()).add(f"link:{link}")
         for sw, links in model.switch_links.items():
             deps[f"switch:{sw}"] = {f"switch:{sw}"} | {f"link:{lk}" for lk in links}
         for gid, (sw, members) in model.groups.items():
@@ -209,12 +218,14 @@ def _weight(comp: str, syms: list[Symptom]) -> float:
 
 def _prior(comp: str) -> int:
     """Tie-break: the smaller component first (a cable before a switch), as SCOUT prefers."""
-    return {"port": 5, "cable": 4, "agent": 4, "group": 3, "hash": 2, "switch": 1}[_type(comp)]
+    return {"port": 5, "cable": 4, "nic": 4, "agent": 4, "group": 3, "hash": 2, "switch": 1}[_type(comp)]
 
 
 def _kind(comp: str, syms: tuple[Symptom, ...]) -> str:
     t = _type(comp)
     kinds = {s.kind for s in syms}
+    if t == "nic":
+        return IncidentKind.DEGRADED_LINK
     if t == "cable":
         return IncidentKind.FAILED_LINK if kinds & {Kind.LINK_DOWN, Kind.LINK_DEAD} else IncidentKind.DEGRADED_LINK
     return {"switch": IncidentKind.SWITCH_SILENT, "hash": IncidentKind.HASH_MISCONFIGURATION,

@@ -92,6 +92,17 @@ def test_capacity_loss_carries_its_rate_and_the_flows_it_affects() -> None:
     assert "capacity_loss" in inc.evidence[inc.top][0]
 
 
+def test_a_host_link_that_loses_capacity_suspects_the_cable_then_its_nic() -> None:
+    """A PCIe-limited NIC queues its host link like a degraded cable: the cable first, the NIC second; a switch
+    cable has no NIC among its suspects."""
+    host = "leaf04:Ethernet1>host13:mlx5_0"
+    _, [inc] = _run([_view(k, congestion={host: QUEUED}) for k in range(1, 4)])
+    assert inc.kind == IncidentKind.DEGRADED_LINK
+    assert [c for c, _ in inc.ranked()[:2]] == [cable_of(host), "nic:host13:mlx5_0"]
+    _, [inc] = _run([_view(k, congestion={UP: QUEUED}) for k in range(1, 4)])
+    assert not [c for c in inc.suspects if c.startswith("nic:")], inc.suspects
+
+
 def test_a_flapping_signal_is_one_incident_and_it_closes_after_the_clear_windows() -> None:
     views = []
     for k in range(1, 21):  # queue on for 2 windows, off for 2, ...
