@@ -36,6 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from stage_latency import STAGES, breakdown, marks, read_run
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -189,6 +191,7 @@ def pipeline_run(hosts: int, leaves: int, spines: int, seconds: float, work: Pat
         for m in consumer:
             obs.add(m.topic, m.value, m.timestamp if m.timestamp_type == 0 else 0)
         consumer.close()
+        per_window = marks(read_run(p.bootstrap, "flowtracer-hash"), len(topo.switches), len(topo.hosts))
     steady_from = started + 12 * S
     lat = obs.latency_stats(steady_from)
     newest = max(obs.fabric_fim, default=0)
@@ -210,7 +213,8 @@ def pipeline_run(hosts: int, leaves: int, spines: int, seconds: float, work: Pat
             "sim_ticks_behind_max": max(behind, default=0), "collector_stalls": stalls, "limited_by": limited_by,
             "seconds": seconds, "fabric_windows_steady": windows, "expected_windows": expected,
             "lag_at_stop_s": None if lag_at_stop is None else round(lag_at_stop, 2),
-            "latency": lat, "keeps_up": keeps_up, "stages": stages}
+            "latency": lat, "keeps_up": keeps_up, "stages": stages,
+            "stage_latency": breakdown(per_window, steady_from)}
 
 
 def _read(path: Path) -> str:
@@ -483,6 +487,14 @@ def report(m: dict[str, Any], res: dict[str, Result], pipes: list[dict[str, Any]
                      f"CPU (cores): {cpu}; RSS MiB: {mem}"])
     ptable = md_table(["hosts / leaves / spines", "keeps up", "latency p50 / p99 s", "lag at stop s",
                        "fabric windows / expected", "stages"], prow)
+    srow = []
+    for x in pipes:
+        b = x.get("stage_latency") or {}
+        if not b.get("windows"):
+            continue
+        srow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}", str(b["windows"])]
+                    + [f"{b['marks'][k]['p50_s']:.2f} / {b['marks'][k]['p99_s']:.2f}" for k in STAGES])
+    stable = md_table(["hosts / leaves / spines", "windows", *(f"{k} p50 / p99 s" for k in STAGES)], srow)
     mrows = [["CPU", f"{m['nproc']} x {m['cpu']}"], ["memory", f"{m['memory_gib']} GiB"],
              ["Python", m["python"]], ["kernel", m["kernel"]],
              ["load average at start (1/5/15 min)", " / ".join(f"{x:.2f}" for x in m["load_avg_start"])],
@@ -531,6 +543,17 @@ def report(m: dict[str, Any], res: dict[str, Result], pipes: list[dict[str, Any]
         "and the stage that could not keep up is named: the simulator when its engine fell behind real time",
         "(`sim.log`), the collector when switch streams stalled, else the processor. CPU is per stage in cores",
         "(1.0 = one core); on a shared machine a stage can fall behind below one core because others hold the CPUs.",
+        "",
+        "### Where the latency goes",
+        "",
+        stable,
+        "",
+        "Per window ending at E, seconds after E from the Kafka timestamps of one run's topics",
+        "(`bench/stage_latency.py`, which also runs alone): `sampled` every switch sampled past E;",
+        "`counters_in_kafka` the newest of those samples' CounterBatches in Kafka; `flows_in_kafka` the newest",
+        "FlowBatch of the window; `attributions` the flows stage released the window; `link_loads` the links stage",
+        "did (the latency above); `fabric` the fabric stage's FimSample, the end of the chain. Over windows that",
+        "have every mark, from 12 s after the start.",
         "",
         f"Script times: {times}.",
         "",
