@@ -30,7 +30,8 @@ GRACE_NS = 10 * S
 default --grace)."""
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
 WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
-           topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name)
+           topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name,
+           topics.COLLECTIVE_PROFILE.name)
 
 
 @dataclass
