@@ -62,6 +62,7 @@ return {
   linksDrawn: q("#fabric line.link").length, linksColoured: q("#fabric line.link[data-util]").filter(
     (l) => l.getAttribute("data-util") !== "").length,
   switches: q("#fabric g.switch text").map((t) => t.textContent),
+  collectives: q("#collectives tr.collective").map((r) => [r.dataset.job, r.dataset.op, r.dataset.bytes]),
   health: Object.fromEntries(dts.map((dt, i) => [dt.textContent, dds[i] ? dds[i].textContent : ""])),
   status: document.getElementById("status").textContent,
 };
@@ -80,6 +81,7 @@ class Seen:
     links_drawn: int = 0
     links_coloured: int = 0
     switches: list[str] = field(default_factory=list)
+    collectives: list[tuple[str, str, str]] = field(default_factory=list)  # job, operation, bytes per call
     health: dict[str, str] = field(default_factory=dict)
     status: str = ""
     screenshot: Path | None = None
@@ -169,6 +171,7 @@ def _drive_browser(url: str, tmp: Path) -> Seen:
         seen.collisions = [tuple(c) for c in dom["collisions"]]
         seen.links_drawn, seen.links_coloured = dom["linksDrawn"], dom["linksColoured"]
         seen.switches, seen.health, seen.status = dom["switches"], dom["health"], dom["status"]
+        seen.collectives = [tuple(c) for c in dom["collectives"]]
         shot = tmp / "dashboard.png"
         driver.save_screenshot(str(shot))
         ARTIFACTS.mkdir(exist_ok=True)
@@ -475,6 +478,10 @@ def test_collective_profiles_equal_the_simulators_nccl_logs_and_the_degraded_lin
         want = max(sum(t <= cutoff for t in ts) for ts in by_pid.values())
         assert sum(calls[key].values()) == want > 10, (key, want)
         assert set(size[key].values()) == {count * width[dtype]}, key  # AllReduce: count x element size
+    # The dashboard showed them per job: the ring's AllReduce of the logged size.
+    sizes = {str(count * width[dtype]) for _, _, _, dtype, count in logged}
+    assert {(job, op) for job, op, _ in demo.seen.collectives} == {("ring-allreduce", "AllReduce")}, demo.seen
+    assert {b for _, _, b in demo.seen.collectives} == sizes, demo.seen.collectives
     # The incident names the ring job's collectives, as the logs name them ...
     [inc] = [i for i in demo.summary["incidents"] if i["kind"] == "degraded_link"]
     assert inc["collectives"] == sorted({f"ring-allreduce/{c}/{op}" for _, c, op, _, _ in logged}), inc

@@ -279,6 +279,32 @@ function showCauses(state) {
   }
 }
 
+function showCollectives(state) {
+  const body = document.querySelector("#collectives tbody");
+  body.textContent = "";
+  const colls = state.collectives || [];
+  if (colls.length === 0) {
+    const tr = h("tr", {class: "empty"});
+    tr.appendChild(h("td", {colspan: "8"}, "none"));
+    body.appendChild(tr);
+    return;
+  }
+  for (const c of colls) {
+    const tr = h("tr", {class: "collective", "data-job": c.job, "data-op": c.operation,
+                        "data-calls": `${c.calls}`, "data-bytes": `${c.call_bytes}`});
+    tr.appendChild(h("td", {}, c.job || "–"));
+    tr.appendChild(h("td", {}, c.comm));
+    tr.appendChild(h("td", {}, c.operation));
+    tr.appendChild(h("td", {class: "num"}, bytes(c.call_bytes)));
+    tr.appendChild(h("td", {class: "num"}, `${c.nranks}`));
+    tr.appendChild(h("td", {class: "num"}, `${c.calls}`));
+    tr.appendChild(h("td", {class: "num", title: c.hosts.join(", ")}, `${c.hosts.length}`));
+    const bw = c.bus_bw_bytes_per_s === null ? "–" : `${(c.bus_bw_bytes_per_s / 1e9).toFixed(2)} GB/s`;
+    tr.appendChild(h("td", {class: "num"}, bw));
+    body.appendChild(tr);
+  }
+}
+
 function showHealth(state) {
   const hl = state.health;
   const dl = document.getElementById("health");
@@ -379,6 +405,7 @@ async function tick() {
     showFabricFim(state);
     showCollisions(state);
     showCauses(state);
+    showCollectives(state);
     showIncidents(state);
     showHealth(state);
     document.body.setAttribute("data-updated-ms", String(state.now_ms));
