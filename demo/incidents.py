@@ -79,7 +79,8 @@ def incident_lines(watch: IncidentWatch, top: int = 3) -> list[str]:
 
 def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict[str, Any]]:
     """Every incident of the run: kind, suspects with scores and evidence, times (s after the simulator's
-    start), affected flows, hosts and jobs (the pipeline's), and the simulator's jobs of those flows."""
+    start), affected flows, hosts, jobs and the collectives it slowed (the pipeline's), and the simulator's jobs of
+    those flows."""
     jobs: dict[str, str] = {}
     if gt is not None:
         jobs = {f"{f.src_nic}>{f.dst_nic}": f.job for f in gt.flows.values()}
@@ -96,5 +97,6 @@ def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict
                     "start_ns": inc.start_ns, "detected_ns": inc.detected_ns, "end_ns": inc.end_ns or None,
                     "start_s": rel(inc.start_ns), "detected_s": rel(inc.detected_ns), "end_s": rel(inc.end_ns),
                     "windows": inc.windows, "flows": sorted(inc.flows), "hosts": sorted(inc.hosts),
-                    "jobs": sorted(inc.jobs), "jobs_ground_truth": sorted({jobs[f] for f in inc.flows if f in jobs})})
+                    "jobs": sorted(inc.jobs), "collectives": sorted(inc.collectives),
+                    "jobs_ground_truth": sorted({jobs[f] for f in inc.flows if f in jobs})})
     return out

@@ -32,7 +32,8 @@ GRACE_NS = 10 * S
 default --grace)."""
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
 WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
-           topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name)
+           topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name,
+           topics.COLLECTIVE_PROFILE.name)
 FLOW_BATCHES_KEPT = 8192
 """With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
 

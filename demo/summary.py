@@ -288,8 +288,10 @@ def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
                 else "")
         when += f" to {i['end_s']:g} s" if i["end_s"] is not None else (", still open" if when else "still open")
         jobs = ", ".join(i.get("jobs") or i["jobs_ground_truth"]) or f"{len(i['flows'])} flows"
+        colls = i.get("collectives") or []
+        slowed = f"; slowed {', '.join(colls[:4])}{'...' if len(colls) > 4 else ''}" if colls else ""
         out.append(f"incident {i['kind']} {when}: suspects {', '.join(x['component'] for x in i['suspects'][:3])}; "
-                   f"affects {jobs}")
+                   f"affects {jobs}{slowed}")
     return out
 
 

@@ -75,6 +75,11 @@ CONGESTION_CAUSE = Topic(
     "per congested link and window: its cause (collision, incast, degraded link, pause spread from an origin, "
     "unknown) with the evidence",
 )
+COLLECTIVE_PROFILE = Topic(
+    "flowtracer.collective-profile.v1", "CollectiveProfile", "job id",
+    "per host, job, communicator, operation and size and window: NCCL calls (count, bytes, ranks, peers, estimated "
+    "bandwidth) from the host agents' NCCL logs, passed on by the processor",
+)
 INCIDENTS = Topic(
     "flowtracer.incidents.v1", "Incident", "incident id",
     "faults the diagnosis localized: kind, ranked suspect components with evidence, affected flows, start and end; "
@@ -125,7 +130,8 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     ECMP_DRIFT, CONGESTION_CAUSE, INCIDENTS, DEAD_LETTER)
+                                     ECMP_DRIFT, CONGESTION_CAUSE, COLLECTIVE_PROFILE, INCIDENTS,
+                                     DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

@@ -10,6 +10,10 @@ The per-window work runs on columns (10k QPs per window on a big host): ``qp_win
 the deltas, and the batches are assembled as serialized bytes (``flow_wire``) from each QP
 generation's cached Flow fields plus the window's numbers, without a message object per flow.
 ``window_encoded`` returns those bytes (what the agent sends); ``window`` the same as messages.
+
+The host's NCCL COLL lines of the window go into the first leaf's batch as ``CollectiveProfile`` s
+(``collective_profile``), each logging pid's calls under its job (the pid's from the sample, else the
+configured ``job_id``); lines read before the first window are reported with the first batch.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowtracer.collectors.agent.collective_profile import CollectiveProfiler
 from flowtracer.collectors.agent.flow_cache import FlowCache, FlowTemplate, intern_id, is_range
 from flowtracer.collectors.agent.flow_wire import NCCL_TAG, encode_flows
 from flowtracer.collectors.agent.host_window import EncodedBatch, HostSample, PipelineConfig, WindowStats
@@ -57,7 +62,8 @@ class HostPipeline:
                              initial_psn=cfg.initial_psn)
         self.ports = PortTracker()
         self.congestion = NicCongestionTracker()
-        self.nccl = NcclLog()
+        self.collectives = CollectiveProfiler()
+        self.nccl = NcclLog(on_call=self.collectives.call)
         self._gids: dict[tuple[str, int], list[Gid]] = {}
         self._netdev_mtu: dict[tuple[str, int], int] = {}
         self._src: dict[tuple[str, int], tuple[str, str, str]] = {}  # (device, port) -> (ip, netdev, leaf)
@@ -169,6 +175,8 @@ class HostPipeline:
         malformed += self._carry_malformed
         self._carry_malformed = 0
 
+        jobs, default_job = self._jobs, self.cfg.job_id
+        profiles = self.collectives.take(self.host, lambda pid: jobs.get(pid) or default_job, start_ns, end_ns)
         batches: dict[str, _Batch] = {leaf: _Batch() for leaf in self.inventory.leaves(self.host)}
         src = self._src
         flows = self._flows(w, error_bound, peers, stats)
@@ -188,8 +196,9 @@ class HostPipeline:
             self._seq[leaf] = seq
             head = pb.FlowBatch(schema_version=SCHEMA_VERSION, host=self.host, leaf=leaf, window_start_ns=start_ns,
                                 window_end_ns=end_ns, agent_id=self.cfg.agent_id, sequence=seq)
-            # malformed_records once per host and window, on the first leaf's batch
-            tail = pb.FlowBatch(ports=b.ports, malformed_records=0 if out else malformed, received_ns=received_ns)
+            # malformed_records and the collective profiles once per host and window, on the first leaf's batch
+            tail = pb.FlowBatch(ports=b.ports, malformed_records=0 if out else malformed, received_ns=received_ns,
+                                collectives=[] if out else profiles)
             out.append(EncodedBatch(leaf, self.host, seq, head.SerializeToString() + b.flows
                                     + tail.SerializeToString()))
         return out, stats

@@ -56,7 +56,7 @@ BYTE_SOURCE_NCCL_PROFILER: ByteSource
 BYTE_SOURCE_SIMULATOR: ByteSource
 
 class FlowBatch(_message.Message):
-    __slots__ = ("schema_version", "host", "leaf", "window_start_ns", "window_end_ns", "agent_id", "sequence", "flows", "ports", "malformed_records", "received_ns")
+    __slots__ = ("schema_version", "host", "leaf", "window_start_ns", "window_end_ns", "agent_id", "sequence", "flows", "ports", "malformed_records", "received_ns", "collectives")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     LEAF_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,7 @@ class FlowBatch(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     MALFORMED_RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_NS_FIELD_NUMBER: _ClassVar[int]
+    COLLECTIVES_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     host: str
     leaf: str
@@ -79,7 +80,54 @@ class FlowBatch(_message.Message):
     ports: _containers.RepeatedCompositeFieldContainer[PortTotals]
     malformed_records: int
     received_ns: int
-    def __init__(self, schema_version: _Optional[int] = ..., host: _Optional[str] = ..., leaf: _Optional[str] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., flows: _Optional[_Iterable[_Union[Flow, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[PortTotals, _Mapping]]] = ..., malformed_records: _Optional[int] = ..., received_ns: _Optional[int] = ...) -> None: ...
+    collectives: _containers.RepeatedCompositeFieldContainer[CollectiveProfile]
+    def __init__(self, schema_version: _Optional[int] = ..., host: _Optional[str] = ..., leaf: _Optional[str] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., flows: _Optional[_Iterable[_Union[Flow, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[PortTotals, _Mapping]]] = ..., malformed_records: _Optional[int] = ..., received_ns: _Optional[int] = ..., collectives: _Optional[_Iterable[_Union[CollectiveProfile, _Mapping]]] = ...) -> None: ...
+
+class CollectiveProfile(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "host", "job_id", "comm_id", "operation", "datatype", "datatype_bytes", "count", "call_bytes", "calls", "nranks", "ranks", "peers", "first_call_ns", "last_call_ns", "timed_calls", "timed_ns", "algo_bw_bytes_per_s", "bus_bw_bytes_per_s")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COMM_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    DATATYPE_FIELD_NUMBER: _ClassVar[int]
+    DATATYPE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    CALL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    NRANKS_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_CALL_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CALL_NS_FIELD_NUMBER: _ClassVar[int]
+    TIMED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TIMED_NS_FIELD_NUMBER: _ClassVar[int]
+    ALGO_BW_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BUS_BW_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    host: str
+    job_id: str
+    comm_id: str
+    operation: str
+    datatype: int
+    datatype_bytes: int
+    count: int
+    call_bytes: int
+    calls: int
+    nranks: int
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    peers: _containers.RepeatedScalarFieldContainer[int]
+    first_call_ns: int
+    last_call_ns: int
+    timed_calls: int
+    timed_ns: int
+    algo_bw_bytes_per_s: float
+    bus_bw_bytes_per_s: float
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., host: _Optional[str] = ..., job_id: _Optional[str] = ..., comm_id: _Optional[str] = ..., operation: _Optional[str] = ..., datatype: _Optional[int] = ..., datatype_bytes: _Optional[int] = ..., count: _Optional[int] = ..., call_bytes: _Optional[int] = ..., calls: _Optional[int] = ..., nranks: _Optional[int] = ..., ranks: _Optional[_Iterable[int]] = ..., peers: _Optional[_Iterable[int]] = ..., first_call_ns: _Optional[int] = ..., last_call_ns: _Optional[int] = ..., timed_calls: _Optional[int] = ..., timed_ns: _Optional[int] = ..., algo_bw_bytes_per_s: _Optional[float] = ..., bus_bw_bytes_per_s: _Optional[float] = ...) -> None: ...
 
 class Flow(_message.Message):
     __slots__ = ("rdma_device", "port", "netdev", "lqpn", "rqpn", "qp_type", "qp_state", "qp_generation", "src_ip", "dst_ip", "udp_src_port", "udp_dst_port", "dscp", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "byte_source", "byte_error_bound", "pid", "comm", "job_id", "nccl")

@@ -146,7 +146,7 @@ class JobRun:
         sets: list[CoupledSet] = self._sets[self.op_index]
         self.state = "op"
         self.op_min_end = now_ns + self.latency_ns
-        self._log_coll(op.collective, op.size, op.count, op.dtype)
+        self._log_coll(op.collective, op.size, op.count, op.dtype, now_ns)
         self.pending = len(sets)
         if self.op_index not in self._op_pairs:  # connect once per communicator, then reuse
             self._op_pairs[self.op_index] = [[p for conn in s.conns for p in self._connect(conn, now_ns)]
@@ -154,7 +154,7 @@ class JobRun:
         for s, pairs in zip(sets, self._op_pairs[self.op_index], strict=True):
             self.env.start_transfer(pairs, s.bytes_per_qp * op.count, self._transfer_done)
         if op.algorithm is Algorithm.TREE and not self._trees_logged:
-            self._log_trees()
+            self._log_trees(now_ns)
 
     def _connect(self, conn: Conn, now_ns: int) -> list[QpPair]:
         if conn in self.conns:
@@ -166,15 +166,15 @@ class JobRun:
                                    "b_rank": rd.rank, "comm_id": self.comm_id}
         pairs = self.env.open_pairs(src, dst, self.spec.qps_per_connection, rs.pid, rd.pid, now_ns, meta)
         self.conns[conn] = pairs
-        self.env.log(src.host, [nccl_log.channel_line(rs, ch, rs.rank, rs.cuda_dev, rd.rank, rd.cuda_dev, True,
+        self._log(now_ns, src.host, [nccl_log.channel_line(rs, ch, rs.rank, rs.cuda_dev, rd.rank, rd.cuda_dev, True,
                                                        conn.rail)])
-        self.env.log(dst.host, [nccl_log.channel_line(rd, ch, rs.rank, rs.cuda_dev, rd.rank, rd.cuda_dev, False,
+        self._log(now_ns, dst.host, [nccl_log.channel_line(rd, ch, rs.rank, rs.cuda_dev, rd.rank, rd.cuda_dev, False,
                                                        conn.rail)])
         lines: list[str] = []
         for p in pairs:
             lines += nccl_log.qp_lines(rs, conn.rail, p.a_qpn, p.b_qpn, self.env.mtu, src.ip,
                                        self.rng.randrange(0x1000, 0xFFFFFF))
-        self.env.log(src.host, lines)
+        self._log(now_ns, src.host, lines)
         return pairs
 
     def _log_channel(self, conn: Conn) -> int:
@@ -212,7 +212,7 @@ class JobRun:
                                  for m in range(self.rails)]
                         lines.append(nccl_log.ring_dump(info, ch, nch, order))
                 lines.append(nccl_log.init_complete(info, self.nranks, self.comm_id))
-                self.env.log(nic.host, lines)
+                self._log(now_ns, nic.host, lines)
 
     def _destroy_comm(self, now_ns: int) -> None:
         pairs = [p for ps in self.conns.values() for p in ps]
@@ -220,11 +220,17 @@ class JobRun:
         self.conns = {}
         self._op_pairs = {}
         for (node, rail), info in self.ranks.items():
-            self.env.log(self.nics[node][rail].host, [nccl_log.destroy_line(info, self.nranks)])
+            self._log(now_ns, self.nics[node][rail].host, [nccl_log.destroy_line(info, self.nranks)])
 
     # -- logs -------------------------------------------------------------------------------------
 
-    def _log_coll(self, collective: Collective, size: int, count: int, dtype: str) -> None:
+    def _log(self, now_ns: int, host: str, lines: Sequence[str]) -> None:
+        """Append ``lines`` to ``host``'s NCCL log, each with NCCL's timestamp prefix of ``now_ns`` (ns since the
+        epoch), as NCCL_DEBUG_TIMESTAMP_LEVELS=INFO writes them."""
+        stamp = nccl_log.timestamp(now_ns)
+        self.env.log(host, [stamp + line for line in lines])
+
+    def _log_coll(self, collective: Collective, size: int, count: int, dtype: str, now_ns: int) -> None:
         if not self.env.coll_log:
             self.op_count += count
             return
@@ -250,7 +256,7 @@ class JobRun:
                                                   self.nranks, stream))
             self.op_count += 1
         for host, lines in by_host.items():
-            self.env.log(host, lines)
+            self._log(now_ns, host, lines)
 
     def _p2p_peers(self, collective: Collective, node: int, rail: int) -> list[int]:
         me = self.rank(node, rail)
@@ -258,7 +264,7 @@ class JobRun:
             return [r for r in range(self.nranks) if r != me]
         return [self.rank(n, rail) for n in (node - 1, node + 1) if 0 <= n < self.nodes]
 
-    def _log_trees(self) -> None:
+    def _log_trees(self, now_ns: int) -> None:
         self._trees_logged = True
         parents = dtree_parents(self.nodes)
         for (node, rail), info in self.ranks.items():
@@ -269,4 +275,4 @@ class JobRun:
                     kids += [-1] * (3 - len(kids))
                     up = self.rank(parent[node], rail) if parent[node] >= 0 else -1
                     trees.append((kids[0], kids[1], kids[2], up))
-            self.env.log(info.host, [nccl_log.trees_line(info, trees)])
+            self._log(now_ns, info.host, [nccl_log.trees_line(info, trees)])

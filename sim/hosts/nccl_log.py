@@ -1,6 +1,8 @@
 """NCCL_DEBUG=INFO lines as NCCL 2.21 prints them, for the simulated hosts' NCCL logs.
 
-Every line has NCCL's prefix ``<hostname>:<pid>:<tid> [<cudaDev>] NCCL INFO <message>``. We emit,
+Every line has NCCL's prefix ``<hostname>:<pid>:<tid> [<cudaDev>] NCCL INFO <message>``, after the timestamp
+NCCL (2.23 and later) writes with ``NCCL_DEBUG_TIMESTAMP_LEVELS=INFO`` and ``NCCL_DEBUG_TIMESTAMP_FORMAT="[%F
+%T.%6f] "`` (``timestamp``: UTC, microseconds; the jobs add it with the simulated time of the event). We emit,
 per rank, the init block (``NCCL version`` on rank 0, ``NCCL_IB_TC set by environment to 106.``,
 ``Bootstrap``, ``NET/IB : Using [0]mlx5_0:1/RoCE ...``, ``ncclCommInitRank comm 0x... rank R nranks N
 ... commId 0x... - Init START``, ``comm 0x... rank R nRanks N nNodes M localRanks L localRank l MNNVL
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 NCCL_VERSION = "2.21.5+cuda12.4"
 #: NCCL datatype enum values and element sizes.
@@ -47,6 +50,12 @@ class RankInfo:
     def prefix(self, main_thread: bool = True) -> str:
         tid = self.pid if main_thread else self.proxy_tid
         return f"{self.host}:{self.pid}:{tid} [{self.cuda_dev}] NCCL INFO "
+
+
+def timestamp(t_ns: int) -> str:
+    """NCCL's log timestamp prefix of ``t_ns`` (ns since the epoch): ``[2026-11-25 23:30:01.123456] `` (UTC, us)."""
+    sec, ns = divmod(t_ns, 1_000_000_000)
+    return f"[{datetime.fromtimestamp(sec, UTC):%Y-%m-%d %H:%M:%S}.{ns // 1000:06d}] "
 
 
 def gid_interface_id(ip: str) -> int:

@@ -8,6 +8,8 @@
 * the collisions of the last few hops with their flows, NCCL collective, communicator and job;
 * the congested links of the last few hops with their cause (collision, incast, degraded link, pause spread from
   its origin over its chain of links, unknown) and the evidence;
+* the NCCL collectives per job (``collectives_view``: each communicator's operations, sizes, calls in the newest
+  window and estimated bus bandwidth, from the agents' collective profiles);
 * the incidents ``flowtracer diagnose`` (or the demo) published, open first, with their top suspects
   (``incident_feed``: read back from ``flowtracer.incidents.v1``, fabric-wide whatever the worker owns);
 * pipeline health: lag (now - newest finalized window end), records consumed, dead letters, late
@@ -39,6 +41,7 @@ from typing import Any
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import Role
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.stream.dashboard.collectives_view import CollectivesView
 from flowtracer.stream.runtime.source_clocks import SourceClocks
 from flowtracer.stream.stages.emitted import Emitted
 
@@ -108,6 +111,7 @@ class DashboardState:
         self.collisions: dict[tuple[str, str], _CollisionSeen] = {}
         #: link id -> newest CongestionCause seen for it
         self.causes: dict[str, analytics_pb2.CongestionCause] = {}
+        self.collectives = CollectivesView()
         self.newest_end_ns = 0
         self.windows = 0
         self.observed = 0
@@ -172,6 +176,7 @@ class DashboardState:
             if old_c is None or cc.window_end_ns >= old_c.window_end_ns:
                 self.causes[cc.link] = cc
             self._newest(cc.window_end_ns)
+        self.collectives.observe(e.collective_profiles)
         self._forget()
 
     def _newest(self, end_ns: int) -> None:
@@ -228,7 +233,8 @@ class DashboardState:
             if c.window_end_ns > current_from]
         return {"now_ms": _ms(now), "newest_window_end_ms": _ms(self.newest_end_ns) or None,
                 "links": links, "fabric": fabric, "groups": group_json, "group_count": len(groups),
-                "collisions": collisions, "congestion_causes": causes, "health": self.health(now),
+                "collisions": collisions, "congestion_causes": causes,
+                "collectives": self.collectives.json(current_from), "health": self.health(now),
                 "incidents": self.incidents(now) if self.incidents is not None else None}
 
     def _last(self, basis: str, group: str) -> float:

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.window import CongestionObs, LinkObs, PathObs, WindowView
 
 FABRIC_GROUP = "fabric"
 TOPICS = (topics.LINK_LOADS.name, topics.LINK_CONGESTION.name, topics.FIM.name, topics.COLLISIONS.name,
-          topics.PATH_LOADS.name)
+          topics.PATH_LOADS.name, topics.COLLECTIVE_PROFILE.name)
 """The output topics a window is assembled from."""
 
 
@@ -63,6 +63,8 @@ class WindowAssembler:
                 self.collision(analytics_pb2.Collision.FromString(value or b""), now_ns)
             elif topic == topics.PATH_LOADS.name:
                 self.path_load(analytics_pb2.PathLoad.FromString(value or b""), now_ns)
+            elif topic == topics.COLLECTIVE_PROFILE.name:
+                self.collective(flows_pb2.CollectiveProfile.FromString(value or b""), now_ns)
         except Exception:  # DecodeError, or fields of the wrong type: one odd record must not stop the diagnosis
             self.undecodable += 1
 
@@ -110,6 +112,11 @@ class WindowAssembler:
         if (v := self.view(pl.window_end_ns, now_ns)) is not None:  # PathLoad names the device; we host:device
             v.paths.append(PathObs(f"{pl.src_host}:{pl.src_nic}", f"{pl.dst_host}:{pl.dst_nic}", pl.src_host,
                                    pl.dst_host, tuple(pl.links), pl.bytes, tuple(pl.jobs)))
+
+    def collective(self, cp: flows_pb2.CollectiveProfile, now_ns: int) -> None:
+        """A collective with calls in the window joins it under its job (one without calls ran on from before)."""
+        if cp.calls and cp.job_id and (v := self.view(cp.window_end_ns, now_ns)) is not None:
+            v.collectives.setdefault(cp.job_id, set()).add(f"{cp.job_id}/{cp.comm_id}/{cp.operation}")
 
     def complete(self, now_ns: int, final: bool = False) -> list[tuple[WindowView, str]]:
         """Complete windows not yet handed out, oldest first, each with why it is complete: ``fim`` (its or a

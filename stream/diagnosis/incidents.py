@@ -45,6 +45,8 @@ class Incident:
     flows: set[str] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     jobs: set[str] = field(default_factory=set)
+    #: "<job>/<comm_id>/<operation>" of those jobs' collectives with calls in a window the incident showed in
+    collectives: set[str] = field(default_factory=set)
     seen: list[int] = field(default_factory=list)
 
     def ranked(self) -> list[tuple[str, float]]:
@@ -151,6 +153,8 @@ class IncidentTracker:
                 inc.flows.add(f"{p.src_nic}>{p.dst_nic}")
                 inc.hosts.update(x for x in (p.src_host, p.dst_host) if x)
                 inc.jobs.update(p.jobs)
+                for job in p.jobs:  # the job's collectives that ran while its flows crossed the suspect
+                    inc.collectives.update(view.collectives.get(job, ()))
 
 
 @dataclass

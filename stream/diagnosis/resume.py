@@ -38,5 +38,5 @@ def open_incidents(records: Iterable[analytics_pb2.Incident]) -> list[Incident]:
             rec.id, rec.kind, rec.start_ns, detected_ns=rec.detected_ns, last_seen_ns=rec.window_end_ns,
             windows=rec.windows, state=State.OPEN, suspects={s.component: s.score for s in rec.suspects},
             evidence={s.component: tuple(s.evidence) for s in rec.suspects}, flows=set(rec.flows),
-            hosts=set(rec.hosts), jobs=set(rec.jobs)))
+            hosts=set(rec.hosts), jobs=set(rec.jobs), collectives=set(rec.collectives)))
     return sorted(out, key=lambda i: (i.start_ns, i.id))

@@ -1,7 +1,7 @@
 """What the diagnosis reads: one window of the processor's outputs, and the fabric's components.
 
 Pure data. A :class:`WindowView` is built from the output topics (link loads, link congestion, FIM,
-collisions, path loads) by whoever consumes them (the demo, a bench from the simulator); the
+collisions, path loads, collective profiles) by whoever consumes them (the demo, a bench from the simulator); the
 :class:`FabricModel` from the topology. Nothing here reads Kafka or ground truth.
 """
 
@@ -67,6 +67,8 @@ class WindowView:
     #: ECMP group id -> member bytes summed, measured basis and attributed basis (the rolling FimSamples' totals)
     group_measured_bytes: dict[str, int] = field(default_factory=dict)
     group_attributed_bytes: dict[str, int] = field(default_factory=dict)
+    #: job id -> "<job>/<comm_id>/<operation>" of its collectives with calls in this window (CollectiveProfile)
+    collectives: dict[str, set[str]] = field(default_factory=dict)
 
     def flows_explain(self, group: str, share: float = 0.9) -> bool:
         """Whether the agents' flows account for the group's measured bytes (attributed at least ``share`` of

@@ -35,7 +35,7 @@ def emitted_lines(e: Emitted) -> list[str]:
     from flowtracer.stream.sinks.line_protocol import to_lines
 
     return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions, *e.link_congestion, *e.nic_congestion,
-                     *e.ecmp_drift, *e.congestion_causes])
+                     *e.ecmp_drift, *e.congestion_causes, *e.collective_profiles])
 
 
 def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:

@@ -1,6 +1,7 @@
 """The processor's outputs as InfluxDB line protocol: the measurement schema as data, and pure
 functions from the analytics messages (``LinkLoad``, ``PathLoad``, ``FimSample``, ``Collision``,
-``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``, ``CongestionCause``, ``Incident``) to lines.
+``LinkCongestion``, ``NicCongestionSample``, ``EcmpDrift``, ``CongestionCause``, ``CollectiveProfile``, ``Incident``)
+to lines.
 
 :data:`MEASUREMENTS` is the one definition of what the processor writes. The encoders are driven
 by it (a field is formatted by its declared type, a tag or field it does not name cannot be
@@ -16,6 +17,8 @@ Rules every line follows:
   (``0.0``, not ``0``), ``string`` fields are quoted. Non-finite floats are refused.
 * Tags are bounded by the topology: links, switches, ECMP groups, NICs, resolvers. Per-window
   or per-flow values (flow 5-tuples, jobs, the idle sibling of a collision) are fields, never tags.
+  One exception: ``collective_profile`` is per job by nature, so its job, communicator and call size are
+  tags (each record of a window is its own series); its series end with their job.
 * Absent means unknown, zero means zero: when a LinkLoad has no trusted counter delta
   (``measured_valid`` false) the measured fields are left out instead of written as 0; likewise
   ``fim_flows`` for the measured basis, and ``switch`` for the fabric-wide FIM.
@@ -25,8 +28,9 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 ``fim`` groups x 2 bases + 2; ``collision`` only where collisions happen, per (group, link);
 ``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters; ``ecmp_drift`` only while a
 switch's AFT differs from the topology, per (group, kind, port); ``congestion_cause`` only where congestion happens,
-per (link, cause); ``incident`` (kind, top suspect) pairs that ever had an incident (the id is a field:
-incidents come and go, components are the topology's).
+per (link, cause); ``collective_profile`` per host x job x communicator x operation x datatype x count that ran;
+``incident`` (kind, top suspect) pairs that ever had an incident (the id is a field: incidents come and go,
+components are the topology's).
 
 | measurement | key | kind | holds | absent when |
 | --- | --- | --- | --- | --- |
@@ -138,6 +142,25 @@ incidents come and go, components are the topology's).
 |  | `flow_count` | int field | flows |  |
 |  | `sources` | int field | hosts |  |
 |  | `evidence` | string field | text |  |
+| `collective_profile` | `host` | tag | host name |  |
+|  | `job` | tag | scheduler job id | no job known |
+|  | `comm` | tag | NCCL communicator id |  |
+|  | `operation` | tag | AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Send or Recv |  |
+|  | `datatype` | tag | ncclDataType_t number |  |
+|  | `count` | tag | elements per call (as logged) |  |
+|  | `calls` | int field | calls |  |
+|  | `call_bytes` | int field | bytes per call |  |
+|  | `bytes` | int field | bytes (calls x call_bytes) |  |
+|  | `datatype_bytes` | int field | bytes |  |
+|  | `nranks` | int field | ranks |  |
+|  | `ranks` | string field | local ranks, comma-separated | no rank known |
+|  | `peers` | string field | Send/Recv peer ranks, comma-separated | not Send/Recv |
+|  | `first_call_ns` | int field | ns since the epoch (enqueue) | untimed log |
+|  | `last_call_ns` | int field | ns since the epoch (enqueue) | untimed log |
+|  | `timed_calls` | int field | calls (estimate, over local ranks) |  |
+|  | `timed_ns` | int field | ns (estimate, over local ranks) |  |
+|  | `algo_bw_bytes_per_s` | float field | bytes/s (estimate, lower bound) | timed_ns=0 |
+|  | `bus_bw_bytes_per_s` | float field | bytes/s (estimate, lower bound) | timed_ns=0 |
 | `incident` | `kind` | tag | incident kind |  |
 |  | `top_suspect` | tag | component id |  |
 |  | `id` | string field | incident id (a field: one per incident) |  |
@@ -147,6 +170,7 @@ incidents come and go, components are the topology's).
 |  | `flow_count` | int field | flows |  |
 |  | `hosts` | string field | host names |  |
 |  | `jobs` | string field | scheduler job ids of the affected flows |  |
+|  | `collectives` | string field | job/comm/operation of the collectives it slowed |  |
 |  | `start_ns` | int field | ns since the epoch |  |
 |  | `detected_ns` | int field | ns since the epoch |  |
 |  | `end_ns` | int field | ns since the epoch | open=1 |
@@ -174,7 +198,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Literal
 
-from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2, flows_pb2
 
 FieldType = Literal["int", "float", "string"]
 
@@ -350,23 +374,45 @@ CONGESTION_CAUSE = Measurement(
               "utilization": "not measured", "previous_utilization": "not measured"},
 )
 
+COLLECTIVE_PROFILE = Measurement(
+    "collective_profile", "CollectiveProfile",
+    tags=("host", "job", "comm", "operation", "datatype", "count"),
+    fields={"calls": "int", "call_bytes": "int", "bytes": "int", "datatype_bytes": "int", "nranks": "int",
+            "ranks": "string", "peers": "string", "first_call_ns": "int", "last_call_ns": "int", "timed_calls": "int",
+            "timed_ns": "int", "algo_bw_bytes_per_s": "float", "bus_bw_bytes_per_s": "float"},
+    units={"host": "host name", "job": "scheduler job id", "comm": "NCCL communicator id",
+           "operation": "AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Send or Recv",
+           "datatype": "ncclDataType_t number", "count": "elements per call (as logged)", "calls": "calls",
+           "call_bytes": "bytes per call", "bytes": "bytes (calls x call_bytes)", "datatype_bytes": "bytes",
+           "nranks": "ranks", "ranks": "local ranks, comma-separated", "peers": "Send/Recv peer ranks, comma-separated",
+           "first_call_ns": "ns since the epoch (enqueue)", "last_call_ns": "ns since the epoch (enqueue)",
+           "timed_calls": "calls (estimate, over local ranks)", "timed_ns": "ns (estimate, over local ranks)",
+           "algo_bw_bytes_per_s": "bytes/s (estimate, lower bound)",
+           "bus_bw_bytes_per_s": "bytes/s (estimate, lower bound)"},
+    optional={"job": "no job known", "ranks": "no rank known", "peers": "not Send/Recv",
+              "first_call_ns": "untimed log", "last_call_ns": "untimed log", "algo_bw_bytes_per_s": "timed_ns=0",
+              "bus_bw_bytes_per_s": "timed_ns=0"},
+)
+
 INCIDENT = Measurement(
     "incident", "Incident",
     tags=("kind", "top_suspect"),
     fields={"id": "string", "open": "int", "score": "float", "suspects": "string", "flow_count": "int",
-            "hosts": "string", "jobs": "string", "start_ns": "int", "detected_ns": "int", "end_ns": "int",
-            "evidence": "string"},
+            "hosts": "string", "jobs": "string", "collectives": "string", "start_ns": "int", "detected_ns": "int",
+            "end_ns": "int", "evidence": "string"},
     units={"kind": "incident kind", "top_suspect": "component id", "id": "incident id (a field: one per incident)",
            "open": "1 open, 0 closed", "score": "set-cover score (summed over windows)",
            "suspects": "component ids, best first", "flow_count": "flows", "hosts": "host names",
            "jobs": "scheduler job ids of the affected flows",
+           "collectives": "job/comm/operation of the collectives it slowed",
            "start_ns": "ns since the epoch", "detected_ns": "ns since the epoch", "end_ns": "ns since the epoch",
            "evidence": "text"},
     optional={"end_ns": "open=1"},
 )
 
 MEASUREMENTS: dict[str, Measurement] = {m.name: m for m in (LINK_LOAD, PATH_LOAD, FIM, COLLISION, LINK_CONGESTION,
-                                                          NIC_CONGESTION, ECMP_DRIFT, CONGESTION_CAUSE, INCIDENT)}
+                                                          NIC_CONGESTION, ECMP_DRIFT, CONGESTION_CAUSE,
+                                                          COLLECTIVE_PROFILE, INCIDENT)}
 """Every measurement the processor writes, by name."""
 
 
@@ -647,7 +693,8 @@ def incident_line(m: analytics_pb2.Incident) -> str:
     fields: dict[str, Any] = {
         "id": m.id, "open": int(m.state == "open"), "score": top.score if top else 0.0,
         "suspects": ", ".join(s.component for s in m.suspects), "flow_count": len(m.flows),
-        "hosts": ",".join(m.hosts), "jobs": ",".join(m.jobs), "start_ns": m.start_ns, "detected_ns": m.detected_ns,
+        "hosts": ",".join(m.hosts), "jobs": ",".join(m.jobs), "collectives": ",".join(m.collectives),
+        "start_ns": m.start_ns, "detected_ns": m.detected_ns,
         "evidence": "; ".join(top.evidence) if top else "", "end_ns": m.end_ns if m.state != "open" else None}
     return _line(INCIDENT, {"kind": m.kind, "top_suspect": top.component if top else ""}, fields,
                  m.window_end_ns, where)
@@ -705,6 +752,22 @@ def congestion_cause_line(m: analytics_pb2.CongestionCause) -> str:
     }, m.window_end_ns, where)
 
 
+def collective_profile_line(m: flows_pb2.CollectiveProfile) -> str:
+    """``collective_profile`` line of one CollectiveProfile; timing left out when the log had none."""
+    where = f"CollectiveProfile host={m.host!r} comm={m.comm_id!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    timed = m.timed_ns > 0
+    return _line(COLLECTIVE_PROFILE, {"host": m.host, "job": m.job_id, "comm": m.comm_id, "operation": m.operation,
+                                      "datatype": str(m.datatype), "count": str(m.count)}, {
+        "calls": m.calls, "call_bytes": m.call_bytes, "bytes": m.calls * m.call_bytes,
+        "datatype_bytes": m.datatype_bytes, "nranks": m.nranks, "ranks": ",".join(map(str, m.ranks)) or None,
+        "peers": ",".join(map(str, m.peers)) or None, "first_call_ns": m.first_call_ns or None,
+        "last_call_ns": m.last_call_ns or None, "timed_calls": m.timed_calls, "timed_ns": m.timed_ns,
+        "algo_bw_bytes_per_s": m.algo_bw_bytes_per_s if timed else None,
+        "bus_bw_bytes_per_s": m.bus_bw_bytes_per_s if timed else None,
+    }, m.window_end_ns, where)
+
+
 ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.LinkLoad: link_load_line,
     analytics_pb2.PathLoad: path_load_line,
@@ -714,6 +777,7 @@ ENCODERS: dict[type, Callable[[Any], str]] = {
     analytics_pb2.NicCongestionSample: nic_congestion_line,
     analytics_pb2.EcmpDrift: ecmp_drift_line,
     analytics_pb2.CongestionCause: congestion_cause_line,
+    flows_pb2.CollectiveProfile: collective_profile_line,
 }
 """Message class -> its line encoder."""
 

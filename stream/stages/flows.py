@@ -18,6 +18,7 @@ from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
 from flowtracer.stream.analytics.aft_groups import read_aft
 from flowtracer.stream.analytics.attribution import attribute, heaviest, link_ends
+from flowtracer.stream.analytics.collective_profiles import collective_profiles
 from flowtracer.stream.analytics.collision_harm import cnps_by_nic
 from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
@@ -144,6 +145,7 @@ class FlowsStage:
             if isinstance(item, flows_pb2.FlowBatch):
                 obs.extend(self._observe(item, self.unattributed))
                 out.nic_congestion.extend(nic_congestion(item, self.hop_ns, start, end))
+                out.collective_profiles.extend(collective_profiles(item, start, end))
             elif isinstance(item, counters_pb2.CounterBatch):
                 measured.update(self.links.measured(item, self.hop_ns))
                 if follower is not None and (view := read_aft(item, self.links, self.hop_ns)) is not None \

@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from congestion_truth import GT_CAUSE
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import load_topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
+from flowtracer.sim.hosts.nccl_log import DTYPES
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +62,7 @@ return {
   linksDrawn: q("#fabric line.link").length, linksColoured: q("#fabric line.link[data-util]").filter(
     (l) => l.getAttribute("data-util") !== "").length,
   switches: q("#fabric g.switch text").map((t) => t.textContent),
+  collectives: q("#collectives tr.collective").map((r) => [r.dataset.job, r.dataset.op, r.dataset.bytes]),
   health: Object.fromEntries(dts.map((dt, i) => [dt.textContent, dds[i] ? dds[i].textContent : ""])),
   status: document.getElementById("status").textContent,
 };
@@ -77,6 +81,7 @@ class Seen:
     links_drawn: int = 0
     links_coloured: int = 0
     switches: list[str] = field(default_factory=list)
+    collectives: list[tuple[str, str, str]] = field(default_factory=list)  # job, operation, bytes per call
     health: dict[str, str] = field(default_factory=dict)
     status: str = ""
     screenshot: Path | None = None
@@ -166,6 +171,7 @@ def _drive_browser(url: str, tmp: Path) -> Seen:
         seen.collisions = [tuple(c) for c in dom["collisions"]]
         seen.links_drawn, seen.links_coloured = dom["linksDrawn"], dom["linksColoured"]
         seen.switches, seen.health, seen.status = dom["switches"], dom["health"], dom["status"]
+        seen.collectives = [tuple(c) for c in dom["collectives"]]
         shot = tmp / "dashboard.png"
         driver.save_screenshot(str(shot))
         ARTIFACTS.mkdir(exist_ok=True)
@@ -415,3 +421,78 @@ def test_demo_leaves_nothing_running(demo: DemoRun) -> None:
     assert not left
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", demo.port)) != 0, "the dashboard port still accepts connections"
+
+
+#: The simulator's NCCL log lines, read here on their own (not with the agent's parser): a COLL line, and the init
+#: line that gives a comm pointer its commId.
+COLL_LINE = re.compile(r"^\[([\d-]+ [\d:.]+)\] \S+?:(\d+):\d+ \[\d+\] NCCL INFO (\w+): opCount [0-9a-f]+ sendbuff \S+ "
+                       r"recvbuff \S+ count (\d+) datatype (\d+) op \d+ root -?\d+ comm (0x[0-9a-f]+) \[nranks=\d+\]")
+INIT_LINE = re.compile(r"NCCL INFO ncclCommInitRank comm (0x[0-9a-f]+) rank \d+ nranks \d+ .* commId (0x[0-9a-f]+) - Init START")
+#: (host, commId, operation, datatype, count)
+CollKey = tuple[str, str, str, int, int]
+
+
+def _logged_calls(hosts_dir: Path) -> dict[CollKey, dict[int, list[int]]]:
+    """Every COLL line of the simulated hosts' NCCL logs: key -> logging pid -> the lines' timestamps (ns)."""
+    out: dict[CollKey, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for log in sorted(hosts_dir.glob("*/nccl.log")):
+        host, comm_ids = log.parent.name, {}
+        for line in log.read_text().splitlines():
+            if (m := INIT_LINE.search(line)) is not None:
+                comm_ids[m.group(1)] = m.group(2)
+            elif (m := COLL_LINE.match(line)) is not None:
+                t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+                key = (host, comm_ids[m.group(6)], m.group(3), int(m.group(5)), int(m.group(4)))
+                out[key][int(m.group(2))].append(int(t.timestamp()) * 10**9 + t.microsecond * 1000)
+    return out
+
+
+def _profile_series(victoria: Any, field_name: str) -> dict[CollKey, dict[int, float]]:
+    """The stored collective_profile ``field_name`` per (host, comm, operation, datatype, count): window end (ns) ->
+    value; every series must be the ring job's."""
+    out: dict[CollKey, dict[int, float]] = defaultdict(dict)
+    for series in victoria.export(f"collective_profile_{field_name}"):
+        m = series["metric"]
+        assert m["job"] == "ring-allreduce", m  # the demo's only NCCL job, named by its processes' cgroups
+        key = (m["host"], m["comm"], m["operation"], int(m["datatype"]), int(m["count"]))
+        out[key].update((t * 1_000_000, v) for t, v in zip(series["timestamps"], series["values"], strict=True))
+    return out
+
+
+def test_collective_profiles_equal_the_simulators_nccl_logs_and_the_degraded_link_names_the_slowed_ones(
+        demo: DemoRun) -> None:
+    """Issue #21's done-when: the ring job's collective profile as stored (operations, sizes, call counts per host
+    and communicator) equals what the simulator's NCCL logs describe, up to the last call the store covers; the
+    degraded link's incident names the ring job's collectives, and their estimated bus bandwidth drops after the
+    fault."""
+    logged = _logged_calls(demo.run_dir / "sim" / "hosts")
+    calls = _profile_series(demo.victoria, "calls")
+    last = _profile_series(demo.victoria, "last_call_ns")
+    size = _profile_series(demo.victoria, "call_bytes")
+    width = {enum: w for enum, w in DTYPES.values()}
+    assert len(logged) == 15 and set(calls) == set(logged)  # the ring's 15 hosts, one rank each
+    gt = GroundTruth.load(demo.run_dir / "sim" / "ground-truth")
+    ring_comms = {f.comm_id for f in gt.flows.values() if f.job == "ring-allreduce"}
+    for key, by_pid in logged.items():
+        _, comm, op, dtype, count = key
+        assert comm in ring_comms and op == "AllReduce", key  # the demo's ring job (other operations: unit tests)
+        cutoff = max(last[key].values())  # the store holds the agent's windows up to this call
+        want = max(sum(t <= cutoff for t in ts) for ts in by_pid.values())
+        assert sum(calls[key].values()) == want > 10, (key, want)
+        assert set(size[key].values()) == {count * width[dtype]}, key  # AllReduce: count x element size
+    # The dashboard showed them per job: the ring's AllReduce of the logged size.
+    sizes = {str(count * width[dtype]) for _, _, _, dtype, count in logged}
+    assert {(job, op) for job, op, _ in demo.seen.collectives} == {("ring-allreduce", "AllReduce")}, demo.seen
+    assert {b for _, _, b in demo.seen.collectives} == sizes, demo.seen.collectives
+    # The incident names the ring job's collectives, as the logs name them ...
+    [inc] = [i for i in demo.summary["incidents"] if i["kind"] == "degraded_link"]
+    assert inc["collectives"] == sorted({f"ring-allreduce/{c}/{op}" for _, c, op, _, _ in logged}), inc
+    # ... and they did slow down: the median estimated bus bandwidth of the ring's windows drops after the fault.
+    [fault] = demo.summary["faults"]
+    fault_ns = gt.start_ns + round(fault["at_s"] * 10**9)
+    bus = _profile_series(demo.victoria, "bus_bw_bytes_per_s")
+    before = [v for by_end in bus.values() for end, v in by_end.items() if end <= fault_ns]
+    after = [v for by_end in bus.values() for end, v in by_end.items() if end >= fault_ns + 2 * 10**9]
+    assert len(before) >= 5 * 15 and len(after) >= 5 * 15, (len(before), len(after))
+    assert statistics.median(after) < 0.95 * statistics.median(before), (statistics.median(before),
+                                                                         statistics.median(after))

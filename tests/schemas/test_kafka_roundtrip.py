@@ -27,6 +27,7 @@ from flowtracer.schemas.v1.counters_pb2 import (
 )
 from flowtracer.schemas.v1.flows_pb2 import (
     ByteSource,
+    CollectiveProfile,
     Flow,
     FlowBatch,
     NcclTag,
@@ -182,6 +183,12 @@ def flow_batch(host: str, leaf: str, sequence: int) -> FlowBatch:
         schema_version=topics.SCHEMA_VERSION, host=host, leaf=leaf, window_start_ns=start,
         window_end_ns=start + INTERVAL_NS, agent_id=f"agent-{host}", sequence=sequence, flows=flows,
         ports=ports, malformed_records=2, received_ns=start + INTERVAL_NS + 4_000_000,
+        collectives=[CollectiveProfile(
+            schema_version=topics.SCHEMA_VERSION, window_start_ns=start, window_end_ns=start + INTERVAL_NS, host=host,
+            job_id="slurm-42", comm_id="0x8a2d1c4e5f6a7b8c", operation="Send", datatype=9, datatype_bytes=2,
+            count=1 << 20, call_bytes=2 << 20, calls=12, nranks=16, ranks=[0, 1], peers=[2, 9],
+            first_call_ns=start + 1_000, last_call_ns=start + 900_000_000, timed_calls=22, timed_ns=880_000_000,
+            algo_bw_bytes_per_s=52_428_800.0, bus_bw_bytes_per_s=52_428_800.0)],
     )
 
 

@@ -1,7 +1,8 @@
 """Parser for NCCL_DEBUG=INFO logs: which communicator, rank, channel and collective a QP serves.
 
-NCCL prefixes every INFO line with ``host:pid:tid [cudaDev] NCCL INFO `` (``src/debug.cc``; newer
-releases may put a ``[timestamp]`` before it). The lines used here, verbatim formats from NCCL:
+NCCL prefixes every INFO line with ``host:pid:tid [cudaDev] NCCL INFO `` (``src/debug.cc``; from 2.23 a
+``[timestamp] `` may come before it, NCCL_DEBUG_TIMESTAMP_FORMAT / _LEVELS: a ``[YYYY-MM-DD HH:MM:SS(.frac)]``
+one is read as UTC, any other is ignored). The lines used here, verbatim formats from NCCL:
 
 * ``NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>``
   (transport/net_ib: IB device index -> RDMA device and port);
@@ -30,6 +31,10 @@ at most that many), and ``retain(live_dev, live_pid)``, called with the QPs of e
 given a stale tag. A tag learned since the previous ``retain`` is kept one more call: its QP may have
 been created after the listing was taken.
 
+Every COLL line also goes to ``on_call`` (the agent's ``collective_profile.CollectiveProfiler.call``) with
+the line's pid, the communicator's rank and id, the operation, count, datatype, root, nranks and timestamp (ns
+since the epoch, 0 without one).
+
 Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
 """
 
@@ -37,9 +42,11 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
+_PREFIX = re.compile(r"^(?:\[([^\]]*)\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
 _USING = re.compile(r"^NET/IB : Using((?: \[\d+\][^\s:]+:\d+/\w+)*)")
 _USING_DEV = re.compile(r"\[(\d+)\]([^\s:]+):(\d+)/(\w+)")
 _COMM_START = re.compile(r"^comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+)\b")
@@ -51,12 +58,36 @@ _CHANNEL = re.compile(r"^Channel (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-F]+\] -> (\d+)
 _QPN = re.compile(r"^NET/IB: NCCL (?:Merged)?Dev (\d+) IbDev (\d+) Port (\d+) qpn (\d+) mtu (\d+)")
 _COLL = re.compile(r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
                    r"op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]")
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?$")
 _TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
 
 # Messages this parser claims: a line that starts like one of them but does not parse is malformed.
 _CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
 MAX_PIDS = 4096
 """Processes remembered at once (``NcclLog.max_pids``)."""
+#: What ``NcclLog`` tells of each COLL line: pid, rank, comm id, operation, count, datatype, root, nranks, t_ns.
+CallSink = Callable[[int, int, str, str, int, int, int, int, int], None]
+
+
+def timestamp_ns(text: str | None, cache: dict[str, int]) -> int:
+    """ns since the epoch of NCCL's ``YYYY-MM-DD HH:MM:SS[.frac]`` timestamp (read as UTC), 0 when ``text`` is
+    None or another format. ``cache`` holds the seconds already converted (lines of one second share them)."""
+    if not text:
+        return 0
+    m = _STAMP.match(text)
+    if m is None:
+        return 0
+    sec = cache.get(m.group(1))
+    if sec is None:
+        try:
+            sec = int(datetime.fromisoformat(m.group(1)).replace(tzinfo=UTC).timestamp())
+        except ValueError:  # month 13 and the like
+            return 0
+        if len(cache) > 4096:
+            cache.clear()
+        cache[m.group(1)] = sec
+    frac = m.group(2) or ""
+    return sec * 1_000_000_000 + int(frac.ljust(9, "0")) if frac else sec * 1_000_000_000
 
 @dataclass(slots=True)
 class CommInfo:
@@ -109,10 +140,12 @@ class NcclLog:
     qp``. ``malformed`` counts claimed lines that did not parse (never raises on input).
     """
 
-    def __init__(self, max_pids: int = MAX_PIDS) -> None:
+    def __init__(self, max_pids: int = MAX_PIDS, on_call: CallSink | None = None) -> None:
         if max_pids < 1:
             raise ValueError(f"max_pids must be at least 1, not {max_pids}")
         self.max_pids = max_pids
+        self.on_call = on_call
+        self._seconds: dict[str, int] = {}
         self._procs: dict[int, _Proc] = {}  # least recently logging first
         self._by_dev: dict[tuple[str, int], QpTag] = {}  # (device, qpn): unique on a host at a time
         self._by_pid: dict[tuple[int, int], QpTag] = {}  # (pid, qpn): when the device is not known
@@ -175,14 +208,15 @@ class NcclLog:
                 self.malformed += 1
                 continue
             try:
-                ok = self._message(int(m.group(2)), m.group(5))
+                ok = self._message(int(m.group(3)), m.group(6), m.group(1))
             except ValueError:  # a number int() refuses (thousands of digits): one bad line, not a dead agent
                 ok = False
             if not ok:
                 self.malformed += 1
 
-    def _message(self, pid: int, msg: str) -> bool:
-        """Apply one message; False when it is one of ours but does not parse."""
+    def _message(self, pid: int, msg: str, stamp: str | None = None) -> bool:
+        """Apply one message (``stamp``: the line's timestamp text, if any); False when it is one of ours but does
+        not parse."""
         if msg.startswith("Channel "):
             m = _CHANNEL.match(msg)
             if m is None:
@@ -210,6 +244,9 @@ class NcclLog:
                 c = p.comms[m.group(7)] = CommInfo(m.group(7), -1, int(m.group(8)))
             c.collective, c.op_count = m.group(1), int(m.group(2), 16)
             p.current = c
+            if self.on_call is not None:
+                self.on_call(pid, c.rank, c.id, c.collective, int(m.group(3)), int(m.group(4)), int(m.group(6)),
+                             int(m.group(8)), timestamp_ns(stamp, self._seconds))
             return True
         if msg.startswith("NET/IB : Using"):
             m = _USING.match(msg)

@@ -227,15 +227,21 @@ function harmCell(c) {
   return h("td", {class: "harm hot"}, ["harmful", [what, cnps].filter(Boolean).join(", ")].filter(Boolean).join(": "));
 }
 
-function showCollisions(state) {
-  const body = document.querySelector("#collisions tbody");
+// Empty a table's body; with no rows to show, fill it with one "none" row of `cols` columns. Returns the body,
+// or null when there is nothing to show.
+function tableBody(selector, rows, cols) {
+  const body = document.querySelector(selector);
   body.textContent = "";
-  if (state.collisions.length === 0) {
-    const tr = h("tr", {class: "empty"});
-    tr.appendChild(h("td", {colspan: "8"}, "none"));
-    body.appendChild(tr);
-    return;
-  }
+  if (rows.length > 0) return body;
+  const tr = h("tr", {class: "empty"});
+  tr.appendChild(h("td", {colspan: String(cols)}, "none"));
+  body.appendChild(tr);
+  return null;
+}
+
+function showCollisions(state) {
+  const body = tableBody("#collisions tbody", state.collisions, 8);
+  if (body === null) return;
   for (const c of state.collisions) {
     const tr = h("tr", {class: "collision", "data-group": c.group, "data-link": c.link,
                         "data-harm": c.harm_basis ? String(c.harmful) : "unknown"});
@@ -255,15 +261,9 @@ function showCollisions(state) {
 }
 
 function showCauses(state) {
-  const body = document.querySelector("#congestion-causes tbody");
-  body.textContent = "";
   const causes = state.congestion_causes || [];
-  if (causes.length === 0) {
-    const tr = h("tr", {class: "empty"});
-    tr.appendChild(h("td", {colspan: "7"}, "none"));
-    body.appendChild(tr);
-    return;
-  }
+  const body = tableBody("#congestion-causes tbody", causes, 7);
+  if (body === null) return;
   for (const c of causes) {
     const tr = h("tr", {class: `cause ${c.cause}`, "data-link": c.link});
     tr.appendChild(h("td", {}, breakable(c.link)));
@@ -275,6 +275,26 @@ function showCauses(state) {
     tr.appendChild(h("td", {class: "num"}, `${c.ecn_marked_pkts}`));
     tr.appendChild(h("td", {class: "num"}, `${c.dropped_pkts}`));
     tr.appendChild(h("td", {class: "flows"}, c.evidence));
+    body.appendChild(tr);
+  }
+}
+
+function showCollectives(state) {
+  const colls = state.collectives || [];
+  const body = tableBody("#collectives tbody", colls, 8);
+  if (body === null) return;
+  for (const c of colls) {
+    const tr = h("tr", {class: "collective", "data-job": c.job, "data-op": c.operation,
+                        "data-calls": `${c.calls}`, "data-bytes": `${c.call_bytes}`});
+    tr.appendChild(h("td", {}, c.job || "–"));
+    tr.appendChild(h("td", {}, c.comm));
+    tr.appendChild(h("td", {}, c.operation));
+    tr.appendChild(h("td", {class: "num"}, bytes(c.call_bytes)));
+    tr.appendChild(h("td", {class: "num"}, `${c.nranks}`));
+    tr.appendChild(h("td", {class: "num"}, `${c.calls}`));
+    tr.appendChild(h("td", {class: "num", title: c.hosts.join(", ")}, `${c.hosts.length}`));
+    const bw = c.bus_bw_bytes_per_s === null ? "–" : `${(c.bus_bw_bytes_per_s / 1e9).toFixed(2)} GB/s`;
+    tr.appendChild(h("td", {class: "num"}, bw));
     body.appendChild(tr);
   }
 }
@@ -379,6 +399,7 @@ async function tick() {
     showFabricFim(state);
     showCollisions(state);
     showCauses(state);
+    showCollectives(state);
     showIncidents(state);
     showHealth(state);
     document.body.setAttribute("data-updated-ms", String(state.now_ms));

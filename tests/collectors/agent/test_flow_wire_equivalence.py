@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from flowtracer.collectors.agent.collective_profile import CollectiveProfiler
 from flowtracer.collectors.agent.flow_wire import FlowParts, encode_flows
 from flowtracer.collectors.agent.host_pipeline import HostPipeline
 from flowtracer.collectors.agent.host_window import HostSample, PipelineConfig, WindowStats
@@ -182,7 +183,8 @@ class ReferencePipeline:
         self.qps = ReferenceTracker(default_mtu=cfg.default_mtu, frame_overhead=cfg.frame_overhead,
                                     initial_psn=cfg.initial_psn)
         self.ports = PortTracker()
-        self.nccl = NcclLog()
+        self.collectives = CollectiveProfiler()  # the same aggregation; what is checked here is its place on the wire
+        self.nccl = NcclLog(on_call=self.collectives.call)
         self._gids: dict[tuple[str, int], list[Gid]] = {}
         self._netdev_mtu: dict[tuple[str, int], int] = {}
         self._src: dict[tuple[str, int], tuple[str, str, str]] = {}
@@ -267,6 +269,8 @@ class ReferencePipeline:
             batches[""] = self._batch("", start_ns, end_ns)
         out = [batches[k] for k in sorted(batches)]
         out[0].malformed_records = malformed
+        out[0].collectives.extend(self.collectives.take(self.host, lambda pid: self.jobs.get(pid) or self.cfg.job_id,
+                                                        start_ns, end_ns))
         for b in out:
             self._seq[b.leaf] = b.sequence = self._seq.get(b.leaf, 0) + 1
             b.received_ns = received_ns

@@ -333,7 +333,7 @@ def test_background_flow_alone_gets_what_it_asks(tmp_path: Path) -> None:
 
 def test_nccl_log_names_every_qp_the_sender_created(mixed: tuple[Engine, GroundTruth]) -> None:
     e, _ = mixed
-    qpn_line = re.compile(r"^(\S+):(\d+):(\d+) \[(\d+)\] NCCL INFO NET/IB: NCCL Dev (\d+) IbDev \d+ Port 1 qpn (\d+) "
+    qpn_line = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] (\S+):(\d+):(\d+) \[(\d+)\] NCCL INFO NET/IB: NCCL Dev (\d+) IbDev \d+ Port 1 qpn (\d+) "
                           r"mtu 5 query_ece=\{.*\} GID 3 \(0/[0-9A-F]+\) fifoRkey=0x[0-9a-f]+ fifoLkey=0x[0-9a-f]+$")
     for pair in e.pairs.values():
         if pair.kind == "background":

@@ -103,6 +103,19 @@ def test_a_host_link_that_loses_capacity_suspects_the_cable_then_its_nic() -> No
     assert not [c for c in inc.suspects if c.startswith("nic:")], inc.suspects
 
 
+def test_an_incident_names_the_collectives_its_jobs_ran_while_it_showed() -> None:
+    """The collectives of the jobs whose paths cross the suspect, with calls in a window the incident showed in; not
+    another job's, and not the job's collectives of windows before the fault."""
+    def view(k: int, faulty: bool) -> WindowView:
+        v = _view(k, congestion={UP: QUEUED} if faulty else None)
+        v.collectives = {"job-host01": {f"job-host01/0xa/{'AllGather' if faulty else 'Broadcast'}"},
+                         "elsewhere": {"elsewhere/0xb/AllReduce"}}
+        return v
+
+    _, [inc] = _run([view(k, k >= 4) for k in range(1, 8)])
+    assert inc.collectives == {"job-host01/0xa/AllGather"}
+
+
 def test_a_flapping_signal_is_one_incident_and_it_closes_after_the_clear_windows() -> None:
     views = []
     for k in range(1, 21):  # queue on for 2 windows, off for 2, ...

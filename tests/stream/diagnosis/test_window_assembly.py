@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.assembly import WindowAssembler
 
 S = 1_000_000_000
@@ -74,3 +74,14 @@ def test_final_hands_out_everything_pending() -> None:
     _load(a, 1, 0)
     _load(a, 2, 0)
     assert _ends(a.complete(0, final=True)) == [(1, "final"), (2, "final")]
+
+
+def test_collective_profiles_with_calls_join_their_window_under_their_job() -> None:
+    a = WindowAssembler(S, 10 * S)
+    for job, calls in (("ring", 3), ("ring", 0), ("", 2), ("other", 1)):
+        cp = flows_pb2.CollectiveProfile(schema_version=1, window_end_ns=T0 + S, job_id=job, comm_id="0xa",
+                                         operation="AllReduce" if calls != 1 else "Send", calls=calls)
+        a.add(topics.COLLECTIVE_PROFILE.name, cp.SerializeToString(), 0)
+    _load(a, 1, 0)
+    [(view, _)] = a.complete(0, final=True)
+    assert view.collectives == {"ring": {"ring/0xa/AllReduce"}, "other": {"other/0xa/Send"}}

@@ -16,6 +16,7 @@ import pytest
 
 from flowtracer.schemas.v1 import analytics_pb2 as a
 from flowtracer.schemas.v1 import common_pb2 as c
+from flowtracer.schemas.v1 import flows_pb2
 from flowtracer.stream.sinks import line_protocol as ip
 from flowtracer.stream.sinks.line_protocol import MEASUREMENTS, PointError
 
@@ -173,6 +174,16 @@ def nic_congestion(**kw: Any) -> a.NicCongestionSample:
     return _set(msg, kw)
 
 
+def collective_profile(**kw: Any) -> flows_pb2.CollectiveProfile:
+    msg = flows_pb2.CollectiveProfile(
+        schema_version=1, window_start_ns=T_START, window_end_ns=T_END, host="h01", job_id="j42", comm_id="0xabc",
+        operation="AllReduce", datatype=7, datatype_bytes=4, count=262144, call_bytes=1048576, calls=3, nranks=16,
+        ranks=[0, 1], first_call_ns=T_START + 5, last_call_ns=T_START + 9, timed_calls=4, timed_ns=2_000_000,
+        algo_bw_bytes_per_s=2097152000.0, bus_bw_bytes_per_s=3932160000.0,
+    )
+    return _set(msg, kw)
+
+
 # -- tests ---------------------------------------------------------------------------------------------
 
 def test_docstring_table_is_generated_from_the_definitions() -> None:
@@ -192,12 +203,26 @@ def test_link_load_line_is_exact() -> None:
                                  link_load(measured_valid=False), fim(basis=a.LOAD_BASIS_MEASURED),
                                  fim(group="fabric", switch=""), collision(flows=[]), link_congestion(),
                                  link_congestion(pfc_valid=False, ecn_valid=False, watermark_valid=False),
-                                 nic_congestion()],
+                                 nic_congestion(), collective_profile()],
                          ids=["link", "path", "fim", "collision", "link-invalid", "fim-measured", "fim-fabric",
-                              "collision-noflows", "link-congestion", "link-congestion-unknown", "nic-congestion"])
+                              "collision-noflows", "link-congestion", "link-congestion-unknown", "nic-congestion",
+                              "collective-profile"])
 def test_every_line_matches_the_schema(msg: Any) -> None:
     _, _, ts = check_against_schema(ip.to_lines([msg])[0])
     assert ts == T_END
+
+
+def test_collective_profile_line_tags_the_call_and_leaves_untimed_estimates_out() -> None:
+    tags, fields, _ = check_against_schema(ip.collective_profile_line(collective_profile()))
+    assert tags == {"host": "h01", "job": "j42", "comm": "0xabc", "operation": "AllReduce", "datatype": "7",
+                    "count": "262144"}
+    assert fields["calls"] == 3 and fields["bytes"] == 3 * 1048576 and fields["ranks"] == "0,1"
+    assert fields["bus_bw_bytes_per_s"] == 3932160000.0 and "peers" not in fields
+    _, untimed, _ = check_against_schema(ip.collective_profile_line(collective_profile(
+        operation="Send", peers=[3, 5], first_call_ns=0, last_call_ns=0, timed_calls=0, timed_ns=0,
+        algo_bw_bytes_per_s=0.0, bus_bw_bytes_per_s=0.0)))
+    assert untimed["peers"] == "3,5"
+    assert not {"first_call_ns", "last_call_ns", "algo_bw_bytes_per_s", "bus_bw_bytes_per_s"} & set(untimed)
 
 
 def test_invalid_measurement_is_absent_not_zero() -> None:
