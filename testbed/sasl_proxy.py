@@ -265,6 +265,11 @@ class SaslProxy:
                     writer.write(authenticate_response(header, ERR_SASL_AUTHENTICATION_FAILED, str(e), b""))
                     await writer.drain()
                     raise self._refuse(f"client {header.client_id!r}, {server.mechanism}: {e}") from None
+                if server.done:  # recorded before the client hears it: a client that returns at once is seen
+                    assert server.user is not None
+                    with self._lock:
+                        self.sessions.append(Session(server.user, server.mechanism, header.client_id,
+                                                     handshake_version))
                 writer.write(authenticate_response(header, ERR_NONE, None, reply))
                 if server.done:
                     await writer.drain()
@@ -280,8 +285,6 @@ class SaslProxy:
                                    f"v{header.api_version} before authentication; connection closed")
             await writer.drain()
         assert server is not None and server.user is not None
-        with self._lock:
-            self.sessions.append(Session(server.user, server.mechanism, header.client_id, handshake_version))
         log.info("SASL proxy: %s authenticated as %s via %s", header.client_id, server.user, server.mechanism)
         return backend or await self._backend(opened)
 
