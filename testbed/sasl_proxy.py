@@ -226,6 +226,7 @@ class SaslProxy:
         backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         server: PlainServer | ScramServer | None = None
         handshake_version = -1
+        recorded = False
         while True:
             if handshake_version == 0 and server is not None:
                 # After a v0 handshake the tokens come framed by size only, no Kafka header (KIP-43).
@@ -266,10 +267,8 @@ class SaslProxy:
                     await writer.drain()
                     raise self._refuse(f"client {header.client_id!r}, {server.mechanism}: {e}") from None
                 if server.done:  # recorded before the client hears it: a client that returns at once is seen
-                    assert server.user is not None
-                    with self._lock:
-                        self.sessions.append(Session(server.user, server.mechanism, header.client_id,
-                                                     handshake_version))
+                    self._record(server, header.client_id, handshake_version)
+                    recorded = True
                 writer.write(authenticate_response(header, ERR_NONE, None, reply))
                 if server.done:
                     await writer.drain()
@@ -285,8 +284,16 @@ class SaslProxy:
                                    f"v{header.api_version} before authentication; connection closed")
             await writer.drain()
         assert server is not None and server.user is not None
+        if not recorded:  # the v0 handshake's unframed tokens
+            self._record(server, header.client_id, handshake_version)
         log.info("SASL proxy: %s authenticated as %s via %s", header.client_id, server.user, server.mechanism)
         return backend or await self._backend(opened)
+
+    def _record(self, server: PlainServer | ScramServer, client_id: str, handshake_version: int) -> None:
+        """One authenticated connection (``sessions``)."""
+        assert server.user is not None
+        with self._lock:
+            self.sessions.append(Session(server.user, server.mechanism, client_id, handshake_version))
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                        b_reader: asyncio.StreamReader, b_writer: asyncio.StreamWriter) -> None:
