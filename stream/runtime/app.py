@@ -33,7 +33,7 @@ from flowtracer.schemas.kafka_security import faust_settings
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
-from flowtracer.stream.runtime import faust_seek, fetch_wait
+from flowtracer.stream.runtime import faust_seek
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
@@ -67,7 +67,6 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
               ) -> tuple[faust.App, Processor]:
     """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
     faust_seek.install()
-    fetch_wait.install()
     fabric = fabric or Fabric(load_topology(cfg.topology))
     settings: dict[str, Any] = {
         **faust_settings(cfg.kafka_security, cfg.kafka),  # broker URLs and TLS/SASL credentials
