@@ -23,12 +23,17 @@ Reported per worker count: catch-up time, windows/s (fabric windows finalized pe
 the real-time factor at a 1 s hop), per worker, input messages/s against the aiokafka limit, CPU of each
 worker and of the broker, and the load average before and after (the machine is shared). The outputs of
 every run are compared with those of one worker: the same set of values per (topic, key, window end).
-Scaling efficiency = rate(N) / (N x rate(1)).
+Scaling efficiency = rate(N) / (N x rate(1)). The workers' counts of windows released incomplete and of late
+records are reported too: on a backlog they say whether the rates compare the same work (docs/benchmarks.md).
 
     .venv/bin/python bench/bench_catchup.py                       # 512 x 8, 1 and 2 workers
     .venv/bin/python bench/bench_catchup.py --workers 1 2 4 --windows 20
     .venv/bin/python bench/bench_catchup.py --hosts 64 --leaves 16 --spines 4 --windows 6   # quick check
     .venv/bin/python bench/bench_catchup.py --profile 1           # py-spy (else cProfile) on worker 0
+    .venv/bin/python bench/bench_catchup.py --grace 60            # wait longer for a window's records
+
+py-spy is not a dependency: ``.venv/bin/pip install py-spy`` to profile with it (sampling, 20 Hz); without it
+``--profile`` runs the worker under cProfile, which slows it several times.
 """
 
 from __future__ import annotations
@@ -190,13 +195,14 @@ class Worker:
 
 
 def start_workers(n: int, bootstrap: str, topology: Path, partitions: int, app_id: str, tmp: Path,
-                  profile: str | None) -> list[Worker]:
+                  profile: str | None, grace_s: float) -> list[Worker]:
     out = []
     for i in range(n):
         port = free_port()
         log = tmp / f"worker{i}.log"
         argv = [str(FLOWTRACER), "process", "--topology", str(topology), "--kafka", bootstrap, "--tansu",
-                "--partitions", str(partitions), "--app-id", app_id, "--metrics-port", str(port)]
+                "--partitions", str(partitions), "--app-id", app_id, "--metrics-port", str(port),
+                "--grace", str(grace_s)]
         if i == 0 and profile == "cprofile":
             argv = [sys.executable, "-m", "cProfile", "-o", str(tmp / "worker0.prof"), str(FLOWTRACER), *argv[1:]]
         cwd = tmp / f"worker{i}"  # its own Faust data dir (.flowtracer-processor)
@@ -218,11 +224,18 @@ def stop_workers(workers: list[Worker], timeout_s: float = 20.0) -> None:
             w.proc.wait()
 
 
+def input_records(sample: dict[str, float]) -> int:
+    """Input records (flows and counters) a worker has read."""
+    return int(sum(sample.get(f'flowtracer_processor_records_total{{topic="{t.name}"}}', 0)
+                   for t in (topics.FLOWS, topics.COUNTERS)))
+
+
 def total(samples: list[dict[str, float]], name: str) -> float:
     return sum(s.get(name, 0.0) for s in samples)
 
 
-def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str | None) -> dict[str, Any]:
+def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str | None, grace_s: float
+        ) -> dict[str, Any]:
     """One catch-up: a fresh broker, the recording, n workers; returns the figures and the outputs."""
     app_id = f"catchup-{n}w-{os.getpid()}"
     tmp = Path(tempfile.mkdtemp(prefix=f"flowtracer-catchup-{n}-"))
@@ -236,11 +249,11 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
         result["raw"] = raw_consume(broker.bootstrap, rec, partitions)
         broker_cpu0 = cpu_s(broker.pid or 0)
         started = time.monotonic()
-        workers = start_workers(n, broker.bootstrap, topology, partitions, app_id, tmp, profile)
+        workers = start_workers(n, broker.bootstrap, topology, partitions, app_id, tmp, profile, grace_s)
         spy = None
         if profile == "py-spy":
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
-                                    str(workers[0].proc.pid), "--format", "raw", "--rate", "50", "--nonblocking",
+                                    str(workers[0].proc.pid), "--format", "raw", "--rate", "20", "--nonblocking",
                                     "--output", str(tmp / "worker0.pyspy.txt")],
                                    stdout=subprocess.DEVNULL, stderr=(tmp / "py-spy.log").open("wb"))
         goal = partitions * rec.windows
@@ -249,15 +262,16 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
         done_at = None
         try:
             while time.monotonic() - started < timeout_s:
-                time.sleep(0.5)
+                time.sleep(1.0)  # each scrape costs the worker ~1-3 % (hundreds of per-source series)
                 for w in workers:
                     if w.proc.poll() is not None:
                         raise SystemExit(f"worker exited {w.proc.returncode}; see {w.log}")
                 last = [metrics(w.port) for w in workers]
                 links = total(last, 'flowtracer_processor_windows_total{stage="links"}')
                 fabric = total(last, 'flowtracer_processor_windows_total{stage="fabric"}')
+                read = sum(input_records(s) for s in last)
                 progress.append((time.monotonic() - started, links))
-                if links >= goal and fabric >= rec.windows:
+                if links >= goal and fabric >= rec.windows and read >= len(rec.records):
                     done_at = time.monotonic() - started
                     break
             cpu = [cpu_s(w.proc.pid) for w in workers]
@@ -291,15 +305,13 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
         "worker_cpu_s": [round(c, 1) for c in cpu],
         "broker_cpu_s": round(broker_cpu, 1),
         "cpu_ms_per_msg": round(1000 * sum(cpu) / len(rec.records), 3),
-        "records_per_worker": [int(s.get('flowtracer_processor_records_total{topic="flowtracer.flows.v1"}', 0)
-                                   + s.get('flowtracer_processor_records_total{topic="flowtracer.counters.v1"}', 0))
-                               for s in last],
+        "records_per_worker": [input_records(s) for s in last],
         "incomplete_windows": total(last, "flowtracer_processor_incomplete_windows"),
         "late_records": total(last, "flowtracer_processor_late_records"),
         "overflowed_windows": total(last, "flowtracer_processor_overflowed_windows"),
         "dead_letters": total(last, "flowtracer_processor_dead_letters_total"),
         "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
-        "tmp": str(tmp),
+        "grace_s": grace_s, "tmp": str(tmp),
     })
     result["outputs"] = by_key_and_window(outputs)
     return result
@@ -351,6 +363,10 @@ def field_differences(k: tuple[str, bytes, int], ref: set[bytes], got: set[bytes
     return f"{k!r}: {diff}"[:600]
 
 
+def stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hosts", type=int, default=512)
@@ -366,8 +382,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile worker 0 of the N-worker run (py-spy when installed, else cProfile)")
+    ap.add_argument("--grace", type=float, default=3.0,
+                    help="the workers' --grace (s), the processor's default; on a backlog a window's records can "
+                         "take longer than that to be read, and it is waited out (docs/benchmarks.md, Catch-up)")
     ap.add_argument("--keep", action="store_true", help="keep each run's directory (logs, profiles)")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, stop_on_sigterm)  # workers and broker are stopped on the way out
     spec = FabricSpec(hosts=a.hosts, nics_per_host=a.nics_per_host, rails=a.rails, leaves=a.leaves,
                       spines=a.spines, name="bench-catchup")
     rec = record(spec, a.qps, a.windows, a.partitions, a.seed)
@@ -379,7 +399,7 @@ def main() -> None:
     profiler = "py-spy" if shutil.which("py-spy", path=str(Path(sys.executable).parent)) else "cprofile"
     ref = None
     for n in a.workers:
-        r = run(rec, n, a.partitions, a.timeout, profiler if a.profile == n else None)
+        r = run(rec, n, a.partitions, a.timeout, profiler if a.profile == n else None, a.grace)
         outputs = r.pop("outputs")
         if ref is None:
             ref = outputs
