@@ -171,9 +171,9 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         proc.metrics.pending.set(ledger.held())
         proc.metrics.ledger_overflows.set(ledger.overflows)
 
-    async def step(touched_only: bool = False) -> None:
+    async def step() -> None:
         async with lock:
-            e = proc.finalize(window_clock(time.time_ns()), touched_only)
+            e = proc.finalize(window_clock(time.time_ns()))
             if e.windows:
                 await publish(e)
             await commits.drain_rejected()  # refused points go to the dead-letter topic before any commit past them
@@ -203,7 +203,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                 commits.published(0, [await dead_letter(event, str(e))], [hold], at_ns=wall)
                 continue
             ledger.accepted(hold, holds)
-            await step(touched_only=True)  # the record's own stages; the timer's step checks them all
+            await step()
             while ledger.full(m.topic, m.partition):  # bounded: read no more until the timer's steps release
                 await asyncio.sleep(0.1)
 

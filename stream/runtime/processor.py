@@ -148,8 +148,6 @@ class Processor:
         self._dirty_flows: set[int] = set()
         self._dirty_links: set[int] = set()
         self._dirty_fabric = False
-        #: Stages that buffered a record since the last finalize: the only ones a record can have completed.
-        self._touched: set[int] = set()
         #: Called with every published finalization (the dashboard's feed); must not raise or block.
         self.observers: list[Callable[[Emitted], None]] = []
 
@@ -223,7 +221,6 @@ class Processor:
         self.metrics.records.labels(topic).inc()
         if topic == topics.PATH_TRACES.name:
             flow_id, trace = decode_trace(key, value)
-            self._touched.add(partition)
             return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
         msg = decode(topic, value)
         if topic in self.input_topics:
@@ -235,9 +232,6 @@ class Processor:
         late_before = self._late()
         now_ns = now_ns if clock_ns is None else clock_ns
         holds = 0
-        self._touched.add(partition if isinstance(msg, (flows_pb2.FlowBatch, counters_pb2.CounterBatch,
-                                                        counters_pb2.CongestionBatch, internal_pb2.AttributionBatch))
-                          else -1)  # -1: the fabric stage
         if isinstance(msg, flows_pb2.FlowBatch):
             holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
         elif isinstance(msg, counters_pb2.CounterBatch):
@@ -272,25 +266,18 @@ class Processor:
         fabric = [self._fabric] if self._fabric is not None else []
         return [*self.flows.values(), *self.link_stages.values(), *fabric]
 
-    def finalize(self, now_ns: int, touched_only: bool = False) -> Emitted:
-        """Everything every stage can finalize now; with ``touched_only``, only the stages that buffered a record
-        since the last call. A record can complete windows only in its own stages, so the app finalizes those
-        after each record (a complete window goes out at once) and every stage on its timer (windows waited out,
-        sources judged lagging: those wait for time, not for records). Checking every stage of every partition
-        after every record cost more than the record itself (docs/benchmarks.md, Catch-up)."""
+    def finalize(self, now_ns: int) -> Emitted:
+        """Everything every stage can finalize now."""
         out = Emitted()
-        touched, self._touched = self._touched, set()
         for name, stages, dirty in (("flows", self.flows, self._dirty_flows),
                                     ("links", self.link_stages, self._dirty_links)):
             for p, stage in stages.items():
-                if touched_only and p not in touched:
-                    continue
                 e = stage.finalize(now_ns)
                 if e.windows:
                     dirty.add(p)
                     self.metrics.windows.labels(name).inc(e.windows)
                 out.extend(e)
-        if self._fabric is not None and (not touched_only or -1 in touched):
+        if self._fabric is not None:
             e = self._fabric.finalize(now_ns)
             if e.windows:
                 self._dirty_fabric = True
