@@ -150,10 +150,11 @@ def _switch_congestion(sw: str, ports: dict[str, dict[str, int]], marks: dict[st
     return batch
 
 
-def build_window(fabric: Fabric, qps: list[Qp], k: int, rng: random.Random, congestion: bool = False) -> Window:
-    """Serialized FlowBatches and CounterBatches of window k (ends at T0 + k s); with ``congestion``, also the
-    switches' CongestionBatches and the NICs' congestion counters."""
-    end = T0 + k * S
+def build_window(fabric: Fabric, qps: list[Qp], k: int, rng: random.Random, congestion: bool = False,
+                 t0: int = T0) -> Window:
+    """Serialized FlowBatches and CounterBatches of window k (ends at ``t0`` + k s, ns); with ``congestion``, also
+    the switches' CongestionBatches and the NICs' congestion counters."""
+    end = t0 + k * S
     w = Window(end)
     link_bytes: dict[str, int] = defaultdict(int)
     per_batch: dict[tuple[str, str], list[flows_pb2.Flow]] = defaultdict(list)
@@ -176,7 +177,7 @@ def build_window(fabric: Fabric, qps: list[Qp], k: int, rng: random.Random, cong
         nic_bytes[q.dst_nic][3] += pkts
         per_batch[(q.host, q.leaf)].append(flows_pb2.Flow(
             rdma_device=q.device, port=1, netdev="eth0", lqpn=q.lqpn, rqpn=q.rqpn, qp_type=flows_pb2.QP_TYPE_RC,
-            qp_state=flows_pb2.QP_STATE_RTS, qp_generation=T0, src_ip=q.src_ip, dst_ip=q.dst_ip,
+            qp_state=flows_pb2.QP_STATE_RTS, qp_generation=t0, src_ip=q.src_ip, dst_ip=q.dst_ip,
             udp_src_port=rocev2_udp_sport(q.lqpn, q.rqpn), udp_dst_port=4791, tx_bytes=b, tx_packets=pkts,
             byte_source=flows_pb2.BYTE_SOURCE_QP_COUNTER, pid=4242, comm="python3", job_id="184467",
             nccl=flows_pb2.NcclTag(comm_id="0x7ce42c8218072e8c", rank=1, nranks=8, peer_rank=2, channel=0,
@@ -207,7 +208,7 @@ def build_window(fabric: Fabric, qps: list[Qp], k: int, rng: random.Random, cong
                 ports[lk.dst_port]["in_octets"] += link_bytes.get(lk.id, 0)
         for name, c in sorted(ports.items()):
             itf = batch.interfaces.add(name=name, oper_status=counters_pb2.OPER_STATUS_UP, speed_bps=c["speed"],
-                                       interval_ns=S, last_clear_ns=T0 - 3600 * S)
+                                       interval_ns=S, last_clear_ns=t0 - 3600 * S)
             for cname in COUNTER_NAMES:
                 octets = c.get("in_octets" if cname.startswith("in") else "out_octets", 0)
                 delta = octets if cname.endswith("octets") else octets // 4158 if "pkts" in cname else 0

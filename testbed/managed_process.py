@@ -218,6 +218,11 @@ class ManagedProcess:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def pid(self) -> int | None:
+        """The server process's id while it is started (benchmarks read its CPU time); None when stopped."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def port(self) -> int:
         """The listen port; raises ``_error`` when the server is not started."""
         if self._port is None:

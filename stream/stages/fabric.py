@@ -44,6 +44,8 @@ class FabricStage:
         out = Emitted()
         for end in self.tracker.due(now_ns):
             items, tokens, _ = self.tracker.pop(end)
+            # In partition order, not arrival order: float sums must not depend on how the workers interleave.
+            items = sorted(items, key=lambda b: b.source_partition)
             samples = [s for b in items for s in b.groups]
             out.congestion_causes.extend(congestion_causes([c for b in items for c in b.congested],
                                                            end - self.hop_ns, end))

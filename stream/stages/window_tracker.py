@@ -76,6 +76,11 @@ class WindowTracker:
         #: source -> (worker time, ns, since when it has been behind without catching up; its distance then, ns)
         self._behind_since: dict[str, tuple[int, int]] = {}
         self._lagging: frozenset[str] = frozenset()  # as last judged, to log changes
+        # ``due`` runs after every input record (the app steps per record): what it derives from the recent
+        # windows and the sources' newest windows is kept until those change, not rebuilt from hundreds of
+        # sources each time.
+        self._expected_cache: frozenset[str] | None = None
+        self._gaps_cache: tuple[int, dict[str, int]] | None = None
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
@@ -99,6 +104,7 @@ class WindowTracker:
             self._started_ns = now_ns
         if window_end_ns > self._newest.get(source, 0):
             self._newest[source] = window_end_ns
+            self._gaps_cache = None
         return True
 
     def touch(self, window_end_ns: int, source: str, token: Any, now_ns: int) -> bool:
@@ -106,21 +112,26 @@ class WindowTracker:
         return self.add(window_end_ns, source, None, token, now_ns)
 
     def _expected(self) -> frozenset[str]:
-        out: set[str] = set()
-        for _, sources in self._recent:
-            out |= sources
-        return frozenset(out)
+        if self._expected_cache is None:
+            out: set[str] = set()
+            for _, sources in self._recent:
+                out |= sources
+            self._expected_cache = frozenset(out)
+        return self._expected_cache
 
     def _gaps(self) -> tuple[int, dict[str, int]]:
         """The median source's newest window end (ns; 0 below three sources) and, per source more than ``grace +
         lateness`` behind it, by how much (ns). The median, not the newest, so that one source running ahead does
         not make every other one look behind."""
-        if len(self._newest) < 3:
-            return 0, {}
-        ends = sorted(self._newest.values())
-        median = ends[len(ends) // 2]
-        bound = self.grace_ns + self.lateness_hops * self.hop_ns
-        return median, {s: median - n for s, n in self._newest.items() if median - n > bound}
+        if self._gaps_cache is None:
+            if len(self._newest) < 3:
+                self._gaps_cache = 0, {}
+            else:
+                ends = sorted(self._newest.values())
+                median = ends[len(ends) // 2]
+                bound = self.grace_ns + self.lateness_hops * self.hop_ns
+                self._gaps_cache = median, {s: median - n for s, n in self._newest.items() if median - n > bound}
+        return self._gaps_cache
 
     def behind(self) -> frozenset[str]:
         """Sources whose newest window is more than ``grace + lateness`` behind the median source's newest."""
@@ -164,7 +175,9 @@ class WindowTracker:
         required = self.required if starting else self.required & self._ever
         lagging = self.lagging(now_ns) - (required - self.clocked)
         required = required - lagging
-        expected = (self._expected() | required) - lagging
+        recent = self._expected()
+        # The recent sources themselves when nothing changes them (the usual case: no new set of hundreds per call).
+        expected = recent if not lagging and required <= recent else (recent | required) - lagging
         excess = len(self._windows) - self.max_windows
         for i, end in enumerate(sorted(self._windows)):
             w = self._windows[end]
@@ -177,7 +190,9 @@ class WindowTracker:
             known = bool(self._recent or required)
             complete = known and expected <= w.sources
             horizon = end + self.lateness_hops * self.hop_ns
-            moved_on = known and all(self._newest.get(src, 0) >= horizon for src in expected | w.sources)
+            # Stops at the first source still short of the horizon (no union of hundreds of sources per call).
+            moved_on = known and not complete and all(self._newest.get(src, 0) >= horizon
+                                                      for sources in (expected, w.sources) for src in sources)
             waited = now_ns - w.first_seen_ns
             # Waited out only once the window has ended on this worker's clock too: a record stamped ahead
             # (a fast clock) must not release a window that the others have not even started.
@@ -209,6 +224,7 @@ class WindowTracker:
                             self.name or "stage", window_end_ns, ", ".join(sorted(missing)))
         self.released_up_to = max(self.released_up_to, window_end_ns)
         self._recent.append((window_end_ns, frozenset(w.sources)))
+        self._expected_cache = None
         return list(w.items.values()), w.tokens, frozenset(w.sources)
 
     def pending_tokens(self) -> list[Any]:
