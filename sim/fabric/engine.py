@@ -73,9 +73,12 @@ from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
 from flowtracer.sim.switches.state import Event, EventKind, SwitchState
 
 log = logging.getLogger(__name__)
+_clock = time.thread_time_ns  # CPU of the engine's thread: what a tick costs, whatever else the machine runs
 
 #: Bound on events inside one tick, so a degenerate workload cannot hang the engine.
 MAX_EVENTS_PER_TICK = 200_000
+#: The parts of a tick ``Engine.phase_ns`` times.
+PHASES = ("traffic", "maxmin", "congestion", "accounting", "counters", "hosts", "ground_truth", "listeners")
 
 
 class Engine:
@@ -173,6 +176,11 @@ class Engine:
         #: Held while a tick is computed; ``inject`` waits for it, so a fault lands on a boundary.
         self._step_lock = threading.RLock()
         self._listeners: list[Callable[[int], None]] = []
+        #: Process time (ns, this thread) spent in each part of the ticks so far: "traffic" (jobs, events,
+        #: max-min rates), "maxmin" (the part of traffic in rate computation), "congestion", "accounting"
+        #: (whole bytes per flow and link), "counters" (switch totals and their SwitchStates), "hosts"
+        #: (HostStates), "ground_truth", "listeners" (e.g. the runner's host-view snapshots). For benchmarks.
+        self.phase_ns: dict[str, int] = dict.fromkeys(PHASES, 0)
 
         self.gt: GroundTruthWriter | None = None
         self.jobs = self._make_jobs()
@@ -560,24 +568,35 @@ class Engine:
 
     def step(self) -> TickStats:
         """Simulate one tick, publish counters and host state, emit events, apply due faults."""
+        ph = self.phase_ns
         with self._step_lock:
             t0, t1 = self.now_ns, self.now_ns + self.tick_ns
+            c0 = _clock()
             self._simulate(t0, t1)
+            c1 = _clock()
+            ph["traffic"] += c1 - c0
             stats = account_tick(self.flows.values(), t0, t1, len(self.link_ids), self.mtu, self.header_bytes,
                                  self.cts_every)
             nh_b, nh_p = nh_deltas(stats, self.flows, len(self.link_ids))
+            c2 = _clock()
+            ph["accounting"] += c2 - c1
             if self.cc is not None:
                 extras, stats.congestion = self.cc.end_tick()
                 stats.congestion["extras"] = [[x.flow, x.first, x.last, x.bytes, x.packets] for x in extras]
                 apply_extras(stats, extras, self.flows, nh_b, nh_p)
+            c3 = _clock()
+            ph["congestion"] += c3 - c2
             self.counters.add(stats.link_bytes, stats.link_pkts, nh_b, nh_p, set(self.faults.rebooting))
             if self.dataplane is not None:
                 self.dataplane.tick(self, stats)
+            ph["counters"] += _clock() - c3
             self.now_ns = t1
             self._publish(t1, stats)
             self._apply_faults(t1)
+        c4 = _clock()
         for listener in self._listeners:
             listener(t1)
+        ph["listeners"] += _clock() - c4
         return stats
 
     def _simulate(self, t0: int, t1: int) -> None:
@@ -588,7 +607,9 @@ class Engine:
             for job in self.jobs:
                 job.poll(now_ns)
             if self._rates_dirty:
+                c0 = _clock()
                 self._compute_rates()
+                self.phase_ns["maxmin"] += _clock() - c0
             dt = span - t
             first: Transfer | None = None
             for tr in self.transfers:
@@ -603,7 +624,11 @@ class Engine:
                         dt, first = max(dt_job, 0.0), None
             dt = max(dt, 0.0)
             if self._cc_flows is not None and self.cc is not None:
+                c0 = _clock()
                 self.cc.interval(dt, self._cc_flows, self._cc_capacity)
+                cc_ns = _clock() - c0
+                self.phase_ns["congestion"] += cc_ns
+                self.phase_ns["traffic"] -= cc_ns
             for tr in self.transfers:
                 tr.done += tr.rate * dt / 8
             t += dt
@@ -626,6 +651,7 @@ class Engine:
     # -- publishing -------------------------------------------------------------------------------
 
     def _publish(self, t_ns: int, stats: TickStats | None) -> None:
+        ph, c0 = self.phase_ns, _clock()
         oper = self.faults.oper_up()
         down_idx = {self.link_index[lid] for lid in self._down}
         weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
@@ -640,10 +666,15 @@ class Engine:
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)
+        c1 = _clock()
         closed = self._publish_hosts(t_ns, stats)
+        c2 = _clock()
         for st in self.switch_states.values():
             if st.available and not st.silent:  # a silent gNMI server sends nothing, heartbeats included
                 st.emit(Event(EventKind.SAMPLE, t_ns))
+        c3 = _clock()
+        ph["counters"] += c1 - c0 + c3 - c2
+        ph["hosts"] += c2 - c1
         if self.gt is not None:
             if stats is not None:
                 self.gt.tick(self._tick_record(stats))
@@ -651,6 +682,7 @@ class Engine:
                     self.gt.congestion({"start_ns": stats.start_ns, "end_ns": stats.end_ns, **stats.congestion})
             self.gt.counters(t_ns, records)
         self._reap(closed, t_ns)
+        ph["ground_truth"] += _clock() - c3
 
     def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
