@@ -43,9 +43,9 @@ ARTIFACTS = ROOT / "artifacts"
 BUDGET_S = 570.0
 """The whole run stays under 10 minutes: pipeline sizes that would not fit are skipped (and said so)."""
 S = 1_000_000_000
-KEPT = "## Congestion counters on and off"
-"""Heading of the section measured by hand (paired on/off runs, longer than ``make bench`` can afford): kept as it
-is, at the end, when the report is rewritten."""
+KEPT = ("## Congestion counters on and off", "## Simulator (test bed)")
+"""Headings of the sections measured by hand (paired on/off runs, before/after runs of bench_sim.py: longer than
+``make bench`` can afford): kept as they are, at the end, when the report is rewritten."""
 
 
 @dataclass(frozen=True)
@@ -538,12 +538,16 @@ def report(m: dict[str, Any], res: dict[str, Result], pipes: list[dict[str, Any]
 
 
 def kept_section(old: str) -> str:
-    """The hand-measured section of the old report, from its heading to the next ``## `` heading ("" if none)."""
-    start = old.find(KEPT + "\n")
-    if start < 0:
-        return ""
-    end = old.find("\n## ", start + len(KEPT))
-    return old[start:] if end < 0 else old[start:end + 1]
+    """The hand-measured sections of the old report, each from its heading to the next ``## `` heading ("" if
+    none), in the order of ``KEPT``."""
+    parts = []
+    for heading in KEPT:
+        start = old.find(heading + "\n")
+        if start < 0:
+            continue
+        end = old.find("\n## ", start + len(heading))
+        parts.append(old[start:] if end < 0 else old[start:end + 1])
+    return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
 def main() -> int:
