@@ -46,9 +46,10 @@ BUDGET_S = 570.0
 """The whole run stays under 10 minutes: pipeline sizes that would not fit are skipped (and said so)."""
 S = 1_000_000_000
 KEPT = ("## Congestion counters on and off", "## Catch-up: workers of one app id on a recorded backlog",
-        "## Latency by stage: the fetch wait")
-"""Headings of the sections measured by hand (paired on/off runs, the catch-up of bench_catchup.py: longer than
-``make bench`` can afford): kept as they are, at the end, when the report is rewritten."""
+        "## Latency by stage: the fetch wait", "## Simulator (test bed)")
+"""Headings of the sections measured by hand (paired on/off runs, the catch-up of bench_catchup.py, before/after
+runs of stage_latency.py and bench_sim.py: longer than ``make bench`` can afford): kept as they are, at the end,
+when the report is rewritten."""
 
 
 @dataclass(frozen=True)

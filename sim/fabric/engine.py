@@ -73,9 +73,12 @@ from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
 from flowtracer.sim.switches.state import Event, EventKind, SwitchState
 
 log = logging.getLogger(__name__)
+_clock = time.thread_time_ns  # CPU of the engine's thread: what a tick costs, whatever else the machine runs
 
 #: Bound on events inside one tick, so a degenerate workload cannot hang the engine.
 MAX_EVENTS_PER_TICK = 200_000
+#: The parts of a tick ``Engine.phase_ns`` times.
+PHASES = ("traffic", "maxmin", "congestion", "accounting", "counters", "hosts", "ground_truth", "listeners")
 
 
 class Engine:
@@ -84,14 +87,20 @@ class Engine:
     ``switch_states`` / ``host_states`` are the contracts the gNMI servers and host-view writers read.
     ``counter32``: True (every switch) or the names of switches whose counters wrap at 2**32.
     ``ground_truth``: directory for ground-truth JSON lines, or None to write none.
+    ``event_loop``: "vector" (default) or "plain", the same rule one transfer at a time (the reference).
     """
 
     def __init__(self, topology: Topology, workload: Workload, *, tick_s: float = 1.0, start_ns: int | None = None,
                  counter32: bool | Collection[str] = False, header_bytes: int = HEADER_BYTES,
                  cts_every: int = CTS_EVERY, ground_truth: Path | None = None, qpn_reuse: bool = False,
-                 coll_log: bool = True, dataplane: Any = None) -> None:
+                 coll_log: bool = True, dataplane: Any = None, event_loop: str = "vector") -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be positive")
+        if event_loop not in ("vector", "plain"):
+            raise ValueError(f"event_loop must be 'vector' or 'plain', not {event_loop!r}")
+        #: "vector": the events inside a tick over numpy arrays of the transfers; "plain": the reference loop, one
+        #: transfer at a time (tests check both give the same bytes, bit for bit).
+        self.event_loop = event_loop
         self.topology = topology
         self.workload = workload
         self.fabric = Fabric(topology)
@@ -173,6 +182,11 @@ class Engine:
         #: Held while a tick is computed; ``inject`` waits for it, so a fault lands on a boundary.
         self._step_lock = threading.RLock()
         self._listeners: list[Callable[[int], None]] = []
+        #: Process time (ns, this thread) spent in each part of the ticks so far: "traffic" (jobs, events,
+        #: max-min rates), "maxmin" (the part of traffic in rate computation), "congestion", "accounting"
+        #: (whole bytes per flow and link), "counters" (switch totals and their SwitchStates), "hosts"
+        #: (HostStates), "ground_truth", "listeners" (e.g. the runner's host-view snapshots). For benchmarks.
+        self.phase_ns: dict[str, int] = dict.fromkeys(PHASES, 0)
 
         self.gt: GroundTruthWriter | None = None
         self.jobs = self._make_jobs()
@@ -506,14 +520,14 @@ class Engine:
         return t.links[1]
 
     def _compute_rates(self) -> None:
-        demand = np.empty(len(self.transfers))
-        groups, links = [], []
-        for gi, t in enumerate(self.transfers):
-            arr = self._transfer_links(t)
-            demand[gi] = 0.0 if arr is None else t.demand  # a flow without a path stalls its set
-            if arr is not None and len(arr):
-                links.append(arr)
-                groups.append(np.full(len(arr), gi, dtype=np.intp))
+        version = self._route_version
+        arrs = [t.links[1] if t.links[0] == version else self._transfer_links(t) for t in self.transfers]
+        # a flow without a path stalls its set
+        demand = np.array([0.0 if a is None else t.demand for t, a in zip(self.transfers, arrs, strict=True)],
+                          dtype=np.float64)
+        lens = np.array([0 if a is None else len(a) for a in arrs], dtype=np.intp)
+        links = [a for a in arrs if a is not None and len(a)]
+        groups = [np.repeat(np.arange(len(arrs), dtype=np.intp), lens)] if links else []
         empty = np.zeros(0, dtype=np.intp)
         capacity = self._capacity
         wire = (self.mtu + self.header_bytes) / self.mtu
@@ -524,8 +538,8 @@ class Engine:
             capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
         rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
                               capacity, len(self.transfers), demand)
-        for t, r in zip(self.transfers, rates, strict=True):
-            t.rate = float(r)
+        for t, r in zip(self.transfers, rates.tolist(), strict=True):
+            t.rate = r
         if fs is not None:
             fs.rate = np.array([f.transfer.rate * wire for f in (self.flows[i] for i in fs.ids)  # type: ignore[union-attr]
                                 ], dtype=np.float64)
@@ -560,27 +574,116 @@ class Engine:
 
     def step(self) -> TickStats:
         """Simulate one tick, publish counters and host state, emit events, apply due faults."""
+        ph = self.phase_ns
         with self._step_lock:
             t0, t1 = self.now_ns, self.now_ns + self.tick_ns
+            c0 = _clock()
             self._simulate(t0, t1)
+            c1 = _clock()
+            ph["traffic"] += c1 - c0
             stats = account_tick(self.flows.values(), t0, t1, len(self.link_ids), self.mtu, self.header_bytes,
                                  self.cts_every)
             nh_b, nh_p = nh_deltas(stats, self.flows, len(self.link_ids))
+            c2 = _clock()
+            ph["accounting"] += c2 - c1
             if self.cc is not None:
                 extras, stats.congestion = self.cc.end_tick()
                 stats.congestion["extras"] = [[x.flow, x.first, x.last, x.bytes, x.packets] for x in extras]
                 apply_extras(stats, extras, self.flows, nh_b, nh_p)
+            c3 = _clock()
+            ph["congestion"] += c3 - c2
             self.counters.add(stats.link_bytes, stats.link_pkts, nh_b, nh_p, set(self.faults.rebooting))
             if self.dataplane is not None:
                 self.dataplane.tick(self, stats)
+            ph["counters"] += _clock() - c3
             self.now_ns = t1
             self._publish(t1, stats)
             self._apply_faults(t1)
+        c4 = _clock()
         for listener in self._listeners:
             listener(t1)
+        ph["listeners"] += _clock() - c4
         return stats
 
     def _simulate(self, t0: int, t1: int) -> None:
+        if self.event_loop == "plain":
+            self._simulate_plain(t0, t1)
+            return
+        span = (t1 - t0) / 1e9
+        t = 0.0
+        # The transfers as arrays (their order in ``transfers``): payload bit/s, bytes each flow moves, bytes done.
+        # ``done`` lives here between events and goes back to the Transfers before anything else reads it.
+        live: list[Transfer] | None = None
+        rate = bpf = done = timed = np.zeros(0)
+        for _ in range(MAX_EVENTS_PER_TICK):
+            now_ns = t0 + round(t * 1e9)
+            for job in self.jobs:
+                job.poll(now_ns)
+            if self._rates_dirty:
+                if live is not None:
+                    _store_done(live, done)
+                c0 = _clock()
+                self._compute_rates()
+                self.phase_ns["maxmin"] += _clock() - c0
+                live = None
+            if live is None:
+                live = list(self.transfers)
+                rate = np.array([tr.rate for tr in live], dtype=np.float64)
+                bpf = np.array([tr.bytes_per_flow for tr in live], dtype=np.float64)
+                done = np.array([tr.done for tr in live], dtype=np.float64)
+                timed = (rate > 0) & np.isfinite(bpf)
+            dt = span - t
+            first: Transfer | None = None
+            if timed.any():
+                # The first transfer to finish (the first of equals, as the plain loop's strict ``<``).
+                need = np.where(timed, (bpf - done) * 8 / np.where(timed, rate, 1.0), np.inf)
+                i = int(np.argmin(need))
+                if need[i] < dt:
+                    dt, first = float(need[i]), live[i]
+            for job in self.jobs:
+                if job.timer_ns is not None:
+                    dt_job = (job.timer_ns - t0) / 1e9 - t
+                    if dt_job < dt:
+                        dt, first = max(dt_job, 0.0), None
+            dt = max(dt, 0.0)
+            if self._cc_flows is not None and self.cc is not None:
+                c0 = _clock()
+                self.cc.interval(dt, self._cc_flows, self._cc_capacity)
+                cc_ns = _clock() - c0
+                self.phase_ns["congestion"] += cc_ns
+                self.phase_ns["traffic"] -= cc_ns
+            done += rate * dt / 8
+            t += dt
+            done_ns = t0 + round(t * 1e9)
+            with np.errstate(invalid="ignore"):  # endless transfers: inf - inf, never done
+                hit = done >= bpf - np.maximum(1e-6, bpf * 1e-12)
+            if first is not None:
+                hit[live.index(first)] = True
+            if hit.any():
+                _store_done(live, done)
+                self._finish([live[i] for i in np.flatnonzero(hit).tolist()], done_ns)
+                live = None
+            if t >= span:
+                if live is not None:
+                    _store_done(live, done)
+                return
+        if live is not None:
+            _store_done(live, done)
+        log.warning("tick ending %d: more than %d events, cut short", t1, MAX_EVENTS_PER_TICK)
+
+    def _finish(self, finished: list[Transfer], done_ns: int) -> None:
+        """Transfers that moved all their bytes: their flows keep the payload, their ``on_done`` runs (in order)."""
+        for tr in finished:
+            self.transfers.remove(tr)
+            for f in tr.flows:
+                f.base_payload += int(tr.bytes_per_flow)
+                f.transfer = None
+            if tr.on_done is not None:
+                tr.on_done(done_ns)
+        self._rates_dirty = True
+
+    def _simulate_plain(self, t0: int, t1: int) -> None:
+        """The reference event loop: the rule the vector loop computes over arrays, one transfer at a time."""
         span = (t1 - t0) / 1e9
         t = 0.0
         for _ in range(MAX_EVENTS_PER_TICK):
@@ -588,7 +691,9 @@ class Engine:
             for job in self.jobs:
                 job.poll(now_ns)
             if self._rates_dirty:
+                c0 = _clock()
                 self._compute_rates()
+                self.phase_ns["maxmin"] += _clock() - c0
             dt = span - t
             first: Transfer | None = None
             for tr in self.transfers:
@@ -603,7 +708,11 @@ class Engine:
                         dt, first = max(dt_job, 0.0), None
             dt = max(dt, 0.0)
             if self._cc_flows is not None and self.cc is not None:
+                c0 = _clock()
                 self.cc.interval(dt, self._cc_flows, self._cc_capacity)
+                cc_ns = _clock() - c0
+                self.phase_ns["congestion"] += cc_ns
+                self.phase_ns["traffic"] -= cc_ns
             for tr in self.transfers:
                 tr.done += tr.rate * dt / 8
             t += dt
@@ -611,14 +720,7 @@ class Engine:
             finished = [tr for tr in self.transfers
                         if tr is first or tr.done >= tr.bytes_per_flow - max(1e-6, tr.bytes_per_flow * 1e-12)]
             if finished:
-                for tr in finished:
-                    self.transfers.remove(tr)
-                    for f in tr.flows:
-                        f.base_payload += int(tr.bytes_per_flow)
-                        f.transfer = None
-                    if tr.on_done is not None:
-                        tr.on_done(done_ns)
-                self._rates_dirty = True
+                self._finish(finished, done_ns)
             if t >= span:
                 return
         log.warning("tick ending %d: more than %d events, cut short", t1, MAX_EVENTS_PER_TICK)
@@ -626,6 +728,7 @@ class Engine:
     # -- publishing -------------------------------------------------------------------------------
 
     def _publish(self, t_ns: int, stats: TickStats | None) -> None:
+        ph, c0 = self.phase_ns, _clock()
         oper = self.faults.oper_up()
         down_idx = {self.link_index[lid] for lid in self._down}
         weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
@@ -640,10 +743,15 @@ class Engine:
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)
+        c1 = _clock()
         closed = self._publish_hosts(t_ns, stats)
+        c2 = _clock()
         for st in self.switch_states.values():
             if st.available and not st.silent:  # a silent gNMI server sends nothing, heartbeats included
                 st.emit(Event(EventKind.SAMPLE, t_ns))
+        c3 = _clock()
+        ph["counters"] += c1 - c0 + c3 - c2
+        ph["hosts"] += c2 - c1
         if self.gt is not None:
             if stats is not None:
                 self.gt.tick(self._tick_record(stats))
@@ -651,6 +759,7 @@ class Engine:
                     self.gt.congestion({"start_ns": stats.start_ns, "end_ns": stats.end_ns, **stats.congestion})
             self.gt.counters(t_ns, records)
         self._reap(closed, t_ns)
+        ph["ground_truth"] += _clock() - c3
 
     def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
@@ -717,3 +826,9 @@ class Engine:
         """Flush and close the ground-truth files."""
         if self.gt is not None:
             self.gt.close()
+
+
+def _store_done(transfers: list[Transfer], done: np.ndarray) -> None:
+    """Bytes each flow of each transfer has moved (the vector loop's array) back into the Transfers."""
+    for tr, d in zip(transfers, done.tolist(), strict=True):
+        tr.done = d

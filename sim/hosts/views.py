@@ -22,10 +22,15 @@
                                                path of its job (``job_<job name>``), written before the first
                                                snapshot listing the pid and removed with its last QP
     nccl.log                                   NCCL_DEBUG=INFO lines, append-only (NCCL_DEBUG_FILE)
+    .spare/<ts>-<seq>/                         snapshots pruned from snapshots/, waiting to be rewritten as new ones
 
 Each snapshot is built under a temporary name and renamed into place before ``current`` moves,
 so a reader never sees half a file or a mix of two ticks; the last ``KEEP`` snapshots are kept
 so an agent can read the one at its window boundary (the state of the host at that instant).
+What a snapshot holds is one rule (``_plan_snapshot``); it is built afresh, or, once ``SPARES`` older
+ones wait in ``.spare/``, by rewriting the oldest of them in place when its layout matches (only the files
+that differ: on a journaling file system creating directories, files and symlinks and removing them is
+most of the cost, about 10x a rewrite; docs/benchmarks.md, simulator).
 JSON is formatted as iproute2 prints it (compact, keys in its order); sysfs files as the kernel
 prints them. Formats are documented, with their upstream sources, in docs/agent.md.
 
@@ -42,13 +47,16 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flowtracer.sim.hosts.state import HostState, QpState
+from flowtracer.sim.hosts.state import HostState, NicInfo, QpState
 
 KEEP = 16
 """Snapshots kept per host (at a 0.25 s tick: 4 s of history)."""
+SPARES = 4
+"""Writes a retired snapshot waits in ``.spare/`` before its directory is rewritten as a new one."""
 
 # The hardware counters mlx5 exposes per port and per QP counter (values the simulator does not
 # model stay 0, as on an idle error-free port).
@@ -75,9 +83,13 @@ class _HostWriter:
     procs: dict[int, str] = field(default_factory=dict)  # pid -> job, of the proc/ entries written
     next_cntn: int = _FIRST_CNTN
     lock: threading.Lock = field(default_factory=threading.Lock)
+    recycle: bool = True
+    plans: dict[str, _Plan] = field(default_factory=dict)  # snapshot name -> what it holds (ours, in snapshots/)
+    spares: deque[tuple[Path, _Plan]] = field(default_factory=deque)  # retired snapshots, oldest first
 
 
 _writers: dict[Path, _HostWriter] = {}
+_writer_of: dict[tuple[str, str], _HostWriter] = {}  # (root as given, host) -> its directory's writer
 _writers_lock = threading.Lock()
 
 
@@ -205,13 +217,15 @@ def _stat_json(w: _HostWriter, ifindex: dict[str, int], qps: list[QpState]) -> s
     return json.dumps(rows, separators=(",", ":")) + "\n"
 
 
-def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None) -> None:
+def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None, recycle: bool = True) -> None:
     """Write one snapshot of ``state`` under ``root/<state.name>/`` and make it ``current``.
 
     Call at the end of each engine tick. ``qp_counters`` (default: env
     ``FLOWTRACER_SIM_QP_COUNTERS``, else on) writes ``rdma statistic qp`` with one counter per QP.
     Writes nothing while the host is not ``reporting`` (its agent stopped): ``current`` stays on the last
     snapshot, and the next one written after that holds everything since (cumulative counters, the missed NCCL lines).
+    ``recycle`` (default): a snapshot pruned from ``snapshots/`` is kept aside and later rewritten in place as a new
+    one (same files, same bytes as one built afresh: tests/sim/hosts checks); False builds every snapshot afresh.
     """
     if not state.reporting:
         return
@@ -219,20 +233,107 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
         qp_counters = os.environ.get("FLOWTRACER_SIM_QP_COUNTERS", "1") not in ("0", "false", "no")
     hostdir = host_view_dir(root, state.name)
     with _writers_lock:
-        w = _writers.setdefault(hostdir.resolve() if hostdir.exists() else hostdir.absolute(), _HostWriter())
+        w = _writer_of.get((str(root), state.name))
+        if w is None:  # one writer per directory, however it is named
+            w = _writers.setdefault(hostdir.resolve() if hostdir.exists() else hostdir.absolute(), _HostWriter())
+            _writer_of[(str(root), state.name)] = w
     with w.lock:
+        w.recycle = recycle
         _write_snapshot(state, hostdir, w, qp_counters)
 
 
-def _write_congestion(snap: Path, pdir: Path, netdev: str, cong: dict[str, int]) -> None:
-    """The congestion model's NIC counters: hw_counters as mlx5 shows them, PFC as ``ethtool -S`` prints them."""
-    (pdir / "hw_counters").mkdir()
-    for cname in _HW_COUNTERS:
-        _write(pdir / "hw_counters" / cname, f"{cong.get(cname, 0)}\n")
-    _write(pdir / "hw_counters" / "lifespan", "10\n")
-    (snap / "ethtool").mkdir(exist_ok=True)
-    _write(snap / "ethtool" / netdev, "NIC statistics:\n" + "".join(
-        f"     {k}: {v}\n" for k, v in cong.items() if k not in _HW_COUNTERS))
+@dataclass
+class _Plan:
+    """One snapshot as data: directories, regular files (bytes) and symlinks (target), by path relative to the
+    snapshot directory. ``layout`` is everything but the files' contents: two snapshots with the same layout differ
+    only in what their files hold, so one can be turned into the other by rewriting files."""
+
+    dirs: list[str] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> tuple[object, ...]:
+        return tuple(self.dirs), tuple(self.files), tuple(self.links.items())
+
+
+def _plan_snapshot(state_name: str, ts: int, nics: list[NicInfo], qps: list[QpState],
+                   ports: dict[tuple[str, int], tuple[int, int, int, int]],
+                   congestion: dict[tuple[str, int], dict[str, int] | None], w: _HostWriter,
+                   qp_counters: bool) -> _Plan:
+    """The files of one snapshot (the one rule for what a snapshot holds)."""
+    plan = _Plan()
+    ifindex: dict[str, int] = {}
+    for n in nics:
+        ifindex.setdefault(n.rdma_device, len(ifindex))
+    plan.files["view.json"] = (json.dumps({"host": state_name, "timestamp_ns": ts}) + "\n").encode()
+    plan.dirs.append("rdma")
+    plan.files["rdma/resource_show_qp.json"] = _qp_json(ifindex, qps).encode()
+    if qp_counters:
+        plan.files["rdma/statistic_qp_show.json"] = _stat_json(w, ifindex, qps).encode()
+    for n in nics:
+        pdir = f"sys/class/infiniband/{n.rdma_device}/ports/{n.port}"
+        for d in ("sys", "sys/class", "sys/class/infiniband", f"sys/class/infiniband/{n.rdma_device}",
+                  f"sys/class/infiniband/{n.rdma_device}/ports", pdir, f"{pdir}/counters"):
+            if d not in plan.dirs:
+                plan.dirs.append(d)
+        tx_b, rx_b, tx_p, rx_p = ports.get((n.rdma_device, n.port), (0, 0, 0, 0))
+        # Only the counters that move; the error counters (all 0 here) live in the static tree.
+        for cname, value in (("port_xmit_data", tx_b // 4), ("port_rcv_data", rx_b // 4),
+                             ("port_xmit_packets", tx_p), ("port_rcv_packets", rx_p),
+                             ("unicast_xmit_packets", tx_p), ("unicast_rcv_packets", rx_p)):
+            plan.files[f"{pdir}/counters/{cname}"] = f"{value}\n".encode()
+        cong = congestion.get((n.rdma_device, n.port))
+        for sub in ("gids", "gid_attrs") if cong is not None else ("gids", "gid_attrs", "hw_counters"):
+            plan.links[f"{pdir}/{sub}"] = f"{_up(pdir)}static/{n.rdma_device}/{n.port}/{sub}"
+        if cong is not None:
+            # The congestion model's NIC counters: hw_counters as mlx5 shows them, PFC as ``ethtool -S`` prints them.
+            plan.dirs.append(f"{pdir}/hw_counters")
+            for cname in _HW_COUNTERS:
+                plan.files[f"{pdir}/hw_counters/{cname}"] = f"{cong.get(cname, 0)}\n".encode()
+            plan.files[f"{pdir}/hw_counters/lifespan"] = b"10\n"
+            if "ethtool" not in plan.dirs:
+                plan.dirs.append("ethtool")
+            plan.files[f"ethtool/{n.netdev}"] = ("NIC statistics:\n" + "".join(
+                f"     {k}: {v}\n" for k, v in cong.items() if k not in _HW_COUNTERS)).encode()
+    if "sys/class" not in plan.dirs:
+        plan.dirs += [d for d in ("sys", "sys/class") if d not in plan.dirs]
+    plan.links["sys/class/net"] = f"{_up('sys/class')}static/net"
+    return plan
+
+
+def _up(rel_dir: str) -> str:
+    """From ``snapshots/<name>/<rel_dir>`` up to the host directory (symlinks into ``static/`` are relative)."""
+    return "../" * (rel_dir.count("/") + 3)
+
+
+def _build_fresh(plan: _Plan, tmp: Path) -> None:
+    """Materialise ``plan`` in the empty directory ``tmp``."""
+    for d in plan.dirs:
+        os.mkdir(tmp / d)
+    for rel, data in plan.files.items():
+        with open(tmp / rel, "wb") as f:
+            f.write(data)
+    for rel, target in plan.links.items():
+        os.symlink(target, tmp / rel)
+    os.chmod(tmp, 0o755)
+
+
+def _rewrite(plan: _Plan, old: _Plan, spare: Path) -> None:
+    """Turn ``spare``, a retired snapshot holding ``old`` (same layout), into ``plan``: only files whose bytes differ
+    are written, in place (no new inode, no directory or symlink made: those are what cost on a journaling file
+    system). Safe for readers: the directory left ``snapshots/`` ``SPARES`` writes ago."""
+    for rel, data in plan.files.items():
+        before = old.files[rel]
+        if data == before:
+            continue
+        fd = os.open(f"{spare}/{rel}", os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, 0)
+            if len(data) < len(before):
+                os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
 
 
 def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool) -> None:
@@ -241,11 +342,14 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         nics = list(state.nics)
         qps = [q for _, q in sorted(state.qps.items())]
         qps = [copy.copy(q) for q in qps]
-        ports = [(k, p.tx_bytes, p.rx_bytes, p.tx_packets, p.rx_packets) for k, p in sorted(state.ports.items())]
+        ports = {k: (p.tx_bytes, p.rx_bytes, p.tx_packets, p.rx_packets) for k, p in sorted(state.ports.items())}
         congestion = {k: p.congestion for k, p in state.ports.items()}  # replaced per tick, never mutated
         new_lines = state.nccl_log[w.nccl_written:]
         w.nccl_written = len(state.nccl_log)
-    (hostdir / "snapshots").mkdir(parents=True, exist_ok=True)
+    snaps_dir = hostdir / "snapshots"
+    if not w.plans:  # first snapshot of this writer: leftovers of an earlier run are not reusable
+        shutil.rmtree(hostdir / ".spare", ignore_errors=True)
+    snaps_dir.mkdir(parents=True, exist_ok=True)
 
     mtus: dict[tuple[str, int], int] = {}
     for q in qps:
@@ -258,39 +362,25 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         w.static_key = static_key
 
     _write_procs(hostdir, w, qps)  # before the snapshot that lists the pids
-    ifindex = {}
-    for n in nics:
-        ifindex.setdefault(n.rdma_device, len(ifindex))
     w.seq += 1
     name = f"{ts:020d}-{w.seq:09d}"
-    tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=hostdir / "snapshots"))
-    _write(tmp / "view.json", json.dumps({"host": state.name, "timestamp_ns": ts}) + "\n")
-    (tmp / "rdma").mkdir()
-    _write(tmp / "rdma" / "resource_show_qp.json", _qp_json(ifindex, qps))
-    if qp_counters:
-        _write(tmp / "rdma" / "statistic_qp_show.json", _stat_json(w, ifindex, qps))
-    ib = tmp / "sys" / "class" / "infiniband"
-    totals = {k: v for k, *v in ports}
-    for n in nics:
-        pdir = ib / n.rdma_device / "ports" / str(n.port)
-        (pdir / "counters").mkdir(parents=True, exist_ok=True)
-        tx_b, rx_b, tx_p, rx_p = totals.get((n.rdma_device, n.port), (0, 0, 0, 0))
-        # Only the counters that move; the error counters (all 0 here) live in the static tree.
-        for cname, value in (("port_xmit_data", tx_b // 4), ("port_rcv_data", rx_b // 4),
-                             ("port_xmit_packets", tx_p), ("port_rcv_packets", rx_p),
-                             ("unicast_xmit_packets", tx_p), ("unicast_rcv_packets", rx_p)):
-            _write(pdir / "counters" / cname, f"{value}\n")
-        static_port = hostdir / "static" / n.rdma_device / str(n.port)
-        cong = congestion.get((n.rdma_device, n.port))
-        for sub in ("gids", "gid_attrs") if cong is not None else ("gids", "gid_attrs", "hw_counters"):
-            os.symlink(os.path.relpath(static_port / sub, pdir), pdir / sub)
-        if cong is not None:
-            _write_congestion(tmp, pdir, n.netdev, cong)
-    (tmp / "sys" / "class").mkdir(parents=True, exist_ok=True)
-    os.symlink(os.path.relpath(hostdir / "static" / "net", tmp / "sys" / "class"), tmp / "sys" / "class" / "net")
-    os.chmod(tmp, 0o755)
-    final = hostdir / "snapshots" / name
+    plan = _plan_snapshot(state.name, ts, nics, qps, ports, congestion, w, qp_counters)
+    tmp = None
+    if w.recycle and len(w.spares) > SPARES:
+        spare, old = w.spares.popleft()
+        try:
+            if old.layout != plan.layout:
+                raise FileNotFoundError  # another shape: build afresh
+            _rewrite(plan, old, spare)
+            tmp = spare
+        except OSError:  # or removed by someone else meanwhile
+            shutil.rmtree(spare, ignore_errors=True)
+    if tmp is None:
+        tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=snaps_dir))
+        _build_fresh(plan, tmp)
+    final = snaps_dir / name
     os.rename(tmp, final)
+    w.plans[name] = plan
     link_tmp = hostdir / f".current-{os.getpid()}-{threading.get_ident()}"
     if link_tmp.is_symlink():
         link_tmp.unlink()
@@ -301,6 +391,16 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         with open(hostdir / "nccl.log", "a", encoding="utf-8") as f:
             f.write("".join(line if line.endswith("\n") else line + "\n" for line in new_lines))
 
-    snaps = sorted(p for p in os.listdir(hostdir / "snapshots") if not p.startswith("."))
-    for old in snaps[:-KEEP]:
-        shutil.rmtree(hostdir / "snapshots" / old, ignore_errors=True)
+    snaps = sorted(p for p in os.listdir(snaps_dir) if not p.startswith("."))
+    for old_name in snaps[:-KEEP]:
+        old_plan = w.plans.pop(old_name, None)
+        if old_plan is None or not w.recycle:  # not ours (an earlier run's), or recycling off
+            shutil.rmtree(snaps_dir / old_name, ignore_errors=True)
+            continue
+        # Retired, not deleted: rewriting its files later is far cheaper than building a new tree and removing
+        # this one (rmdir and file creation are the slow calls). It leaves snapshots/ now, so a reader that
+        # lists again no longer finds it; it is reused only after SPARES more writes.
+        (hostdir / ".spare").mkdir(exist_ok=True)
+        spare = hostdir / ".spare" / old_name
+        os.rename(snaps_dir / old_name, spare)
+        w.spares.append((spare, old_plan))

@@ -149,3 +149,50 @@ def test_proc_names_each_process_job_as_slurm_would_and_goes_with_its_last_qp(sh
     hs.timestamp_ns += 1
     write_host_view(hs, shm)
     assert sorted(os.listdir(proc)) == ["43"]
+
+
+def _tree(d: Path) -> dict[str, object]:
+    """Every entry under ``d``: a directory, a symlink's target or a file's bytes, by relative path."""
+    out: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(d):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            rel = str(p.relative_to(d))
+            out[rel] = ("->", os.readlink(p)) if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
+    return out
+
+
+def test_a_recycled_snapshot_is_the_snapshot_built_afresh(shm: Path) -> None:
+    """Snapshots rewritten in place from retired ones (the fast way) hold exactly what the plain way builds:
+    same entries, bytes and link targets, through QPs appearing and going, the congestion counters turning on
+    (a new layout), counters growing and shrinking in width, and the static tree being rebuilt."""
+    fast, plain = _host(), _host()
+    recycled = 0
+    for i in range(3 * KEEP + 10):
+        for hs in (fast, plain):
+            with hs.lock:
+                hs.timestamp_ns = T0 + i * 250_000_000
+                qp = hs.qps[("mlx5_0", 300)]
+                qp.tx_bytes = 10 ** (i % 13)  # the file's width goes up and down
+                qp.sq_psn = (qp.sq_psn + 7 * i) & 0xFFFFFF
+                if i % 9 == 4:
+                    hs.qps[("mlx5_1", 400 + i)] = QpState("mlx5_1", 1, "ens2f0np0", 400 + i, 800, "10.0.2.1",
+                                                          "10.0.2.2", 0, 50 + i, "python3", T0 + i)
+                elif i % 9 == 7:
+                    hs.qps.pop(("mlx5_1", 400 + i - 3), None)
+                if i == 2 * KEEP:
+                    hs.ports[("mlx5_0", 1)].congestion = dict.fromkeys(GT_NIC_FIELDS, i)
+                if i == 2 * KEEP + 3:
+                    hs.qps[("mlx5_0", 300)].mtu = 1024  # the static tree is rebuilt (netdev MTU)
+            hs.ports[("mlx5_0", 1)].tx_bytes += 4 * i
+        spares = shm / "fast" / "gpu01" / ".spare"
+        before = len(os.listdir(spares)) if spares.is_dir() else 0
+        write_host_view(fast, shm / "fast")
+        recycled += (len(os.listdir(spares)) if spares.is_dir() else 0) <= before and i > KEEP
+        write_host_view(plain, shm / "plain", recycle=False)
+        a, b = host_view_dir(shm / "fast", "gpu01"), host_view_dir(shm / "plain", "gpu01")
+        assert os.readlink(a / "current") == os.readlink(b / "current")
+        assert _tree(a / "current") == _tree(b / "current"), i
+        assert sorted(os.listdir(a / "snapshots")) == sorted(os.listdir(b / "snapshots"))
+    assert recycled > KEEP  # the fast way was taken, not only the fresh build
+    assert not (shm / "plain" / "gpu01" / ".spare").exists()
