@@ -33,7 +33,7 @@ from flowtracer.schemas.kafka_security import faust_settings
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
-from flowtracer.stream.runtime import faust_seek
+from flowtracer.stream.runtime import broker_link, faust_seek
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
@@ -132,9 +132,15 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     # Windows are not waited out while the worker is cut off from Kafka: no source could reach it (stall_clock.py).
     clock = StallClock(cfg.grace_ns)
 
+    def broker_gone() -> bool:
+        # Faust's aiokafka consumer (it runs in a thread of its own); unknown counts as connected
+        consumer = getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
+        return broker_link.connected(getattr(consumer, "_client", None)) is False
+
     def window_clock(wall: int) -> int:
         # Which sources are behind is asked only while the clock has time to catch up (after a cut-off).
-        return clock.now(wall, commits.oldest_unreleased_ns, bool(clock.lag_ns) and proc.any_behind())
+        return clock.now(wall, commits.oldest_unreleased_ns, bool(clock.lag_ns) and proc.any_behind(),
+                         broker_gone())
 
     async def send(topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> asyncio.Future[Any]:
         return await out[topic].send(key=key, value=value, partition=partition)  # type: ignore[return-value]

@@ -15,6 +15,10 @@ out (later by at most the outage). While a source is behind the others (the back
 read) it runs at the wall rate: at twice the rate the lagging rule would give up on that source in half the time.
 When the sources alone stop, the clock is the wall clock, as before.
 
+Nothing may be in flight at the cut: every output acknowledged, the next windows' records on their way. Then the
+worker's Kafka client holding no broker connection (``unreachable``, broker_link.py) tells it apart from sources
+that went quiet, and with no input for ``stall_ns`` it counts as cut off too.
+
 The worker can also be *blocked*: a send to a broker that is gone waits up to a minute for metadata, and the
 worker asks its clock nothing meanwhile. When it next asks, records it had fetched before the cut are being handled,
 so input looks current. A gap between two readings longer than ``stall_ns`` while a finalization waited for its
@@ -48,13 +52,16 @@ class StallClock:
         """An input record arrived (wall clock, ns)."""
         self._last_input_ns = wall_ns
 
-    def now(self, wall_ns: int, oldest_unreleased_ns: int | None, behind: bool = False) -> int:
-        """The clock at ``wall_ns``, given when the oldest finalization not yet released was published (None: none)
-        and whether a source is behind the others (then it does not catch up)."""
+    def now(self, wall_ns: int, oldest_unreleased_ns: int | None, behind: bool = False,
+            unreachable: bool = False) -> int:
+        """The clock at ``wall_ns``, given when the oldest finalization not yet released was published (None: none),
+        whether a source is behind the others (then it does not catch up) and whether the worker's Kafka client
+        holds no broker connection (broker_link.py)."""
         elapsed = max(0, wall_ns - self._last_wall_ns) if self._last_wall_ns is not None else 0
         self._last_wall_ns = wall_ns
         unacked = oldest_unreleased_ns is not None and wall_ns - oldest_unreleased_ns > self.stall_ns
-        cut_off = unacked and self._last_input_ns is not None and wall_ns - self._last_input_ns > self.stall_ns
+        silent = self._last_input_ns is not None and wall_ns - self._last_input_ns > self.stall_ns
+        cut_off = silent and (unacked or unreachable)
         if unacked and elapsed > self.stall_ns and not self._cut_off:
             log.warning("the worker was blocked %.1f s with outputs unacknowledged (a send waiting for the broker): "
                         "that time is not waited out", elapsed / 1e9)
@@ -62,9 +69,9 @@ class StallClock:
             elapsed = 0
         if cut_off != self._cut_off:
             if cut_off:
-                log.warning("no input for %.1f s and outputs unacknowledged: cut off from Kafka (or held by the "
-                            "store); windows are not waited out until input resumes",
-                            (wall_ns - (self._last_input_ns or wall_ns)) / 1e9)
+                log.warning("no input for %.1f s and %s: cut off from Kafka (or held by the store); windows are "
+                            "not waited out until input resumes", (wall_ns - (self._last_input_ns or wall_ns)) / 1e9,
+                            "outputs unacknowledged" if unacked else "no broker connection")
             else:
                 log.warning("input resumed after a cut-off; the window clock is %.1f s behind and catches up",
                             self.lag_ns / 1e9)

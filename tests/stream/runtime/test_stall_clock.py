@@ -49,6 +49,21 @@ def test_a_worker_blocked_on_a_send_stands_still_though_buffered_input_follows()
     assert clock.now(160 * S, None) == 160 * S
 
 
+def test_no_input_and_no_broker_connection_is_cut_off_though_every_output_was_acknowledged() -> None:
+    """Nothing in flight at the cut: the client's lost connection tells it from sources that went quiet."""
+    clock = StallClock(3 * S)
+    clock.received(100 * S)
+    assert clock.now(100 * S, None) == 100 * S
+    # not yet silent for 3 s at 102; from 104 on cut off, back to the last reading (102)
+    assert [clock.now(t * S, None, unreachable=True) for t in (102, 104, 130)] == [102 * S, 102 * S, 102 * S]
+    clock.received(131 * S)  # the broker is back: the last second counts twice (catching up)
+    assert clock.now(131 * S, None) == 104 * S and clock.lag_ns == 27 * S
+    # sources that went quiet while the broker stays reachable: the wall clock
+    quiet = StallClock(3 * S)
+    quiet.received(100 * S)
+    assert [quiet.now(t * S, None, unreachable=False) for t in (104, 130)] == [104 * S, 130 * S]
+
+
 def test_never_goes_backwards() -> None:
     clock = StallClock(S)
     clock.received(0)
