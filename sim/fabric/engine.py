@@ -640,18 +640,8 @@ class Engine:
                 i = int(np.argmin(need))
                 if need[i] < dt:
                     dt, first = float(need[i]), live[i]
-            for job in self.jobs:
-                if job.timer_ns is not None:
-                    dt_job = (job.timer_ns - t0) / 1e9 - t
-                    if dt_job < dt:
-                        dt, first = max(dt_job, 0.0), None
-            dt = max(dt, 0.0)
-            if self._cc_flows is not None and self.cc is not None:
-                c0 = _clock()
-                self.cc.interval(dt, self._cc_flows, self._cc_capacity)
-                cc_ns = _clock() - c0
-                self.phase_ns["congestion"] += cc_ns
-                self.phase_ns["traffic"] -= cc_ns
+            dt, first = self._until_job_timer(t0, t, dt, first)
+            self._congestion_interval(dt)
             done += rate * dt / 8
             t += dt
             done_ns = t0 + round(t * 1e9)
@@ -670,6 +660,24 @@ class Engine:
         if live is not None:
             _store_done(live, done)
         log.warning("tick ending %d: more than %d events, cut short", t1, MAX_EVENTS_PER_TICK)
+
+    def _until_job_timer(self, t0: int, t: float, dt: float, first: Transfer | None) -> tuple[float, Transfer | None]:
+        """The step ``dt`` (s) cut at the first job timer due before it (then no transfer finishes first), >= 0."""
+        for job in self.jobs:
+            if job.timer_ns is not None:
+                dt_job = (job.timer_ns - t0) / 1e9 - t
+                if dt_job < dt:
+                    dt, first = max(dt_job, 0.0), None
+        return max(dt, 0.0), first
+
+    def _congestion_interval(self, dt: float) -> None:
+        """Run the congestion model over the step ``dt`` (s), timed as its own phase, not as traffic."""
+        if self._cc_flows is not None and self.cc is not None:
+            c0 = _clock()
+            self.cc.interval(dt, self._cc_flows, self._cc_capacity)
+            cc_ns = _clock() - c0
+            self.phase_ns["congestion"] += cc_ns
+            self.phase_ns["traffic"] -= cc_ns
 
     def _finish(self, finished: list[Transfer], done_ns: int) -> None:
         """Transfers that moved all their bytes: their flows keep the payload, their ``on_done`` runs (in order)."""
@@ -701,18 +709,8 @@ class Engine:
                     need = (tr.bytes_per_flow - tr.done) * 8 / tr.rate
                     if need < dt:
                         dt, first = need, tr
-            for job in self.jobs:
-                if job.timer_ns is not None:
-                    dt_job = (job.timer_ns - t0) / 1e9 - t
-                    if dt_job < dt:
-                        dt, first = max(dt_job, 0.0), None
-            dt = max(dt, 0.0)
-            if self._cc_flows is not None and self.cc is not None:
-                c0 = _clock()
-                self.cc.interval(dt, self._cc_flows, self._cc_capacity)
-                cc_ns = _clock() - c0
-                self.phase_ns["congestion"] += cc_ns
-                self.phase_ns["traffic"] -= cc_ns
+            dt, first = self._until_job_timer(t0, t, dt, first)
+            self._congestion_interval(dt)
             for tr in self.transfers:
                 tr.done += tr.rate * dt / 8
             t += dt
