@@ -25,8 +25,16 @@ from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.window import CongestionObs, LinkObs, PathObs, WindowView
 
 FABRIC_GROUP = "fabric"
-TOPICS = (topics.LINK_LOADS.name, topics.LINK_CONGESTION.name, topics.FIM.name, topics.COLLISIONS.name,
-          topics.PATH_LOADS.name, topics.COLLECTIVE_PROFILE.name)
+FOLDS: dict[str, tuple[type, str]] = {
+    topics.LINK_LOADS.name: (analytics_pb2.LinkLoad, "link_load"),
+    topics.LINK_CONGESTION.name: (analytics_pb2.LinkCongestion, "link_congestion"),
+    topics.FIM.name: (analytics_pb2.FimSample, "fim"),
+    topics.COLLISIONS.name: (analytics_pb2.Collision, "collision"),
+    topics.PATH_LOADS.name: (analytics_pb2.PathLoad, "path_load"),
+    topics.COLLECTIVE_PROFILE.name: (flows_pb2.CollectiveProfile, "collective"),
+}
+"""Each output topic a window is assembled from: its message and the :class:`WindowAssembler` method folding it."""
+TOPICS = tuple(FOLDS)
 """The output topics a window is assembled from."""
 
 
@@ -52,19 +60,12 @@ class WindowAssembler:
     def add(self, topic: str, value: bytes | None, now_ns: int) -> None:
         """Decode and fold one record of ``topic`` (other topics are ignored); a record that does not decode is
         counted, never raised."""
+        fold = FOLDS.get(topic)
+        if fold is None:
+            return
+        message, method = fold
         try:
-            if topic == topics.LINK_LOADS.name:
-                self.link_load(analytics_pb2.LinkLoad.FromString(value or b""), now_ns)
-            elif topic == topics.LINK_CONGESTION.name:
-                self.link_congestion(analytics_pb2.LinkCongestion.FromString(value or b""), now_ns)
-            elif topic == topics.FIM.name:
-                self.fim(analytics_pb2.FimSample.FromString(value or b""), now_ns)
-            elif topic == topics.COLLISIONS.name:
-                self.collision(analytics_pb2.Collision.FromString(value or b""), now_ns)
-            elif topic == topics.PATH_LOADS.name:
-                self.path_load(analytics_pb2.PathLoad.FromString(value or b""), now_ns)
-            elif topic == topics.COLLECTIVE_PROFILE.name:
-                self.collective(flows_pb2.CollectiveProfile.FromString(value or b""), now_ns)
+            getattr(self, method)(message.FromString(value or b""), now_ns)
         except Exception:  # DecodeError, or fields of the wrong type: one odd record must not stop the diagnosis
             self.undecodable += 1
 

@@ -121,9 +121,8 @@ class RiskModel:
             deps.setdefault(cable_of(link), set()).add(f"link:{link}")
             deps[f"port:{link}"] = {f"link:{link}"}
             if dl.host_link:  # the NIC end of a host cable: "<host>:<rdma_device>"
-                nic = dl.src_node if dl.src_node in model.hosts else dl.dst_node
-                nic_port = dl.src_port if dl.src_node in model.hosts else dl.dst_port
-                deps.setdefault(f"nic:{nic}:{nic_port}", set()).add(f"link:{link}")
+                host, device = (dl.src_node, dl.src_port) if dl.src_node in model.hosts else (dl.dst_node, dl.dst_port)
+                deps.setdefault(f"nic:{host}:{device}", set()).add(f"link:{link}")
         for sw, links in model.switch_links.items():
             deps[f"switch:{sw}"] = {f"switch:{sw}"} | {f"link:{lk}" for lk in links}
         for gid, (sw, members) in model.groups.items():
