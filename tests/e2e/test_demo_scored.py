@@ -108,7 +108,10 @@ def test_model_dataplane_trace_on_four_spines_healthy_for_60_s(tmp_path: Path) -
     gt = GroundTruth.load(tmp_path / "run" / "sim" / "ground-truth")
     collided, uneven = _ground_truth_group_flows(gt, topo)
     congested = {port for rec in gt.congestion for port in rec["causes"]}
-    for inc in s["incidents"]:
+    # Every incident still open after the warm-up (the same 15 s the scores skip): before the agents' traces cover
+    # the flows, untraced flows are unplaced bytes, and a CI run once saw them as a two-window
+    # hash_misconfiguration at 4-5 s, closed at once (docs/stream.md says so).
+    for inc in [i for i in s["incidents"] if i["end_s"] is None or i["end_s"] >= 15]:
         kind, top = inc["kind"], inc["suspects"][0]["component"]
         if kind == "persistent_imbalance":
             assert top.removeprefix("group:") in collided, (inc, collided)
