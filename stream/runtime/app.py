@@ -23,9 +23,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import faust
+from faust.types import TP
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
@@ -39,6 +41,7 @@ from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
 from flowtracer.stream.runtime.inputs import BadRecord
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
+from flowtracer.stream.runtime.read_positions import ReadPositions
 from flowtracer.stream.runtime.stall_clock import StallClock
 from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.stages.emitted import Emitted
@@ -51,6 +54,15 @@ LinesFn = Callable[[Emitted], list[str]]
 STATE_TABLE = topics.STATE_TABLE
 FABRIC_TABLE = topics.FABRIC_TABLE
 _INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name})
+
+
+@dataclass
+class _Lag:
+    """The input partitions with unread records as last asked (at ``at_ns``), and whether reading is held back."""
+
+    unread: frozenset[tuple[str, int]] = frozenset()
+    at_ns: int = 0
+    blocked: bool = False
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
@@ -137,6 +149,28 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         consumer = getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
         return broker_link.connected(getattr(consumer, "_client", None)) is False
 
+    # Consumer lag per input partition: a source whose records are not read yet is not waited out by the clock.
+    positions = ReadPositions()
+    faust_seek.on_positioned(app, positions.positioned)
+    lag = _Lag()
+
+    def highwater(topic: str, partition: int) -> int | None:
+        try:
+            return app.consumer.highwater(TP(topic, partition))  # type: ignore[no-any-return]
+        except Exception:
+            return None
+
+    def unread(wall: int) -> frozenset[tuple[str, int]]:
+        """Input partitions (contract topic names) with records not read yet; none while reading is held back by
+        the ack ledger's bound (then only releases can free it: the clock rules must apply). Asked at most every
+        0.1 s: it is a high-watermark lookup per partition, and the step runs after every record."""
+        if lag.blocked:
+            return frozenset()
+        if wall - lag.at_ns > 100_000_000:
+            lag.unread = frozenset((contract_topic.get(t, t), p) for t, p in positions.unread(highwater))
+            lag.at_ns = wall
+        return lag.unread
+
     def window_clock(wall: int) -> int:
         # Which sources are behind is asked only while the clock has time to catch up (after a cut-off).
         return clock.now(wall, commits.oldest_unreleased_ns, bool(clock.lag_ns) and proc.any_behind(),
@@ -180,7 +214,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
 
     async def step() -> None:
         async with lock:
-            e = proc.finalize(window_clock(time.time_ns()))
+            wall = time.time_ns()
+            e = proc.finalize(window_clock(wall), unread(wall))
             if e.windows:
                 await publish(e)
             await commits.drain_rejected()  # refused points go to the dead-letter topic before any commit past them
@@ -200,6 +235,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             m = event.message
             m.incref()  # acked by the ledger, in offset order, once every stage holding it published
             hold = ledger.receive(m.topic, m.partition, m.offset, event)
+            positions.read(m.topic, m.partition, m.offset)
             wall = time.time_ns()
             clock.received(wall)
             try:
@@ -212,7 +248,9 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             ledger.accepted(hold, holds)
             await step()
             while ledger.full(m.topic, m.partition):  # bounded: read no more until the timer's steps release
+                lag.blocked = True
                 await asyncio.sleep(0.1)
+            lag.blocked = False
 
     async def fatal(exc: BaseException) -> None:
         # A crashed agent would leave the worker running but deaf. Stop the worker instead: its
@@ -251,6 +289,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         if (group_fim, 0) not in mine:
             proc.drop_fabric()
         ledger.revoke(ledger.partitions() - mine)
+        positions.forget(positions.partitions() - mine)
 
     @app.on_partitions_revoked.connect
     async def on_revoked(app: faust.App, revoked: set[Any], **kwargs: Any) -> None:
@@ -259,5 +298,6 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         if any(tp.topic == group_fim for tp in revoked):
             proc.drop_fabric()
         ledger.revoke({(tp.topic, tp.partition) for tp in revoked})
+        positions.forget((tp.topic, tp.partition) for tp in revoked)
 
     return app, proc

@@ -31,8 +31,11 @@ from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace, event_time
 from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks, reading
 from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.fabric import STREAMS as FABRIC_STREAMS
 from flowtracer.stream.stages.fabric import FabricStage
+from flowtracer.stream.stages.flows import STREAMS as FLOWS_STREAMS
 from flowtracer.stream.stages.flows import FlowsStage
+from flowtracer.stream.stages.links import STREAMS as LINKS_STREAMS
 from flowtracer.stream.stages.links import LinksStage
 
 log = logging.getLogger(__name__)
@@ -266,19 +269,22 @@ class Processor:
         fabric = [self._fabric] if self._fabric is not None else []
         return [*self.flows.values(), *self.link_stages.values(), *fabric]
 
-    def finalize(self, now_ns: int) -> Emitted:
-        """Everything every stage can finalize now."""
+    def finalize(self, now_ns: int, unread: frozenset[tuple[str, int]] = frozenset()) -> Emitted:
+        """Everything every stage can finalize now. ``unread``: the (contract topic, partition) pairs with records
+        this worker has not read yet (consumer lag): their sources are not waited out by the clock (window_tracker.py).
+        """
         out = Emitted()
-        for name, stages, dirty in (("flows", self.flows, self._dirty_flows),
-                                    ("links", self.link_stages, self._dirty_links)):
-            for p, stage in stages.items():
-                e = stage.finalize(now_ns)
-                if e.windows:
-                    dirty.add(p)
-                    self.metrics.windows.labels(name).inc(e.windows)
-                out.extend(e)
+        for p, stage in self.flows.items():
+            out.extend(self._count(stage.finalize(now_ns, _streams(FLOWS_STREAMS, p, unread)), "flows", p))
+        # A flows stage of this worker that holds records, or has some to read, will send its attributions.
+        attr = {f"attr:{q}": s.tracker.released_up_to for q, s in self.flows.items()
+                if s.tracker.holding() or _streams(FLOWS_STREAMS, q, unread)}
+        for p, stage in self.link_stages.items():
+            out.extend(self._count(stage.finalize(now_ns, _streams(LINKS_STREAMS, p, unread), attr), "links", p))
         if self._fabric is not None:
-            e = self._fabric.finalize(now_ns)
+            groups = {f"groups:{q}": s.tracker.released_up_to for q, s in self.link_stages.items()
+                      if s.tracker.holding() or _streams(LINKS_STREAMS, q, unread)}
+            e = self._fabric.finalize(now_ns, _streams(FABRIC_STREAMS, 0, unread), groups)
             if e.windows:
                 self._dirty_fabric = True
                 self.metrics.windows.labels("fabric").inc(e.windows)
@@ -291,6 +297,12 @@ class Processor:
         self.metrics.overflowed.set(sum(s.tracker.overflowed for s in self._stages()))
         self.metrics.forget_clocks(self.clocks.forget_stale(now_ns))
         return out
+
+    def _count(self, e: Emitted, name: str, p: int) -> Emitted:
+        if e.windows:
+            (self._dirty_flows if name == "flows" else self._dirty_links).add(p)
+            self.metrics.windows.labels(name).inc(e.windows)
+        return e
 
     def drop_partitions(self, partitions: set[int]) -> None:
         """Forget revoked partitions: their un-acked records will be replayed by the new owner."""
@@ -306,6 +318,11 @@ class Processor:
     def drop_fabric(self) -> None:
         """Forget the fabric stage (its partition was revoked): the new owner replays its records."""
         self._fabric = None
+
+
+def _streams(streams: dict[str, str], partition: int, unread: frozenset[tuple[str, int]]) -> frozenset[str]:
+    """The streams (source name prefixes) of a stage's partition with records not read yet."""
+    return frozenset(k for k, topic in streams.items() if (topic, partition) in unread) if unread else frozenset()
 
 
 def _restored(saved: dict[str, Any] | None) -> str:

@@ -6,15 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flowtracer.schemas import topics
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 from flowtracer.stream.analytics.congestion_cause import congestion_causes
 from flowtracer.stream.analytics.fim import fabric_fim
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS
-from flowtracer.stream.stages.window_tracker import WindowTracker
+from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
 FABRIC = "fabric"
+STREAMS = {"groups": topics.GROUP_FIM.name}
+"""The input topic each source name prefix comes in (partition 0: the topic has one)."""
 
 
 class FabricStage:
@@ -40,9 +43,12 @@ class FabricStage:
         source = f"groups:{batch.source_partition}"
         return self.tracker.add(batch.window_end_ns, source, batch, token, now_ns, identity=source)
 
-    def finalize(self, now_ns: int) -> Emitted:
+    def finalize(self, now_ns: int, unread: frozenset[str] = NO_STREAMS, upstream: Mapping[str, int] | None = None
+                 ) -> Emitted:
+        """Every window due at ``now_ns`` (ns); ``unread``: the streams (``STREAMS``) with records not read yet;
+        ``upstream``: ``groups:<q>`` -> the window end its links stage on this worker has released."""
         out = Emitted()
-        for end in self.tracker.due(now_ns):
+        for end in self.tracker.due(now_ns, unread, upstream):
             items, tokens, _ = self.tracker.pop(end)
             # In partition order, not arrival order: float sums must not depend on how the workers interleave.
             items = sorted(items, key=lambda b: b.source_partition)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
+from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
@@ -25,11 +26,13 @@ from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, TraceConsumer
 from flowtracer.stream.stages.emitted import Emitted
-from flowtracer.stream.stages.window_tracker import WindowTracker
+from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
 #: How long a stage waits for a required upstream source that is missing (a failover in progress);
 #: each downstream stage waits one more multiple, so it never gives up before its upstream did.
 REQUIRED_GRACE_NS = 30_000_000_000
+STREAMS = {"flows": topics.FLOWS.name, "counters": topics.COUNTERS.name}
+"""The input topic (of the stage's own partition) each source name prefix comes in."""
 
 _FLOW_ID = attrgetter("flow_id")
 _TEMPLATES_MAX = 1 << 16  # PathLoad templates kept per stage (NIC pairs x paths); cleared when exceeded
@@ -122,9 +125,11 @@ class FlowsStage:
         return self.tracker.add(self.window_of(batch.timestamp_ns), f"counters:{batch.switch}", batch, token, now_ns,
                                 identity=counter_identity(batch))
 
-    def finalize(self, now_ns: int) -> Emitted:
+    def finalize(self, now_ns: int, unread: frozenset[str] = NO_STREAMS) -> Emitted:
+        """Every window due at ``now_ns`` (the worker's window clock, ns); ``unread``: the streams (``STREAMS``)
+        with records not read yet (``WindowTracker.due``)."""
         out = Emitted()
-        for end in self.tracker.due(now_ns):
+        for end in self.tracker.due(now_ns, unread):
             items, tokens, _ = self.tracker.pop(end)
             out.extend(self._window(end, items))
             out.tokens.extend(tokens)

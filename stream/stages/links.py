@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
@@ -33,9 +34,12 @@ from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_r
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
-from flowtracer.stream.stages.window_tracker import WindowTracker
+from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
 log = logging.getLogger(__name__)
+STREAMS = {"counters": topics.COUNTERS.name, "congestion": topics.SWITCH_CONGESTION.name,
+           "attr": topics.ATTRIBUTIONS.name}
+"""The input topic (of the stage's own partition) each source name prefix comes in."""
 
 
 @dataclass
@@ -123,9 +127,12 @@ class LinksStage:
         source = f"attr:{batch.source_partition}"
         return self.tracker.add(batch.window_end_ns, source, batch, token, now_ns, identity=source)
 
-    def finalize(self, now_ns: int) -> Emitted:
+    def finalize(self, now_ns: int, unread: frozenset[str] = NO_STREAMS, upstream: Mapping[str, int] | None = None
+                 ) -> Emitted:
+        """Every window due at ``now_ns`` (ns); ``unread``: the streams (``STREAMS``) with records not read yet;
+        ``upstream``: ``attr:<q>`` -> the window end its flows stage on this worker has released (WindowTracker.due)."""
         out = Emitted()
-        for end in self.tracker.due(now_ns):
+        for end in self.tracker.due(now_ns, unread, upstream):
             items, tokens, _ = self.tracker.pop(end)
             out.extend(self._window(end, items))
             out.tokens.extend(tokens)

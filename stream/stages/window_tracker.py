@@ -8,6 +8,22 @@ source's, never the newest record's: on a backlog one fast topic must not close 
 has not delivered yet. Windows are released strictly in order, because rolling state and resolvers
 consume them in order. Records for a window already released are late: counted, not reopened.
 
+On a backlog the wall clock says nothing about a source: its records may simply not be read yet (the consumer
+reads a partition's counters a minute before the same windows' flows, or after). So the caller tells ``due`` which
+*streams* still have records this worker has not read (consumer lag, by the prefix of the source names: ``flows``,
+``counters``, ``attr``, ...) and, for sources produced by another stage of this same worker (a flows stage's
+attributions for the links stage), up to which window that stage has released. Then:
+
+* a required source whose stream is unread is waited for even after start-up, as if it had reported before;
+* a missing source whose stream is unread is waited out only in event time: once its stream's median source has
+  reported a window the grace beyond (it skipped this one, or it died during the recording);
+* a missing source whose producing stage on this worker is busy (holds windows, or has records to read) and has
+  not released the window is not waited out, and is required even if it never reported: it will report (that
+  stage has rules of its own that end). Its release counts as news from the source (below): the output is on
+  its way through Kafka;
+* a missing upstream partition (required, not clocked: attributions, group FIMs) is waited out only after the
+  grace without any new window from it: a remote stage still working through its backlog keeps being waited for.
+
 Bounded: at most ``max_windows`` windows are buffered. A window that can never complete (a source
 stuck on it, a record stamped far ahead) would otherwise hold every newer window behind it; past
 the bound the oldest windows are released as they are, counted in ``overflowed`` (and in
@@ -18,11 +34,19 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
 _LOGGED_INCOMPLETE = 20  # the first few incomplete windows are logged, then only counted
+NO_STREAMS: frozenset[str] = frozenset()
+
+
+def stream_of(source: str) -> str:
+    """The stream a source's records come in: its name's prefix before ``:`` (``flows:h1@leaf01`` -> ``flows``);
+    "" for a name without one."""
+    return source.split(":", 1)[0] if ":" in source else ""
 MAX_WINDOWS = 1024
 """Windows buffered per tracker before the oldest are released anyway (17 min of 1 s hops)."""
 
@@ -81,6 +105,19 @@ class WindowTracker:
         # sources each time.
         self._expected_cache: frozenset[str] | None = None
         self._gaps_cache: tuple[int, dict[str, int]] | None = None
+        #: Required sources by stream, and the required ones of the unread streams as last asked for.
+        self._required_by_stream: dict[str, frozenset[str]] = {}
+        for src in self.required:
+            self._required_by_stream[stream_of(src)] = self._required_by_stream.get(stream_of(src), frozenset()) | {src}
+        self._unread_required: tuple[frozenset[str], frozenset[str]] = (NO_STREAMS, frozenset())
+        #: Upstream partitions: required sources that are not clocked (waited out only after a silence).
+        self._upstream = self.required - self.clocked
+        self._advanced_at: dict[str, int] = {}  # source -> worker time it last reported a newer window, ns
+        self._upstream_released: dict[str, int] = {}  # source -> newest window end its stage here released, ns
+        self._frontier_cache: dict[str, int] = {}  # stream -> its median source's newest window end, ns
+        #: (window end, source) found to hold the window last time: checked first, so that a window held on a
+        #: backlog costs one lookup per call instead of a pass over its missing sources.
+        self._holder: tuple[int, str] | None = None
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
@@ -104,7 +141,9 @@ class WindowTracker:
             self._started_ns = now_ns
         if window_end_ns > self._newest.get(source, 0):
             self._newest[source] = window_end_ns
+            self._advanced_at[source] = now_ns
             self._gaps_cache = None
+            self._frontier_cache.pop(stream_of(source), None)
         return True
 
     def touch(self, window_end_ns: int, source: str, token: Any, now_ns: int) -> bool:
@@ -168,11 +207,57 @@ class WindowTracker:
         self._lagging = out
         return out
 
-    def due(self, now_ns: int) -> list[int]:
-        """Window ends that may be finalized now, oldest first; release them with ``pop``."""
+    def frontier(self, stream: str) -> int:
+        """The newest window end (ns) of the median source of ``stream`` that has reported (0: none has): the
+        median, so that one record stamped far ahead does not give up on every other source of its stream."""
+        if stream not in self._frontier_cache:
+            ends = sorted(n for s, n in self._newest.items() if stream_of(s) == stream)
+            self._frontier_cache[stream] = ends[(len(ends) - 1) // 2] if ends else 0
+        return self._frontier_cache[stream]
+
+    def _holds(self, src: str, end: int, w: _Window, now_ns: int, unread: frozenset[str],
+               upstream: Mapping[str, int]) -> bool:
+        """Whether missing source ``src`` still holds window ``end`` that the wall clock would wait out."""
+        if upstream.get(src, end) < end:
+            return True  # its stage on this worker has not released the window: it will report
+        grace = self.required_grace_ns if src in self.required else self.grace_ns
+        if stream_of(src) in unread:
+            return self.frontier(stream_of(src)) < end + grace  # waited out in event time
+        if src in self._upstream:
+            return now_ns - max(w.first_seen_ns, self._advanced_at.get(src, 0)) < grace  # still delivering
+        return False
+
+    def _held(self, end: int, w: _Window, missing: frozenset[str], now_ns: int, unread: frozenset[str],
+              upstream: Mapping[str, int]) -> bool:
+        """Whether a missing source holds a window the wall clock would wait out (see the module docstring)."""
+        if self._holder is not None and self._holder[0] == end and self._holder[1] in missing \
+                and self._holds(self._holder[1], end, w, now_ns, unread, upstream):
+            return True
+        for src in missing:
+            if self._holds(src, end, w, now_ns, unread, upstream):
+                self._holder = (end, src)
+                return True
+        return False
+
+    def due(self, now_ns: int, unread: frozenset[str] = NO_STREAMS, upstream: Mapping[str, int] | None = None
+            ) -> list[int]:
+        """Window ends that may be finalized now, oldest first; release them with ``pop``.
+
+        ``unread``: the streams (source name prefixes) with records this worker has not read yet;
+        ``upstream``: for sources a stage of this worker produces, the newest window end it has released (ns).
+        """
+        upstream = upstream or {}
+        for src, released in upstream.items():
+            # A release upstream is news from that source: its output for the window is on its way (through Kafka).
+            if released > self._upstream_released.get(src, 0):
+                self._upstream_released[src] = released
+                self._advanced_at[src] = max(self._advanced_at.get(src, 0), now_ns)
+                self._ever.add(src)
         out = []
         starting = self._started_ns is not None and now_ns - self._started_ns < self.required_grace_ns
         required = self.required if starting else self.required & self._ever
+        if not starting and (unread or upstream):  # not read, or not produced, yet is not silent: required
+            required = required | self._required_in(unread) | (self.required & upstream.keys())
         lagging = self.lagging(now_ns) - (required - self.clocked)
         required = required - lagging
         recent = self._expected()
@@ -197,6 +282,8 @@ class WindowTracker:
             # Waited out only once the window has ended on this worker's clock too: a record stamped ahead
             # (a fast clock) must not release a window that the others have not even started.
             overdue = end <= now_ns and waited >= (self.grace_ns if required <= w.sources else self.required_grace_ns)
+            if overdue and not complete and (unread or upstream or self._upstream):
+                overdue = not self._held(end, w, frozenset(expected - w.sources), now_ns, unread, upstream)
             if not (complete or moved_on or overdue):
                 if i >= excess:
                     break  # strictly in order
@@ -206,6 +293,12 @@ class WindowTracker:
             out.append(end)
             expected = expected | w.sources
         return out
+
+    def _required_in(self, unread: frozenset[str]) -> frozenset[str]:
+        if self._unread_required[0] != unread:
+            self._unread_required = (unread, frozenset().union(*(self._required_by_stream.get(k, frozenset())
+                                                                    for k in unread)))
+        return self._unread_required[1]
 
     def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
         """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
@@ -226,6 +319,10 @@ class WindowTracker:
         self._recent.append((window_end_ns, frozenset(w.sources)))
         self._expected_cache = None
         return list(w.items.values()), w.tokens, frozenset(w.sources)
+
+    def holding(self) -> bool:
+        """Whether any window is buffered (it will be released, and its outputs sent, by these rules)."""
+        return bool(self._windows)
 
     def pending_tokens(self) -> list[Any]:
         return [t for w in self._windows.values() for t in w.tokens]

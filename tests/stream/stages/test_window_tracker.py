@@ -216,3 +216,73 @@ def test_a_lagging_source_is_logged_once(caplog: pytest.LogCaptureFixture) -> No
     lines = [r.getMessage() for r in caplog.records if "lagging" in r.getMessage()]
     assert lines == ["links stage of partition 0: slow is lagging (90 s behind the median source, not catching up): "
                      "not waited for"]
+
+
+def backlog_tracker() -> WindowTracker:
+    """A flows stage's tracker: two hosts and a leaf required (from the topology), 3 s grace, 30 s for required."""
+    required = frozenset({"flows:h1", "flows:h2", "counters:leaf"})
+    return WindowTracker(hop_ns=S, grace_ns=3 * S, required=required, required_grace_ns=30 * S, clocked=required)
+
+
+def test_a_stream_not_read_yet_holds_its_windows_past_every_grace() -> None:
+    """On a backlog the consumer reads the counters of twelve windows before any flows: the flows are not late,
+    only unread. While the flows stream has unread records, its hosts are waited for (even after start-up, never
+    having reported), and the windows are released complete once they are read."""
+    t = backlog_tracker()
+    for w in range(1, 13):
+        t.add(w * S, "counters:leaf", w, w, now_ns=1000 * S)
+    assert t.due(now_ns=1100 * S, unread=frozenset({"flows"})) == []  # 100 s: start-up and every grace passed
+    for w in range(1, 13):
+        for h in ("flows:h1", "flows:h2"):
+            t.add(w * S, h, w, w, now_ns=1200 * S)
+    assert t.due(now_ns=1200 * S) == [w * S for w in range(1, 13)]
+    for w in range(1, 13):
+        t.pop(w * S)
+    assert (t.incomplete, t.late) == (0, 0)
+    # Without the consumer's lag the same backlog is waited out by the wall clock: the old behaviour.
+    t = backlog_tracker()
+    for w in range(1, 13):
+        t.add(w * S, "counters:leaf", w, w, now_ns=1000 * S)
+    assert t.due(now_ns=1100 * S) == [w * S for w in range(1, 13)]
+
+
+def test_a_source_silent_during_a_recording_is_waited_out_in_event_time() -> None:
+    """h2 died during the recording: its stream keeps having unread records, but once the stream's median source
+    has reported a window the grace beyond, h2 is waited out, without waiting for the backlog to be read."""
+    t = backlog_tracker()
+    for w in range(1, 6):
+        t.add(w * S, "counters:leaf", w, w, now_ns=0)
+        t.add(w * S, "flows:h1", w, w, now_ns=0)
+    unread = frozenset({"flows"})
+    assert t.due(now_ns=100 * S, unread=unread) == []  # window 1 + 30 s (h2 required) not reached in event time
+    for w in range(6, 33):
+        t.add(w * S, "counters:leaf", w, w, now_ns=100 * S)
+        t.add(w * S, "flows:h1", w, w, now_ns=100 * S)
+    assert t.frontier("flows") == 32 * S
+    assert t.due(now_ns=100 * S, unread=unread) == [S, 2 * S]  # 32 >= 1 + 30 and 2 + 30, not 3 + 30
+
+
+def test_a_source_whose_stage_on_this_worker_has_not_released_the_window_is_waited_for() -> None:
+    """A links stage waits for attributions of flows partition 1, which a stage of this same worker produces: while
+    that stage has not released the window, no grace waits it out; once it has, the grace counts from the release."""
+    t = WindowTracker(hop_ns=S, grace_ns=6 * S, required=frozenset({"attr:0", "attr:1"}), required_grace_ns=60 * S)
+    t.add(S, "attr:0", 0, 0, now_ns=0)
+    assert t.due(now_ns=500 * S, upstream={"attr:1": 0}) == []  # its flows stage is still busy before window 1
+    assert t.due(now_ns=500 * S, upstream={"attr:1": S}) == []  # just released: its output is on its way
+    assert t.due(now_ns=559 * S) == []
+    assert t.due(now_ns=560 * S) == [S]  # released 60 s ago and never came: waited out
+
+
+def test_an_upstream_partition_still_delivering_is_waited_for() -> None:
+    """A remote flows stage working through a backlog keeps sending newer windows' attributions (it skipped
+    none: the window's are in flight): it is waited for while it delivers, and waited out after a silence."""
+    t = WindowTracker(hop_ns=S, grace_ns=6 * S, required=frozenset({"attr:0", "attr:1"}), required_grace_ns=60 * S)
+    for w in (1, 2):
+        t.add(w * S, "attr:0", w, w, now_ns=0)
+        t.add(w * S, "attr:1", w, w, now_ns=0)
+    t.pop(t.due(now_ns=0)[0])
+    t.pop(t.due(now_ns=0)[0])
+    t.add(3 * S, "attr:0", 3, 3, now_ns=10 * S)
+    t.add(4 * S, "attr:1", 4, 4, now_ns=65 * S)  # attr:1's window 3 is still coming (not skipped: lateness 2)
+    assert t.due(now_ns=100 * S) == []  # 90 s after window 3 opened, but attr:1 delivered 35 s ago
+    assert t.due(now_ns=125 * S) == [3 * S, 4 * S]  # silent for 60 s (and attr:0 for window 4 since 10 s)
