@@ -46,9 +46,10 @@ BUDGET_S = 570.0
 """The whole run stays under 10 minutes: pipeline sizes that would not fit are skipped (and said so)."""
 S = 1_000_000_000
 KEPT = ("## Congestion counters on and off", "## Catch-up: workers of one app id on a recorded backlog",
-        "## Latency by stage: the fetch wait", "## Simulator (test bed)")
+        "## Latency by stage: the fetch wait", "## Simulator (test bed)", "## Whole pipeline at 256 and 512 hosts")
 """Headings of the sections measured by hand (paired on/off runs, the catch-up of bench_catchup.py, before/after
-runs of stage_latency.py and bench_sim.py: longer than ``make bench`` can afford): kept as they are, at the end,
+runs of stage_latency.py and bench_sim.py, the pipeline at sizes ``--pipeline-at`` runs: longer than ``make bench``
+can afford): kept as they are, at the end,
 when the report is rewritten."""
 
 
@@ -437,6 +438,35 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
+def pipeline_tables(pipes: list[dict[str, Any]]) -> tuple[str, str]:
+    """The whole-pipeline table (one row per size) and the per-stage latency table."""
+    prow = []
+    for x in pipes:
+        if "latency" not in x:
+            prow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}", "", "", "", "",
+                         x.get("error") or f"skipped: {x.get('skipped')}"])
+            continue
+        st = x["stages"]
+        cpu = ", ".join(f"{k.split('-')[0]} {v['cpu_share']:.2f}" for k, v in st.items())
+        mem = ", ".join(f"{k.split('-')[0]} {v['peak_rss_mib']:.0f}" for k, v in st.items())
+        prow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}",
+                     "yes" if x["keeps_up"] else f"**no**: {x['limited_by']}",
+                     f"{_n(x['latency']['p50_s'], '.2f')} / {_n(x['latency']['p99_s'], '.2f')}",
+                     _n(x["lag_at_stop_s"], ".1f"), f"{x['fabric_windows_steady']} / {x['expected_windows']}",
+                     f"CPU (cores): {cpu}; RSS MiB: {mem}"])
+    ptable = md_table(["hosts / leaves / spines", "keeps up", "latency p50 / p99 s", "lag at stop s",
+                       "fabric windows / expected", "stages"], prow)
+    srow = []
+    for x in pipes:
+        b = x.get("stage_latency") or {}
+        if not b.get("windows"):
+            continue
+        srow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}", str(b["windows"])]
+                    + [f"{b['marks'][k]['p50_s']:.2f} / {b['marks'][k]['p99_s']:.2f}" for k in STAGES])
+    stable = md_table(["hosts / leaves / spines", "windows", *(f"{k} p50 / p99 s" for k in STAGES)], srow)
+    return ptable, stable
+
+
 def report(m: dict[str, Any], res: dict[str, Result], pipes: list[dict[str, Any]], total_s: float) -> str:
     rows = component_rows(res)
     table = md_table(["component", "measured", "raw library limit (same run)", "ours / raw", "peak RSS MiB",
@@ -473,30 +503,7 @@ def report(m: dict[str, Any], res: dict[str, Result], pipes: list[dict[str, Any]
         "- **Peak memory**: per component in the table (largest process of each benchmark, from wait4); "
         "per pipeline stage below (VmHWM).",
     ]
-    prow = []
-    for x in pipes:
-        if "latency" not in x:
-            prow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}", "", "", "", "",
-                         x.get("error") or f"skipped: {x.get('skipped')}"])
-            continue
-        st = x["stages"]
-        cpu = ", ".join(f"{k.split('-')[0]} {v['cpu_share']:.2f}" for k, v in st.items())
-        mem = ", ".join(f"{k.split('-')[0]} {v['peak_rss_mib']:.0f}" for k, v in st.items())
-        prow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}",
-                     "yes" if x["keeps_up"] else f"**no**: {x['limited_by']}",
-                     f"{_n(x['latency']['p50_s'], '.2f')} / {_n(x['latency']['p99_s'], '.2f')}",
-                     _n(x["lag_at_stop_s"], ".1f"), f"{x['fabric_windows_steady']} / {x['expected_windows']}",
-                     f"CPU (cores): {cpu}; RSS MiB: {mem}"])
-    ptable = md_table(["hosts / leaves / spines", "keeps up", "latency p50 / p99 s", "lag at stop s",
-                       "fabric windows / expected", "stages"], prow)
-    srow = []
-    for x in pipes:
-        b = x.get("stage_latency") or {}
-        if not b.get("windows"):
-            continue
-        srow.append([f"{x['hosts']} / {x['leaves']} / {x['spines']}", str(b["windows"])]
-                    + [f"{b['marks'][k]['p50_s']:.2f} / {b['marks'][k]['p99_s']:.2f}" for k in STAGES])
-    stable = md_table(["hosts / leaves / spines", "windows", *(f"{k} p50 / p99 s" for k in STAGES)], srow)
+    ptable, stable = pipeline_tables(pipes)
     mrows = [["CPU", f"{m['nproc']} x {m['cpu']}"], ["memory", f"{m['memory_gib']} GiB"],
              ["Python", m["python"]], ["kernel", m["kernel"]],
              ["load average at start (1/5/15 min)", " / ".join(f"{x:.2f}" for x in m["load_avg_start"])],
@@ -581,6 +588,9 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="benchmark names to run (default: all)")
     ap.add_argument("--pipeline-seconds", type=float, default=30.0)
     ap.add_argument("--no-pipeline", action="store_true")
+    ap.add_argument("--pipeline-at", nargs="+", metavar="H/L/S", default=[],
+                    help="only run the whole pipeline at these sizes (hosts/leaves/spines), print its rows and leave "
+                    "docs/benchmarks.md alone (for the hand-measured sections)")
     ap.add_argument("--doc", type=Path, default=DOC, help="where to write the report")
     a = ap.parse_args()
     started = time.monotonic()
@@ -593,6 +603,14 @@ def main() -> int:
           f"{m['load_avg_start'][0]:.2f}", flush=True)
     ARTIFACTS.mkdir(exist_ok=True)
     results: dict[str, Result] = {}
+    if a.pipeline_at:
+        sizes = [tuple(int(v) for v in size.split("/")) for size in a.pipeline_at]
+        with tempfile.TemporaryDirectory(prefix="flowtracer-bench-") as tmp:
+            pipes = [pipeline_run(h, lv, sp, a.pipeline_seconds, Path(tmp) / f"pipeline-{h}") for h, lv, sp in sizes]
+        (ARTIFACTS / "pipeline_at.json").write_text(json.dumps({"machine": m, "pipeline": pipes}, indent=1,
+                                                               default=str))
+        print("\n\n".join(pipeline_tables(pipes)))
+        return 0
     with tempfile.TemporaryDirectory(prefix="flowtracer-bench-") as tmp:
         for b in BENCHES:
             if a.only and b.name not in a.only:
