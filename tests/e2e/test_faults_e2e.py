@@ -392,7 +392,9 @@ def test_outage_windows_are_finalized_with_exact_link_loads(outage: Outage) -> N
     assert all(w <= cut_at - 5 * S for w in released), released
     assert all(w <= cut_at - 5 * S for w in _late_windows(f)), sorted(_late_windows(f))
     assert f.metrics["flowtracer_processor_incomplete_windows"] == len(released) < 20  # all of them are logged
-    assert "cut off from Kafka" in log, "the worker saw the outage"
+    # Either way the window clock stood still: the worker noticed the silence (cut off), or a send held it for the
+    # outage's length (blocked: the step that finalizes windows waited a minute for the broker's metadata).
+    assert "cut off from Kafka" in log or "with outputs unacknowledged" in log, "the worker saw the outage"
     assert not f.dead_letters
 
 
