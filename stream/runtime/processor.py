@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -274,20 +274,24 @@ class Processor:
         this worker has not read yet (consumer lag): their sources are not waited out by the clock (window_tracker.py).
         """
         out = Emitted()
+        flows_unread = {p: _streams(FLOWS_STREAMS, p, unread) for p in self.flows}
+        links_unread = {p: _streams(LINKS_STREAMS, p, unread) for p in self.link_stages}
         for p, stage in self.flows.items():
-            out.extend(self._count(stage.finalize(now_ns, _streams(FLOWS_STREAMS, p, unread)), "flows", p))
-        # A flows stage of this worker that holds records, or has some to read, will send its attributions.
-        attr = {f"attr:{q}": s.tracker.released_up_to for q, s in self.flows.items()
-                if s.tracker.holding() or _streams(FLOWS_STREAMS, q, unread)}
+            e = stage.finalize(now_ns, flows_unread[p])
+            if self._counted(e, "flows"):
+                self._dirty_flows.add(p)
+            out.extend(e)
+        attr = _busy("attr", self.flows, flows_unread)
         for p, stage in self.link_stages.items():
-            out.extend(self._count(stage.finalize(now_ns, _streams(LINKS_STREAMS, p, unread), attr), "links", p))
+            e = stage.finalize(now_ns, links_unread[p], attr)
+            if self._counted(e, "links"):
+                self._dirty_links.add(p)
+            out.extend(e)
         if self._fabric is not None:
-            groups = {f"groups:{q}": s.tracker.released_up_to for q, s in self.link_stages.items()
-                      if s.tracker.holding() or _streams(LINKS_STREAMS, q, unread)}
+            groups = _busy("groups", self.link_stages, links_unread)
             e = self._fabric.finalize(now_ns, _streams(FABRIC_STREAMS, 0, unread), groups)
-            if e.windows:
+            if self._counted(e, "fabric"):
                 self._dirty_fabric = True
-                self.metrics.windows.labels("fabric").inc(e.windows)
             out.extend(e)
         unattributed = sum(s.unattributed.flows for s in self.flows.values())
         self.metrics.unattributed.set(unattributed)
@@ -298,11 +302,11 @@ class Processor:
         self.metrics.forget_clocks(self.clocks.forget_stale(now_ns))
         return out
 
-    def _count(self, e: Emitted, name: str, p: int) -> Emitted:
+    def _counted(self, e: Emitted, stage: str) -> bool:
+        """Whether ``e`` finalized windows (counted in the metric for ``stage``)."""
         if e.windows:
-            (self._dirty_flows if name == "flows" else self._dirty_links).add(p)
-            self.metrics.windows.labels(name).inc(e.windows)
-        return e
+            self.metrics.windows.labels(stage).inc(e.windows)
+        return bool(e.windows)
 
     def drop_partitions(self, partitions: set[int]) -> None:
         """Forget revoked partitions: their un-acked records will be replayed by the new owner."""
@@ -323,6 +327,14 @@ class Processor:
 def _streams(streams: dict[str, str], partition: int, unread: frozenset[tuple[str, int]]) -> frozenset[str]:
     """The streams (source name prefixes) of a stage's partition with records not read yet."""
     return frozenset(k for k, topic in streams.items() if (topic, partition) in unread) if unread else frozenset()
+
+
+def _busy(prefix: str, stages: Mapping[int, FlowsStage | LinksStage], unread: Mapping[int, frozenset[str]]
+          ) -> dict[str, int]:
+    """``<prefix>:<q>`` -> the window end stage ``q`` of this worker has released, for the stages that will send
+    more (they hold windows, or have records to read): their output for a later window is still to come."""
+    return {f"{prefix}:{q}": s.tracker.released_up_to for q, s in stages.items()
+            if s.tracker.holding() or unread[q]}
 
 
 def _restored(saved: dict[str, Any] | None) -> str:

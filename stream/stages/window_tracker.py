@@ -41,14 +41,14 @@ from typing import Any
 log = logging.getLogger(__name__)
 _LOGGED_INCOMPLETE = 20  # the first few incomplete windows are logged, then only counted
 NO_STREAMS: frozenset[str] = frozenset()
+MAX_WINDOWS = 1024
+"""Windows buffered per tracker before the oldest are released anyway (17 min of 1 s hops)."""
 
 
 def stream_of(source: str) -> str:
     """The stream a source's records come in: its name's prefix before ``:`` (``flows:h1@leaf01`` -> ``flows``);
     "" for a name without one."""
     return source.split(":", 1)[0] if ":" in source else ""
-MAX_WINDOWS = 1024
-"""Windows buffered per tracker before the oldest are released anyway (17 min of 1 s hops)."""
 
 
 @dataclass
@@ -106,9 +106,10 @@ class WindowTracker:
         self._expected_cache: frozenset[str] | None = None
         self._gaps_cache: tuple[int, dict[str, int]] | None = None
         #: Required sources by stream, and the required ones of the unread streams as last asked for.
-        self._required_by_stream: dict[str, frozenset[str]] = {}
+        by_stream: dict[str, set[str]] = {}
         for src in self.required:
-            self._required_by_stream[stream_of(src)] = self._required_by_stream.get(stream_of(src), frozenset()) | {src}
+            by_stream.setdefault(stream_of(src), set()).add(src)
+        self._required_by_stream = {k: frozenset(v) for k, v in by_stream.items()}
         self._unread_required: tuple[frozenset[str], frozenset[str]] = (NO_STREAMS, frozenset())
         #: Upstream partitions: required sources that are not clocked (waited out only after a silence).
         self._upstream = self.required - self.clocked
@@ -221,8 +222,9 @@ class WindowTracker:
         if upstream.get(src, end) < end:
             return True  # its stage on this worker has not released the window: it will report
         grace = self.required_grace_ns if src in self.required else self.grace_ns
-        if stream_of(src) in unread:
-            return self.frontier(stream_of(src)) < end + grace  # waited out in event time
+        stream = stream_of(src)
+        if stream in unread:
+            return self.frontier(stream) < end + grace  # waited out in event time
         if src in self._upstream:
             return now_ns - max(w.first_seen_ns, self._advanced_at.get(src, 0)) < grace  # still delivering
         return False
