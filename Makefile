@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo test lint bench proto reproduce clean
+.PHONY: setup system-deps demo test test-loaded lint bench proto reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -19,11 +19,13 @@ $(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx
 
 # VictoriaMetrics stands in for InfluxDB 2 in tests (it accepts the InfluxDB v2 write API); headless
 # Chromium and its driver run the dashboard's browser test; stunnel4 terminates TLS in front of the
-# embedded Kafka broker for the Kafka TLS test (tests/e2e/test_kafka_tls_e2e.py).
-SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4
+# embedded Kafka broker for the Kafka TLS test (tests/e2e/test_kafka_tls_e2e.py); stress-ng keeps a core busy
+# for `make test-loaded`.
+SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4 stress-ng
 system-deps:
 	@command -v victoria-metrics >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
-	 command -v chromedriver >/dev/null 2>&1 && command -v stunnel4 >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
+	 command -v chromedriver >/dev/null 2>&1 && command -v stunnel4 >/dev/null 2>&1 && \
+	 command -v stress-ng >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PKGS); }
 
@@ -41,8 +43,20 @@ lint: setup
 
 # Two workers, a whole module each at a time (module fixtures run once), the long end-to-end runs first: most of
 # them wait on a simulator running in real time, so two at once nearly halve the wall time on two cores.
+PYTEST_ARGS := -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 test: setup system-deps lint
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=20
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The same suite on a busy machine, as users' machines are: LOAD_CPUS cores kept busy by stress-ng (one by
+# default; LOAD_CPUS=2 LOAD_NICE=19 keeps both busy at low priority). Run it before you stop. The load is ended
+# (by its process id) however the suite ends.
+LOAD_CPUS ?= 1
+LOAD_NICE ?= 0
+test-loaded: setup system-deps lint
+	@nice -n $(LOAD_NICE) stress-ng --cpu $(LOAD_CPUS) --timeout 3600s --quiet & load=$$!; \
+	 trap 'kill $$load 2>/dev/null; wait $$load 2>/dev/null' EXIT INT TERM; \
+	 echo "test-loaded: stress-ng --cpu $(LOAD_CPUS) (nice $(LOAD_NICE)) as process $$load"; \
+	 $(BIN)/pytest $(PYTEST_ARGS)
 
 # FlowTracer's ECMP-vs-static experiment on the simulator, recorded through the real pipeline:
 # regenerates docs/reproduction.md and docs/figures/; then PRIME's scenarios on the packet-level spraying

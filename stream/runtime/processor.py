@@ -89,6 +89,12 @@ class Metrics:
         self.skew = Gauge("flowtracer_processor_source_skew_seconds",
                           "Newest record's event time minus its producer's received stamp, by kind and source (s)",
                           ["kind", "source"], registry=r)
+        self.offset = Gauge("flowtracer_processor_source_clock_offset_seconds",
+                            "Source's clock minus its producer's, from its lowest-delay readings over the last 30 s, "
+                            "by kind and source (s; > 0: ahead)", ["kind", "source"], registry=r)
+        self.delay = Gauge("flowtracer_processor_source_delivery_delay_seconds",
+                           "Newest record's delay from its source to its producer (offset - skew), by kind and "
+                           "source (s)", ["kind", "source"], registry=r)
         self.transit = Gauge("flowtracer_processor_source_transit_seconds",
                              "Worker's clock at reading minus the newest record's received stamp, by kind and "
                              "source (s)", ["kind", "source"], registry=r)
@@ -111,6 +117,8 @@ class Metrics:
     def clock(self, r: ClockReading) -> None:
         """Export one source's clock reading."""
         self.skew.labels(r.kind, r.source).set(r.skew_ns / 1e9)
+        self.offset.labels(r.kind, r.source).set(r.offset_ns / 1e9)
+        self.delay.labels(r.kind, r.source).set(r.delay_ns / 1e9)
         self.transit.labels(r.kind, r.source).set(r.transit_ns / 1e9)
         self.skew_hist.labels(r.kind).observe(abs(r.skew_ns) / 1e9)
         self.transit_hist.labels(r.kind).observe(r.transit_ns / 1e9)
@@ -118,7 +126,8 @@ class Metrics:
     def forget_clocks(self, gone: list[ClockReading]) -> None:
         """Remove the per-source series of sources no longer held."""
         for r in gone:
-            self.skew.remove(r.kind, r.source)
+            for g in (self.skew, self.offset, self.delay):
+                g.remove(r.kind, r.source)
             self.transit.remove(r.kind, r.source)
 
 
@@ -255,8 +264,9 @@ class Processor:
         stamps = event_time(msg)
         r = reading(type(msg).__name__, partition, stamps, now_ns) if stamps is not None else None
         if r is not None:
-            self.metrics.clock(r)
-            self.metrics.forget_clocks(self.clocks.observe(r))
+            gone = self.clocks.observe(r)
+            self.metrics.clock(self.clocks.get(r.kind, r.source) or r)  # with its offset and delay filled in
+            self.metrics.forget_clocks(gone)
 
     def any_behind(self) -> bool:
         """Whether a source of any stage is behind the others of its stage (``WindowTracker.behind``)."""

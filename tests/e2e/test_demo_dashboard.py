@@ -219,13 +219,10 @@ def test_dashboard_renders_the_fabric_charts_and_health(demo: DemoRun) -> None:
     assert s.links_coloured >= 40, s.links_coloured
     assert s.health["switches reporting"] == "6 / 6"
     assert s.health["dead letters"] == "0"
-    # Every clock is the machine's, so nothing is off but delivery: no switch is listed, and a host only behind by
-    # less than two windows (its agent read the simulator's snapshot late on a busy machine: a host's skew is its
-    # window end minus the agent's read). The slowest transit is named.
-    off = s.health.get("clocks off", "")
-    listed = re.findall(r"(\w+) \S+ ([+-][\d.]+) s", off)
-    assert len(listed) == off.count(" s,") + (off != "") and "more" not in off, s.health
-    assert all(role == "host" and -2.0 < float(skew) < 0 for role, skew in listed), s.health
+    # Every clock is the machine's: however late a busy machine delivers, that is delay (shown apart), never a
+    # clock off.
+    assert "clocks off" not in s.health, s.health
+    assert re.fullmatch(r"(switch|host) \S+ \d+\.\d\d s", s.health["slowest delivery"]), s.health
     assert s.health["slowest transit"].endswith(" s"), s.health
     assert s.status.startswith("live"), s.status
     assert s.screenshot is not None and s.screenshot.stat().st_size > 20_000

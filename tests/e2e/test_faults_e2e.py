@@ -184,6 +184,15 @@ def test_skew_is_measured_per_source_end_to_end(faults: Faults) -> None:
     hosts = _skews(faults, "FlowBatch")
     assert set(hosts) == {h.name for h in topo.hosts}
     assert all(abs(v) < 5 for v in hosts.values()), hosts
+    # the offset (lowest-delay readings) takes the delivery delay out: spine02 is 90 s ahead, every other clock is
+    # the machine's, so within the half hop that would move a sample, however busy the machine
+    offsets = _clock_gauges(faults, "flowtracer_processor_source_clock_offset_seconds", "CounterBatch")
+    assert offsets[AHEAD] == pytest.approx(90, abs=0.5), offsets
+    assert all(abs(v) < 0.5 for name, v in offsets.items() if name != AHEAD), offsets
+    host_offsets = _clock_gauges(faults, "flowtracer_processor_source_clock_offset_seconds", "FlowBatch")
+    assert set(host_offsets) == set(hosts) and all(abs(v) < 0.5 for v in host_offsets.values()), host_offsets
+    delays = _clock_gauges(faults, "flowtracer_processor_source_delivery_delay_seconds", "CounterBatch")
+    assert set(delays) == set(switches) and all(v >= 0 for v in delays.values()), delays
     # one machine, one clock: a record reaches the processor after its producer stamped it
     for kind in ("CounterBatch", "FlowBatch"):
         transit = _clock_gauges(faults, "flowtracer_processor_source_transit_seconds", kind)

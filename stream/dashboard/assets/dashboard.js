@@ -325,6 +325,11 @@ function showHealth(state) {
     dl.appendChild(h("dd", {class: "bad"}, hl.switches_silent.join(", ")));
   }
   const ck = hl.clocks;
+  if (ck && ck.max_delay) {
+    // delivery delay from a source to its collector or agent (a busy machine): latency, not a clock problem
+    dl.appendChild(h("dt", {}, "slowest delivery"));
+    dl.appendChild(h("dd", {"data-key": "slowest delivery"}, `${ck.max_delay.source} ${ck.max_delay.delay_s.toFixed(2)} s`));
+  }
   if (ck && ck.max_transit) {
     dl.appendChild(h("dt", {}, "slowest transit"));
     dl.appendChild(h("dd", {"data-key": "slowest transit"}, `${ck.max_transit.source} ${ck.max_transit.transit_s.toFixed(2)} s`));
@@ -333,7 +338,7 @@ function showHealth(state) {
     const signed = (s) => `${s >= 0 ? "+" : ""}${s.toFixed(1)} s`;
     dl.appendChild(h("dt", {}, "clocks off"));
     dl.appendChild(h("dd", {class: "bad", "data-key": "clocks off"},
-      ck.skewed.map((r) => `${r.source} ${signed(r.skew_s)}`).join(", ") +
+      ck.skewed.map((r) => `${r.source} ${signed(r.offset_s)}`).join(", ") +
       (ck.skewed_count > ck.skewed.length ? ` +${ck.skewed_count - ck.skewed.length} more` : "")));
   }
   document.getElementById("worker").textContent = hl.worker ? `worker ${hl.worker}` : "";

@@ -186,10 +186,12 @@ def test_views_serve_the_page_assets_and_state(tmp_path: Path, fabric: Fabric) -
     for observe in proc.observers:  # what the app does with every published finalization
         observe(Emitted(fims=[_fim("fabric", T0 + S, 0.5)], collisions=[_collision(T0 + S)]))
     now = time.time_ns()  # the state view reads the wall clock
-    for switch, ahead_s in (("spine02", 3), ("leaf01", 0)):  # spine02's clock 3 s ahead of its collector's
-        batch = counters_pb2.CounterBatch(schema_version=1, switch=switch, timestamp_ns=now + ahead_s * S,
-                                          received_ns=now)
-        proc.accept(topics.COUNTERS.name, 0, batch.SerializeToString(), object(), now)
+    # spine02's clock 3 s ahead of its collector's, leaf01's right; a clock is judged after 10 s of readings
+    for t in range(now - 12 * S, now + 1, S):
+        for switch, ahead_s in (("spine02", 3), ("leaf01", 0)):
+            batch = counters_pb2.CounterBatch(schema_version=1, switch=switch, timestamp_ns=t + ahead_s * S,
+                                              received_ns=t)
+            proc.accept(topics.COUNTERS.name, 0, batch.SerializeToString(), object(), t)
 
     async def requests() -> dict[str, Any]:
         async with TestClient(TestServer(app.web.web_app)) as client:
@@ -212,4 +214,4 @@ def test_views_serve_the_page_assets_and_state(tmp_path: Path, fabric: Fabric) -
     assert got["state"]["collisions"][0]["link"] == UP1
     clocks = got["state"]["health"]["clocks"]
     assert (clocks["sources"], clocks["skewed_count"]) == (2, 1)
-    assert clocks["skewed"][0]["source"] == "switch spine02" and clocks["skewed"][0]["skew_s"] == 3.0
+    assert clocks["skewed"][0]["source"] == "switch spine02" and clocks["skewed"][0]["offset_s"] == 3.0
