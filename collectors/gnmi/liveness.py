@@ -5,7 +5,8 @@ stalled stream: TCP alive, switch silent; session.py). Time since the last messa
 switch was silent: when the collector itself was not running (a busy machine descheduled it, its event loop was
 blocked), the switch's samples wait in the socket, unread, and the watchdog wakes to a long gap before the reader has
 had its turn. Cancelling then throws those samples away and makes the next one a baseline: windows without a
-measurement, though the switch sent every sample (a CPU-loaded test machine lost a leaf's window this way).
+measurement, though the switch sent every sample (stopping the collector for 4 s in a running pipeline lost four
+windows of every switch this way; the likely cause of a leaf's unmeasured window on a CPU-loaded test machine).
 
 So each wake counts at most one period of the time since the previous wake (or the last message): a wake later
 than that was a gap the collector did not see, and the reader, delayed as much, reads what came meanwhile before the
