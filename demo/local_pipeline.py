@@ -152,6 +152,16 @@ class LocalPipeline:
         stage.log_file.close()
         return stage.proc.returncode
 
+    def pause_stage(self, name: str, seconds: float) -> None:
+        """Stop stage ``name`` (its whole process group) for ``seconds``, then let it go on: what a machine busy with
+        other work can do to a process, at its worst (a fault: nothing is killed, every socket stays open)."""
+        stage = self.stage(name)
+        os.killpg(stage.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.killpg(stage.proc.pid, signal.SIGCONT)
+
     def restart(self, name: str) -> Stage:
         """Start stage ``name`` again with the arguments it was first given (after ``kill_stage``); its log
         continues in the same file."""

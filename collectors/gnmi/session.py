@@ -14,7 +14,8 @@
    assemble is skipped and counted (``stats.malformed``, logged once per cause): one bad message
    never ends the stream.
 3. a watchdog cancels the call when nothing arrived for the liveness timeout (a stalled stream:
-   TCP alive, switch silent), including before the first sync_response.
+   TCP alive, switch silent), including before the first sync_response; only silence it was running to see
+   counts (``liveness``): samples waiting unread while the collector was starved of CPU are read, not dropped.
 4. on failure: classify the gRPC status (a TLS target whose switch closed the connection while we
    connected is checked for a refused client certificate, ``tls_diagnosis``), count it by reason,
    log one clear line naming the target and the cause, wait (exponential backoff with jitter; slow
@@ -57,6 +58,7 @@ from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
+from flowtracer.collectors.gnmi.liveness import Liveness
 from flowtracer.collectors.once import OncePerCause
 from flowtracer.schemas.platform_profiles import load_profile
 
@@ -409,9 +411,11 @@ class TargetSession:
 
     async def _watchdog(self) -> None:
         period = max(0.05, self.liveness_s / 4)
+        # Silence counts only while this loop ran to see it: a starved collector is not a silent switch (liveness.py).
+        watch = Liveness(self.liveness_s, period, time.monotonic())
         while True:
             await asyncio.sleep(period)
-            if time.monotonic() - self.stats.last_rx > self.liveness_s:
+            if watch.stalled(time.monotonic(), self.stats.last_rx):
                 self._stalled = True
                 if self._call is not None:
                     self._call.cancel()

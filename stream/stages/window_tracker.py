@@ -95,7 +95,8 @@ class WindowTracker:
         self.late = 0
         #: Windows released without a source that was expected (it moved on, or was waited out).
         self.incomplete = 0
-        self._missing: dict[int, frozenset[str]] = {}
+        #: window end -> (the expected sources it is released without, which rule released it: for the log line)
+        self._missing: dict[int, tuple[frozenset[str], str]] = {}
         self._newest: dict[str, int] = {}  # source -> newest window end it reported
         #: source -> (worker time, ns, since when it has been behind without catching up; its distance then, ns)
         self._behind_since: dict[str, tuple[int, int]] = {}
@@ -271,7 +272,7 @@ class WindowTracker:
             if w.sources and w.sources <= lagging:
                 # Only sources far behind the others (a slow clock): nobody else will report this window, and
                 # waiting it out would hold every newer window behind it. Released as it is.
-                self._missing[end] = frozenset(expected - w.sources)
+                self._missing[end] = (frozenset(expected - w.sources), "only lagging sources reported it")
                 out.append(end)
                 continue
             known = bool(self._recent or required)
@@ -291,7 +292,10 @@ class WindowTracker:
                     break  # strictly in order
                 self._forced.add(end)  # over the bound: released as it is
             if not complete:
-                self._missing[end] = frozenset(expected - w.sources)
+                why = (f"they moved on: every source reported a window {self.lateness_hops} hops newer" if moved_on
+                       else f"waited out: {waited / 1e9:.1f} s since its first record" if overdue
+                       else f"more than {self.max_windows} windows buffered")
+                self._missing[end] = (frozenset(expected - w.sources), why)
             out.append(end)
             expected = expected | w.sources
         return out
@@ -305,7 +309,7 @@ class WindowTracker:
     def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
         """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
         w = self._windows.pop(window_end_ns)
-        missing = self._missing.pop(window_end_ns, frozenset())
+        missing, why = self._missing.pop(window_end_ns, (frozenset(), ""))
         if window_end_ns in self._forced:
             self._forced.discard(window_end_ns)
             self.overflowed += 1
@@ -315,8 +319,8 @@ class WindowTracker:
         if missing:
             self.incomplete += 1
             if self.incomplete <= _LOGGED_INCOMPLETE:
-                log.warning("%s: window ending %d released without %s (they moved on or were waited out)",
-                            self.name or "stage", window_end_ns, ", ".join(sorted(missing)))
+                log.warning("%s: window ending %d released without %s (%s)",
+                            self.name or "stage", window_end_ns, ", ".join(sorted(missing)), why)
         self.released_up_to = max(self.released_up_to, window_end_ns)
         self._recent.append((window_end_ns, frozenset(w.sources)))
         self._expected_cache = None

@@ -45,6 +45,7 @@ ARTIFACTS = ROOT / "artifacts"
 RUN_S = 32
 DEGRADE_AT_S = 12
 """The demo's cable is degraded this early (default 30 s) so that the run also shows its incident."""
+SETTLE_S = 10  # at most this long (s) for the page to settle once results show; the demo runs RUN_S in all
 KNOWN_COLLISIONS = {"leaf01:spine01|spine02", "leaf02:spine01|spine02"}
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -123,7 +124,9 @@ def _get_json(url: str) -> Any:
 
 
 def _wait_for_results(proc: subprocess.Popen[bytes], base: str, timeout_s: float) -> dict[str, Any]:
-    """Poll the dashboard's API until it has a measured fabric FIM and a collision."""
+    """Poll the dashboard's API until it has a measured fabric FIM and a collision, while the demo runs (its
+    ``--duration`` counts from when its pipeline is up, which on a busy machine is well after it was launched);
+    ``timeout_s`` only bounds a demo that never ends."""
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
@@ -137,6 +140,12 @@ def _wait_for_results(proc: subprocess.Popen[bytes], base: str, timeout_s: float
             last = e
         time.sleep(0.5)
     pytest.fail(f"no measured fabric FIM and collision on the dashboard after {timeout_s} s; last: {last!r}")
+
+
+def _settled(dom: dict[str, Any]) -> bool:
+    """Whether the page shows what the tests check once it has had a few polls: every switch reporting and nearly
+    every link measured and coloured."""
+    return bool(dom["health"].get("switches reporting") == "6 / 6" and dom["linksColoured"] >= 40)
 
 
 def _drive_browser(url: str, tmp: Path) -> Seen:
@@ -163,9 +172,14 @@ def _drive_browser(url: str, tmp: Path) -> Seen:
                 " && document.querySelectorAll('#collisions tr.collision').length > 0"))
 
         WebDriverWait(driver, 20, poll_frequency=0.25).until(ready)
-        time.sleep(1.5)  # one more poll, so the charts have a few points
-        # One script reads everything at once: the page redraws every second, so element handles go stale.
+        # One script reads everything at once: the page redraws every second, so element handles go stale. Read
+        # until the page has settled (every switch reporting, the links coloured), not for a fixed time: on a busy
+        # machine a poll can take seconds. Bounded: past it the assertions say what the page showed.
+        deadline = time.monotonic() + SETTLE_S
         dom = driver.execute_script(READ_PAGE)
+        while not _settled(dom) and time.monotonic() < deadline:
+            time.sleep(0.25)
+            dom = driver.execute_script(READ_PAGE)
         seen.title = dom["title"]
         seen.fim_text, seen.fim, seen.fim_window_end_ms = dom["fimText"], float(dom["fim"]), int(dom["fimEnd"])
         seen.collisions = [tuple(c) for c in dom["collisions"]]
@@ -197,7 +211,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, victoria: Any) -> Iterator[De
     proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=tmp)
     try:
         base = f"http://127.0.0.1:{port}/dashboard/"
-        _wait_for_results(proc, base, RUN_S)
+        _wait_for_results(proc, base, RUN_S + 120)
         seen = _drive_browser(base, tmp)
         code = proc.wait(RUN_S + 60)
     finally:

@@ -3,6 +3,7 @@
 A first run (module fixture, about 60 s) of an 8-host fabric with every stage a real ``flowtracer`` subprocess:
 - spine02's clock is 90 s ahead (``flowtracer sim --clock-skew``);
 - 15 s in, a forged CounterBatch stamped a day ahead is produced into the counters topic with leaf01's key;
+- 3 s later the collector is stopped for 4 s (SIGSTOP: starved of CPU, sockets open), then goes on;
 - 25 s in, the host agent is stopped with SIGTERM and started again 5 s later.
 The processor's Prometheus endpoint (its per-source clock skew included) is read before it is stopped; its outputs
 are read back from Kafka.
@@ -38,6 +39,7 @@ S = 1_000_000_000
 DAY = 86_400 * S
 AHEAD, FORGED = "spine02", "leaf01"
 WARMUP_HOPS = 6
+STARVED_S = 4.0  # how long the collector is stopped (s)
 
 
 @dataclass
@@ -114,7 +116,11 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Faults:
         producer.send(topics.COUNTERS.name, key=FORGED.encode(), value=forged.SerializeToString())
         producer.flush()
         producer.close()
-        pipeline.wait(10)
+        pipeline.wait(3)
+        # CPU contention at its worst: the collector gets no CPU for longer than its liveness timeout (3 s) while
+        # the switches stream on. It must read what waited, not reconnect: every window stays exact.
+        pipeline.pause_stage("collect", STARVED_S)
+        pipeline.wait(10 - 3 - STARVED_S)
         stopped_at = time.time_ns()
         assert pipeline.kill_stage("agent", signal.SIGTERM) is not None
         time.sleep(5)

@@ -3,8 +3,13 @@ with the wrong CA, bad credentials; and two shards sharing the targets."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -172,3 +177,46 @@ def test_two_shards_cover_every_target_once(kafka: TansuBroker, unique_id: str) 
     assert seen["shard0"].isdisjoint(seen["shard1"])
     assert seen["shard0"] | seen["shard1"] == set(names)
     assert seen["shard0"] == {t.name for t in select(targets, 0, 2)} and seen["shard0"]
+
+
+# One session in a process of its own, printing each batch's session and stamp: a process can be starved (stopped).
+_SESSION_CHILD = """
+import asyncio, sys
+from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription, Target
+from flowtracer.collectors.gnmi.session import TargetSession
+subs = [Subscription(**{**s.model_dump(), "sample_interval": 0.2}) for s in Gnmi().subscriptions]
+gnmi = Gnmi(subscriptions=subs, start_spread=0.0, batch_grace=0.05, liveness_timeout=0.6,
+            backoff=Backoff(base=0.2, cap=1.0, reset_after=5.0, slow_retry=3.0))
+emit = lambda b: print(b.session, b.timestamp_ns, flush=True)
+s = TargetSession(Target(name="leaf1", address="127.0.0.1", port=int(sys.argv[1])), gnmi, collector_id="t", emit=emit)
+asyncio.run(s.run())
+"""
+
+
+def test_a_collector_starved_of_cpu_reads_what_waited_instead_of_reconnecting() -> None:
+    """The collector's process gets no CPU for 2.5 liveness timeouts (stopped, as a loaded machine can leave it)
+    while the switch keeps streaming: the samples wait in the socket. The session reads them on the same stream:
+    no reconnect, so no sample lost and no new baseline (before, its watchdog woke first and cancelled the call)."""
+    st = make_switch("leaf1")
+    lines: list[str] = []
+    with GnmiServer({"leaf1": st}) as srv, Ticker([st], 0.1):
+        child = subprocess.Popen([sys.executable, "-c", _SESSION_CHILD, str(srv.port)], stdout=subprocess.PIPE,
+                                 text=True)
+        reader = threading.Thread(target=lambda: lines.extend(child.stdout or ()), daemon=True)
+        reader.start()
+        try:
+            wait_for(lambda: len(lines) >= 3, 20, "the session streaming")
+            before = len(lines)
+            child.send_signal(signal.SIGSTOP)
+            time.sleep(1.5)  # the starvation itself: the switch goes on sampling meanwhile
+            child.send_signal(signal.SIGCONT)
+            wait_for(lambda: len(lines) >= before + 10, 10, "ten samples after the starvation")
+        finally:
+            child.send_signal(signal.SIGCONT)
+            child.terminate()
+            child.wait(10)
+            reader.join(5)
+    got = [tuple(int(x) for x in line.split()) for line in lines]
+    assert {session for session, _ in got} == {1}, "the session reconnected"
+    stamps = [ts for _, ts in got]
+    assert all(0 < b - a < 300_000_000 for a, b in itertools.pairwise(stamps)), "a sample missing"

@@ -218,6 +218,25 @@ def test_a_lagging_source_is_logged_once(caplog: pytest.LogCaptureFixture) -> No
                      "not waited for"]
 
 
+def test_an_incomplete_window_is_logged_with_the_rule_that_released_it(caplog: pytest.LogCaptureFixture) -> None:
+    """A window released without a source says which rule let it go: a source that skipped the window (moved on)
+    is not one that was waited out, and a log that lumps them together cannot tell a slow source from a lost one."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S, name="links stage of partition 0")
+    for w, srcs in ((1, "ab"), (2, "a"), (3, "ab"), (4, "ab"), (5, "a")):
+        for src in srcs:
+            t.add(w * S, src, 1, 0, now_ns=w * S)
+    for end in t.due(4 * S):
+        t.pop(end)
+    for end in t.due(8 * S):  # b never reports window 5: waited out after the grace
+        t.pop(end)
+    lines = [r.getMessage() for r in caplog.records if "released without" in r.getMessage()]
+    assert lines == [
+        "links stage of partition 0: window ending 2000000000 released without b (they moved on: every source "
+        "reported a window 2 hops newer)",
+        "links stage of partition 0: window ending 5000000000 released without b (waited out: 3.0 s since its first "
+        "record)"]
+
+
 def backlog_tracker() -> WindowTracker:
     """A flows stage's tracker: two hosts and a leaf required (from the topology), 3 s grace, 30 s for required."""
     required = frozenset({"flows:h1", "flows:h2", "counters:leaf"})
