@@ -122,10 +122,13 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
                    "[default: known-collision, the demo's ring all-reduce with a harmful collision].")
 @click.option("--warmup", type=float, default=20.0, show_default=True,
               help="Seconds after the simulator starts before windows are scored against ground truth.")
+@click.option("--trace-max-age", "trace_max_age_s", type=float, default=None,
+              help="trace resolver: passed to the processor's --trace-max-age (seconds a path trace places its flow) "
+                   "[default: the processor's].")
 def demo(duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
          line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float,
          status_every: float, dataplane: str, resolver: str, topology_file: Path | None, workload: str,
-         warmup: float) -> None:
+         warmup: float, trace_max_age_s: float | None) -> None:
     """Run the whole pipeline on the embedded default, with a live status and dashboard.
 
     Simulated FlowTracer-like 16-node fabric (NCCL ring all-reduce with an ECMP collision, a link
@@ -136,6 +139,8 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
         _fail(EXIT_BAD_INPUT, f"--duration {duration}: must be positive")
     if status_every <= 0:
         _fail(EXIT_BAD_INPUT, f"--status-every {status_every}: must be positive")
+    if trace_max_age_s is not None and not trace_max_age_s > 0:
+        _fail(EXIT_BAD_INPUT, f"--trace-max-age {trace_max_age_s}: must be positive")
     if influx_url is not None and not any(os.environ.get(v) for v in TOKEN_ENVS):
         _fail(EXIT_BAD_INPUT, f"--influx-url given but no token: export {' or '.join(TOKEN_ENVS)} "
                               "(never on the command line)")
@@ -179,14 +184,16 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
     code = run_demo(duration=duration, web_port=web_port, influx_url=influx_url, influx_org=influx_org,
                     influx_bucket=influx_bucket, line_protocol_file=line_protocol_file, summary_json=summary_json,
                     run_dir=run_dir, scenario=scenario, status_every=status_every, dataplane=dataplane,
-                    resolver=resolver, warmup_s=warmup)
+                    resolver=resolver, warmup_s=warmup, trace_max_age_s=trace_max_age_s)
     sys.exit(code)
 
 
 def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
-             status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0) -> int:
-    """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns."""
+             status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0,
+             trace_max_age_s: float | None = None) -> int:
+    """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns.
+    ``trace_max_age_s``: the processor's ``--trace-max-age`` (s), None for its default."""
     from flowtracer.demo.incidents import IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
@@ -210,6 +217,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                       "--influx-bucket", influx_bucket]
     if web_port:
         processor_args += ["--web-port", str(web_port)]
+    if trace_max_age_s is not None:
+        processor_args += ["--trace-max-age", f"{trace_max_age_s:g}"]
     options = PipelineOptions(topology=scenario.topology, workload=str(scenario.workload), hop_s=HOP_S,
                               partitions=PARTITIONS, resolvers=(resolver,), influx_url=influx_url,
                               line_protocol_file=line_protocol_file, processor_args=processor_args,

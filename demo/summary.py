@@ -30,6 +30,11 @@ STEADY_AFTER_HOPS = 5
 """Latency statistics start this many hops after the first fully measured window."""
 TOLERANCE = 0.02
 """Largest |pipeline - ground truth| fabric FIM still called consistent (the end-to-end test's bound)."""
+PATH_LOAD_TOLERANCE = 0.05
+"""Largest per-path load error (scores.paths.path_load_error: sum |placed - true| / sum true) still consistent."""
+LINK_LOAD_TOLERANCE = 0.001
+"""Largest link load error (scores.links.error: LinkLoad measured vs the switches' counter deltas) still consistent:
+the pipeline passes counter deltas through, so only rounding may remain."""
 
 
 def ground_truth_fabric_fim(gt: GroundTruth, end_ns: int, rolling_ns: int) -> float:
@@ -63,6 +68,7 @@ def fim_section(obs: Observed, gt: GroundTruth | None, rolling_s: float) -> dict
                        "ground_truth": _r(truth)})
     compared = len(errors["measured"])
     first_compared = next((x["window_end_ns"] for x in series if x["ground_truth"] is not None), None)
+    failed = [basis for basis, errs in errors.items() if errs and max(errs) > TOLERANCE]
     out: dict[str, Any] = {
         "rolling_window_s": rolling_s,
         "final": series[-1] if series else None,
@@ -75,11 +81,45 @@ def fim_section(obs: Observed, gt: GroundTruth | None, rolling_s: float) -> dict
             "max_abs_error_measured": _r(max(errors["measured"], default=None)),
             "max_abs_error_attributed": _r(max(errors["attributed"], default=None)),
             "tolerance": TOLERANCE,
-            "consistent": bool(compared) and max(errors["measured"]) <= TOLERANCE,
+            # every basis the summary prints is judged: measured and attributed each within tolerance everywhere
+            "consistent": bool(compared) and not failed,
+            "failed": failed,
         },
         "series": series,
     }
     return out
+
+
+def ground_truth_checks(summary: dict[str, Any]) -> dict[str, Any]:
+    """Every figure the summary sets against ground truth, each with its tolerance and verdict: the fabric FIM on
+    both bases (max |error| over the compared windows), the per-path load error, the link loads vs the switches'
+    counters, and the node groups' iteration time when there are node groups. ``consistent``: at least one figure
+    was compared and none failed; ``failed``: the figures that did not hold (``checks`` says by how much)."""
+    checks: list[dict[str, Any]] = []
+
+    def check(figure: str, value: float | None, tolerance: float, what: str) -> None:
+        if value is not None:
+            checks.append({"figure": figure, "value": value, "tolerance": tolerance, "ok": value <= tolerance,
+                           "what": what})
+
+    vs = summary["fabric_fim"]["vs_ground_truth"]
+    if vs["windows_compared"]:
+        for basis in ("measured", "attributed"):
+            check(f"fabric_fim_{basis}", vs[f"max_abs_error_{basis}"], vs["tolerance"],
+                  f"max |{basis} fabric FIM - ground truth| over {vs['windows_compared']} windows")
+    scores = summary.get("scores") or {}
+    paths, links = scores.get("paths") or {}, scores.get("links") or {}
+    if paths.get("windows_scored"):
+        check("path_loads", paths.get("path_load_error"), PATH_LOAD_TOLERANCE,
+              f"per-path load error over {paths['windows_scored']} windows")
+    if links.get("link_windows"):
+        check("link_loads", links.get("error"), LINK_LOAD_TOLERANCE,
+              f"link loads vs switch counters over {links['link_windows']} link-windows")
+    ng = summary.get("node_groups") or {}
+    if ng.get("iteration_error") is not None:
+        check("iteration_time", ng["iteration_error"], ng["tolerance"], "measured job iteration time")
+    failed = [c["figure"] for c in checks if not c["ok"]]
+    return {"consistent": bool(checks) and not failed, "failed": failed, "checks": checks}
 
 
 def fully_measured_from(obs: Observed) -> int | None:
@@ -203,6 +243,7 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
     # The simulator runs in real time: how far its newest tick lagged the wall clock when the run ended.
     summary["pipeline"]["sim_lag_at_stop_s"] = extra.get("sim_lag_at_stop_s")
     summary["ground_truth"] = {"dir": str(ground_truth_dir) if ground_truth_dir else None, "error": gt_error}
+    summary["vs_ground_truth"] = ground_truth_checks(summary)
     return summary
 
 
@@ -220,7 +261,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
             verdict = "consistent with" if vs["consistent"] else "NOT consistent with"
             lines.append(f"  {verdict} ground truth over {vs['windows_compared']} windows: max |error| measured "
                          f"{vs['max_abs_error_measured']:.4f}, attributed {_f(vs['max_abs_error_attributed'], 4)} "
-                         f"(tolerance {vs['tolerance']})")
+                         f"(tolerance {vs['tolerance']})"
+                         + (f"; over tolerance: {', '.join(vs['failed'])}" if vs.get("failed") else ""))
         else:
             lines.append("  not compared with ground truth: no rolling window lay inside fully measured time "
                          "(run longer than ~15 s)")
@@ -242,6 +284,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     lines += node_group_lines(s.get("node_groups"))
     lines += incident_summary_lines(s.get("incidents") or [])
     lines += score_lines(s.get("scores"))
+    lines += check_lines(s.get("vs_ground_truth"))
     p = s["pipeline"]
     lat = p["latency_window_end_to_kafka"]
     lines.append(f"pipeline: {p['fabric_windows']} fabric windows, latency sample->output p50 {_f(lat['p50_s'], 1)} s "
@@ -311,6 +354,17 @@ def score_lines(sc: dict[str, Any] | None) -> list[str]:
                  + (f"; collision flows by method: {methods}, lowest collision confidence "
                     f"{_f(sc['collision_min_confidence'], 2)}" if methods else ""))
     return lines
+
+
+def check_lines(v: dict[str, Any] | None) -> list[str]:
+    """One line: whether every figure compared with ground truth held, else which did not and by how much."""
+    if not v or not v["checks"]:
+        return []
+    if v["consistent"]:
+        return [f"consistent with ground truth in every figure compared: {', '.join(c['figure'] for c in v['checks'])}"]
+    bad = [c for c in v["checks"] if not c["ok"]]
+    return ["NOT consistent with ground truth: " + "; ".join(
+        f"{c['figure']} {c['value']:.4f} > {c['tolerance']:g} ({c['what']})" for c in bad)]
 
 
 def _pct(x: float | None, nd: int = 1) -> str:

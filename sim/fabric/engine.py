@@ -11,7 +11,8 @@ simulator's own topology hash models, the current out-of-service links and the n
 (``nh_weight``: weighted ECMP); a path changes only when those change. With a kernel data plane
 (``flowtracer.sim.kernel.dataplane``) the paths are the ones the Linux kernel chooses (``paths``), rates are the
 same max-min model over them, the data plane sends real packets at those rates and the switches' interface counters
-are the kernel's (scaled), read at every tick end; host views and next-hop counters stay modelled.
+are the kernel's (scaled), read at every tick end; host views, next-hop counters and ground truth count what the
+kernel's senders really sent by then (``restate_tick``), not the model's intent.
 
 Bytes on the wire: every counter (host QP and port counters, switch interface and next-hop
 counters, ground truth) counts the same thing, RoCEv2 frames: payload plus ``header_bytes`` per
@@ -583,9 +584,13 @@ class Engine:
             ph["traffic"] += c1 - c0
             stats = account_tick(self.flows.values(), t0, t1, len(self.link_ids), self.mtu, self.header_bytes,
                                  self.cts_every)
-            nh_b, nh_p = nh_deltas(stats, self.flows, len(self.link_ids))
             c2 = _clock()
             ph["accounting"] += c2 - c1
+            if self.dataplane is not None:  # a real data plane restates the tick as what it really carried
+                self.dataplane.tick(self, stats)
+                ph["counters"] += _clock() - c2
+            nh_b, nh_p = nh_deltas(stats, self.flows, len(self.link_ids))
+            c2 = _clock()
             if self.cc is not None:
                 extras, stats.congestion = self.cc.end_tick()
                 stats.congestion["extras"] = [[x.flow, x.first, x.last, x.bytes, x.packets] for x in extras]
@@ -593,8 +598,6 @@ class Engine:
             c3 = _clock()
             ph["congestion"] += c3 - c2
             self.counters.add(stats.link_bytes, stats.link_pkts, nh_b, nh_p, set(self.faults.rebooting))
-            if self.dataplane is not None:
-                self.dataplane.tick(self, stats)
             ph["counters"] += _clock() - c3
             self.now_ns = t1
             self._publish(t1, stats)

@@ -7,6 +7,7 @@ Pure bookkeeping, used by the engine at each tick end:
   ``header_bytes``. The reverse direction of the QP pair carries one 64-byte clear-to-send write
   (one packet) per ``cts_every`` payload bytes. Link bytes and packets are the sums over the flows
   whose path crosses the link, so switch counters equal host flow bytes exactly.
+- ``restate_tick``: a real data plane's bytes (the kernel's senders) in place of the model's, links summed again.
 - ``nh_deltas``: the part of each link's bytes its transmitting switch forwarded by an ECMP decision.
 - ``apply_to_hosts``: the same numbers onto the HostStates (QP and port counters, PSNs, new and
   destroyed QPs, NCCL log lines), each host under its lock.
@@ -109,13 +110,39 @@ def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int
             coo_links.extend(flow.path)
             coo_bytes.extend([wire] * len(flow.path))
             coo_pkts.extend([pk] * len(flow.path))
+    return TickStats(t0, t1, per_flow, *_link_sums(coo_links, coo_bytes, coo_pkts, n_links))
+
+
+def _link_sums(coo_links: list[int], coo_bytes: list[int], coo_pkts: list[int],
+               n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """Frame bytes and packets per link from (link index, bytes, packets) triples given as three lists."""
     link_bytes = np.zeros(n_links, dtype=np.int64)
     link_pkts = np.zeros(n_links, dtype=np.int64)
     if coo_links:
         idx = np.asarray(coo_links, dtype=np.intp)
         np.add.at(link_bytes, idx, np.asarray(coo_bytes, dtype=np.int64))
         np.add.at(link_pkts, idx, np.asarray(coo_pkts, dtype=np.int64))
-    return TickStats(t0, t1, per_flow, link_bytes, link_pkts)
+    return link_bytes, link_pkts
+
+
+def restate_tick(stats: TickStats, per_flow: Mapping[int, tuple[int, int, int]], flows: Mapping[int, Flow]) -> None:
+    """Replace the tick's per-flow (payload, frame bytes, packets) with ``per_flow`` (what a real data plane
+    sent) and recompute the per-link sums over the flows' paths, so hosts, next hops and ground truth count the
+    same bytes as the switches. Flows without a path (or unknown ids) are left out."""
+    kept: dict[int, tuple[int, int, int]] = {}
+    coo_links: list[int] = []
+    coo_bytes: list[int] = []
+    coo_pkts: list[int] = []
+    for fid, (pl, wire, pk) in per_flow.items():
+        f = flows.get(fid)
+        if f is None or f.path is None or wire <= 0:
+            continue
+        kept[fid] = (pl, wire, pk)
+        coo_links.extend(f.path)
+        coo_bytes.extend([wire] * len(f.path))
+        coo_pkts.extend([pk] * len(f.path))
+    stats.flows = kept
+    stats.link_bytes, stats.link_pkts = _link_sums(coo_links, coo_bytes, coo_pkts, len(stats.link_bytes))
 
 
 def _cts(f: Flow, cts_every: int) -> tuple[Flow, int, int]:

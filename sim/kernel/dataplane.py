@@ -8,17 +8,22 @@ veth counters, gives the sender the next tick's aims) and ``publish`` for every 
 ``scale``: one byte (and one packet) on a veth stands for ``scale`` bytes (packets) of the modelled
 link. Real frames have the modelled frame size (``traffic.frame_payload``), so the switches' gNMI
 interface counters, kernel counters x ``scale``, are comparable with the flows' modelled frame bytes.
+
+What the hosts report is what the kernel sent: the paced senders can reach a tick's modelled bytes up to a
+tick late (when rates change), so at every tick end the senders' counts, read with the switches' counters at
+one instant, replace the model's per-flow bytes (``sent_flows``, ``flows.restate_tick``). Hosts and switches
+then agree as on a real fabric, and the model's intent only steers the senders.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flowtracer.schemas.topology import Topology
-from flowtracer.sim.fabric.flows import CTS_BYTES
+from flowtracer.sim.fabric.flows import CTS_BYTES, restate_tick
 from flowtracer.sim.kernel.netns import KernelFabric
 from flowtracer.sim.kernel.oracle import KernelOracle, Query
 from flowtracer.sim.kernel.traffic import FlowKey, TrafficSender
@@ -34,6 +39,21 @@ log = logging.getLogger(__name__)
 #: frames fabric-wide at full rate) becomes ~7.5 Mbyte/s, ~1,800 4-KiB frames/s from the sender,
 #: forwarded over 2-4 veth hops each (docs/kernel-dataplane.md has the measured CPU).
 DEFAULT_SCALE = 100_000
+
+
+def sent_flows(delta: Mapping[int, tuple[float, int]], scale: float,
+               header_bytes: int) -> dict[int, tuple[int, int, int]]:
+    """Per flow id, (real frame bytes sent in the tick, frame bytes) -> the modelled (payload, frame bytes,
+    packets) they stand for: one real byte (packet) is ``scale`` modelled ones, each packet carries
+    ``header_bytes`` of frame overhead. Flows that sent nothing are left out."""
+    out: dict[int, tuple[int, int, int]] = {}
+    for fid, (real, frame) in delta.items():
+        if real <= 0 or frame <= 0:
+            continue
+        wire = round(real * scale)
+        pk = round(real / frame * scale)
+        out[fid] = (wire - pk * header_bytes, wire, pk)
+    return out
 
 
 class KernelDataplane:
@@ -58,6 +78,9 @@ class KernelDataplane:
         self._base: dict[tuple[str, str], tuple[int, int, int, int]] = {}
         self._now: dict[tuple[str, str], tuple[int, int, int, int]] = {}
         self._model_cum: dict[int, int] = {}  # flow id -> modelled frame bytes so far
+        self._fid_of: dict[FlowKey, int] = {}  # sender key -> the engine's flow id it sends for
+        self._frame_of: dict[FlowKey, int] = {}  # sender key -> its frame bytes
+        self._sent_last: dict[FlowKey, float] = {}  # sender key -> real bytes sent at the last tick end
         self.read_s = 0.0
 
     # -- names for other parts (the host agent's prober) --------------------------------------------
@@ -86,14 +109,22 @@ class KernelDataplane:
                 "namespaces": dict(self.kf.plan.namespaces)}
 
     def tick(self, engine: Engine, stats: TickStats) -> None:
-        """At a tick end: read the switches' counters, then aim the sender at the next tick."""
+        """At a tick end: read the switches' counters and what each flow's sender really sent by then, aim the
+        sender at the next tick, and restate ``stats`` as the bytes the kernel carried (so the hosts' views,
+        next-hop counters and ground truth count what the switches' counters count)."""
         t = time.monotonic()
-        self._now = self.kf.read_counters()
+        if self.sender is None:
+            self._now, sent = self.kf.read_counters(), None
+        else:
+            self._now, sent = self.sender.sent_while(self.kf.read_counters)
         self.read_s = time.monotonic() - t
         for fid, (_pl, wire, _pk) in stats.flows.items():
             self._model_cum[fid] = self._model_cum.get(fid, 0) + wire
-        if self.sender is None:
+        if self.sender is None or sent is None:
             return
+        delta = {self._fid_of[k]: (b - self._sent_last.get(k, 0.0), self._frame_of[k])
+                 for k, b in sent.items() if k in self._fid_of}
+        self._sent_last = sent
         tick_s = engine.tick_ns / 1e9
         aims: dict[FlowKey, tuple[int, float, float]] = {}
         for f in engine.flows.values():
@@ -107,10 +138,13 @@ class KernelDataplane:
             key = FlowKey(self.kf.netns_path(f.src.host), f.headers.src_ip, f.headers.dst_ip,
                           f.headers.udp_src_port, f.headers.dst_qpn)
             aims[key] = (frame, cum / self.scale, wire / tick_s / self.scale)
+            self._fid_of[key] = f.id
+            self._frame_of[key] = frame
         # Aim at the next tick's wall-clock end (real time), when the engine reads the counters again;
         # in virtual time (advance) ticks have no wall-clock meaning and the aim spans one tick from now.
         left = (stats.end_ns + engine.tick_ns - time.time_ns()) / 1e9
         self.sender.update(aims, tick_s, left if 0 < left <= tick_s else tick_s)
+        restate_tick(stats, sent_flows(delta, self.scale, engine.header_bytes), engine.flows)
 
     def reset(self, switch: str) -> None:
         """The switch rebooted: its counters restart at 0 (kernel totals so far become the base)."""

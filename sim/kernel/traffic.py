@@ -12,7 +12,8 @@ it has moved so far (modelled frame bytes / scale) and its current rate (real by
 tick's end the sender aims linearly at ``base + rate x tick`` from where it actually stands, so errors
 (a rate that changed inside the tick, whole packets) are made up in the next tick, spread over it.
 Every host namespace has a UDP socket on port 4791 that a single thread drains with epoll (no ICMP
-port-unreachable ever). ``stats()`` tells what was sent.
+port-unreachable ever). ``sent_bytes()`` tells what was sent; ``sent_while(read)`` tells it at the instant
+``read`` runs (the data plane reads the switches' counters so: hosts then report what the kernel carried).
 """
 
 from __future__ import annotations
@@ -23,14 +24,17 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from flowtracer.sim.kernel.netns import run_in_netns
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ROCEV2_PORT = 4791
 #: Ethernet 14 + IPv4 20 + UDP 8: what a veth counts besides the UDP payload.
@@ -130,6 +134,12 @@ class TrafficSender:
         """Real frame bytes each flow has sent so far."""
         with self._lock:
             return {k: float(self._sent[i]) for k, i in self._index.items()}
+
+    def sent_while(self, read: Callable[[], T]) -> tuple[T, dict[FlowKey, float]]:
+        """``read()`` called with sending paused, and the real frame bytes each flow had sent by then: both
+        describe one instant (no frame leaves a sender between the two), e.g. the switches' counters."""
+        with self._lock:
+            return read(), {k: float(self._sent[i]) for k, i in self._index.items()}
 
     # -- threads ----------------------------------------------------------------------------------
 

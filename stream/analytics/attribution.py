@@ -1,4 +1,9 @@
-"""Placed flows -> bytes per link and per path for one window (pure)."""
+"""Placed flows -> bytes per link and per path for one window (pure).
+
+Each path also says which of its bytes were placed how: by a trace (``traced``), and by a method outside
+``contract.TRUSTED_METHODS`` (``untrusted``: infer, a fallback), whose disagreement with the counters is no
+evidence about the fabric.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flowtracer.schemas.v1 import common_pb2
-from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
+from flowtracer.stream.resolvers.contract import TRACE_METHOD, TRUSTED_METHODS, FlowObs, Placement
 
 Kept = tuple[float, FlowObs, Placement]
 """A flow kept on a link: its bytes there, the flow, and the placement that put it there."""
@@ -38,6 +43,8 @@ class PathShare:
     flow_count: int = 0
     conf_bytes: float = 0.0
     traced_bytes: float = 0.0  # bytes placed by a path trace (method "trace")
+    #: bytes placed by a method outside ``TRUSTED_METHODS`` (infer, a fallback): no evidence when counters disagree
+    untrusted_bytes: float = 0.0
     jobs: frozenset[str] = frozenset()  # job ids of its flows (those that name one)
 
 
@@ -67,6 +74,7 @@ class Attribution:
         "path_row",
         "path_src_nic",
         "path_traced_bytes",
+        "path_untrusted_bytes",
         "unplaced_bytes",
         "unplaced_flows",
     )
@@ -85,6 +93,7 @@ class Attribution:
         self.path_flow_count: list[int] = []
         self.path_conf_bytes: list[float] = []
         self.path_traced_bytes: list[float] = []
+        self.path_untrusted_bytes: list[float] = []  # bytes placed by a method outside TRUSTED_METHODS
         self.path_jobs: list[set[str]] = []  # job ids of each path's flows (those that name one)
         self.unplaced_flows = 0
         self.unplaced_bytes = 0
@@ -101,7 +110,7 @@ class Attribution:
         """Per path id (link ids joined by ``|``), in first-seen order."""
         return {pid: PathShare(self.path_links[i], self.path_src_nic[i], self.path_dst_nic[i], self.path_bytes[i],
                                self.path_flow_count[i], self.path_conf_bytes[i], self.path_traced_bytes[i],
-                               frozenset(self.path_jobs[i]))
+                               self.path_untrusted_bytes[i], frozenset(self.path_jobs[i]))
                 for pid, i in self.path_row.items()}
 
 
@@ -131,6 +140,7 @@ def _new_path(att: Attribution, pid: str, links: tuple[str, ...], flow: FlowObs)
     att.path_flow_count.append(0)
     att.path_conf_bytes.append(0.0)
     att.path_traced_bytes.append(0.0)
+    att.path_untrusted_bytes.append(0.0)
     att.path_jobs.append(set())
     att.path_links.append(links)
     att.path_src_nic.append(flow.src_nic)
@@ -159,7 +169,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
     lrow, lbytes, lcount, lconf, lflows = (out.link_row, out.link_bytes, out.link_flow_count, out.link_conf_bytes,
                                            out.link_flows)
     prow, pbytes, pcount, pconf = out.path_row, out.path_bytes, out.path_flow_count, out.path_conf_bytes
-    ptraced, pjobs = out.path_traced_bytes, out.path_jobs
+    ptraced, puntrusted, pjobs = out.path_traced_bytes, out.path_untrusted_bytes, out.path_jobs
     derived_get, lrow_get, prow_get = _derived.get, lrow.get, prow.get
     keep_all = keep_flows is None
     keep_get = (keep_flows or {}).get
@@ -173,6 +183,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             d = _derive(placement)
         _, conf, items, single = d
         traced = placement.method == TRACE_METHOD
+        untrusted = placement.method not in TRUSTED_METHODS
         if single is not None:
             # One path of weight 1.0, no link twice: every link gets exactly the path's bytes
             # (0.0 + b == b, so this equals the general per-link sum below).
@@ -187,6 +198,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             pconf[i] += cb
             if traced:
                 ptraced[i] += b
+            elif untrusted:
+                puntrusted[i] += b
             if flow.job_id:
                 pjobs[i].add(flow.job_id)
             bf = None
@@ -213,6 +226,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
             pconf[i] += b * conf
             if traced:
                 ptraced[i] += b
+            elif untrusted:
+                puntrusted[i] += b
             if flow.job_id:
                 pjobs[i].add(flow.job_id)
             for lid in path:

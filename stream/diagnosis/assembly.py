@@ -112,7 +112,7 @@ class WindowAssembler:
     def path_load(self, pl: analytics_pb2.PathLoad, now_ns: int) -> None:
         if (v := self.view(pl.window_end_ns, now_ns)) is not None:  # PathLoad names the device; we host:device
             v.paths.append(PathObs(f"{pl.src_host}:{pl.src_nic}", f"{pl.dst_host}:{pl.dst_nic}", pl.src_host,
-                                   pl.dst_host, tuple(pl.links), pl.bytes, tuple(pl.jobs)))
+                                   pl.dst_host, tuple(pl.links), pl.bytes, tuple(pl.jobs), pl.untrusted_bytes))
 
     def collective(self, cp: flows_pb2.CollectiveProfile, now_ns: int) -> None:
         """A collective with calls in the window joins it under its job (one without calls ran on from before)."""

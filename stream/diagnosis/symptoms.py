@@ -21,12 +21,26 @@ class Kind(StrEnum):
     HOTSPOT = "hotspot"  # link: queue builds at (near) nominal rate: plain congestion
     LINK_DOWN = "link_down"  # link: its interface reports oper status down (it was up before): direct evidence
     LINK_DEAD = "link_dead"  # link: carried its usual load, now (almost) nothing, while the fabric still moves
-    UNEXPLAINED = "unexplained"  # link: counters and placed flows disagree beyond tolerance
+    UNEXPLAINED = "unexplained"  # link: counters and trusted placements disagree beyond tolerance
     FIM_HIGH = "fim_high"  # group: rolling FIM above threshold
     COLLISION = "collision"  # group: heavy flows share a member while a sibling idles
     SWITCH_SILENT = "switch_silent"  # switch: none of its counters gave a trusted delta (silent, reset, rebooted)
     AGENT_MISSING = "agent_missing"  # host: it sent flows before, none of its flows are reported now
     PATH_MOVED = "path_moved"  # NIC pair: still sends, but no longer over links it used (``links``: those)
+
+
+def unexplained_evidence(unexplained: int, untrusted_on: int, untrusted_could: int) -> int:
+    """What of a link's unexplained bytes (measured - attributed, bytes) is evidence against the trusted placements.
+
+    Only bytes placed by a trusted method (``contract.TRUSTED_METHODS``: a trace or the configured hash of the
+    flow itself) are compared with the counters: ``untrusted_on`` (bytes, placed on the link by infer or a
+    fallback) leave the attribution, so the residual is measured - trusted. Trusted bytes alone above the counters
+    (residual < 0) is evidence as it stands; counters above them may be untrusted bytes the resolver put on a
+    sibling, so only what exceeds ``untrusted_could`` (bytes of every NIC pair with an untrusted placement and an
+    equal-cost path over the link) is. Signed bytes; 0 when the untrusted bytes can account for it all.
+    """
+    residual = unexplained + untrusted_on
+    return max(0, residual - untrusted_could) if residual > 0 else residual
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,7 @@ class SymptomDetector:
         fabric_alive = self.usual_fabric <= 0 or fabric_now >= t.dead_fabric_share * self.usual_fabric
         if self._oper_changed(view):
             self.last_oper_change_ns = view.end_ns
+        untrusted_on, untrusted_could = view.untrusted_on(self.model)
         rehashing = bool(self.last_oper_change_ns) and (
             view.end_ns - self.last_oper_change_ns <= t.after_failure_windows * view.hop_ns)
         for lo in view.links.values():
@@ -186,11 +201,14 @@ class SymptomDetector:
                 a = t.usual_alpha
                 self.usual[lo.link] = lo.measured_bytes if usual is None else (1 - a) * usual + a * lo.measured_bytes
             if self.model.is_fabric_link(lo.link) and lo.measured_bytes + abs(lo.unexplained_bytes) > 0:
-                share = abs(lo.unexplained_bytes) / max(lo.measured_bytes, 1)
-                if share >= t.unexplained_share and abs(lo.unexplained_bytes) >= t.unexplained_min_bytes:
+                could = max(untrusted_could.get(lo.link, 0), untrusted_on.get(lo.link, 0))
+                evidence = unexplained_evidence(lo.unexplained_bytes, untrusted_on.get(lo.link, 0), could)
+                share = abs(evidence) / max(lo.measured_bytes, 1)
+                if share >= t.unexplained_share and abs(evidence) >= t.unexplained_min_bytes:
+                    aside = f"; {could / 1e6:.0f} MB of untrusted placements set aside" if could else ""
                     out.append(Symptom(Kind.UNEXPLAINED, lo.link, view.end_ns, min(share, 10.0),
-                                       f"{lo.unexplained_bytes / 1e6:+.0f} MB no placed flow explains "
-                                       f"({share:.0%} of measured)"))
+                                       f"{evidence / 1e6:+.0f} MB no trusted placement explains "
+                                       f"({share:.0%} of measured{aside})"))
         if fabric_alive:
             a = t.usual_alpha
             self.usual_fabric = fabric_now if self.usual_fabric <= 0 else (1 - a) * self.usual_fabric + a * fabric_now

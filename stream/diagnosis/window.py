@@ -49,6 +49,8 @@ class PathObs:
     bytes: int
     #: scheduler job ids of the path's flows (PathLoad.jobs)
     jobs: tuple[str, ...] = ()
+    #: bytes of ``bytes`` placed by an untrusted method (PathLoad.untrusted_bytes: infer, a fallback)
+    untrusted_bytes: int = 0
 
 
 @dataclass
@@ -69,6 +71,23 @@ class WindowView:
     group_attributed_bytes: dict[str, int] = field(default_factory=dict)
     #: job id -> "<job>/<comm_id>/<operation>" of its collectives with calls in this window (CollectiveProfile)
     collectives: dict[str, set[str]] = field(default_factory=dict)
+
+    def untrusted_on(self, model: FabricModel) -> tuple[dict[str, int], dict[str, int]]:
+        """Per directed link: the untrusted bytes placed on it, and the untrusted bytes that could be on it (of
+        every NIC pair with an equal-cost path over it: an untrusted placement may have put them on a sibling).
+        Bytes; links without any are absent."""
+        on: dict[str, int] = {}
+        could: dict[str, int] = {}
+        pairs: dict[tuple[str, str], int] = {}
+        for p in self.paths:
+            if p.untrusted_bytes > 0:
+                for lk in p.links:
+                    on[lk] = on.get(lk, 0) + p.untrusted_bytes
+                pairs[(p.src_nic, p.dst_nic)] = pairs.get((p.src_nic, p.dst_nic), 0) + p.untrusted_bytes
+        for (src, dst), b in pairs.items():
+            for lk in model.candidate_links(src, dst):
+                could[lk] = could.get(lk, 0) + b
+        return on, could
 
     def flows_explain(self, group: str, share: float = 0.9) -> bool:
         """Whether the agents' flows account for the group's measured bytes (attributed at least ``share`` of
@@ -122,6 +141,23 @@ class FabricModel:
                 if node in out:
                     out[node].append(dl.id)
         return {s: tuple(v) for s, v in out.items()}
+
+    @cached_property
+    def _candidates(self) -> dict[tuple[str, str], frozenset[str]]:
+        return {}
+
+    def candidate_links(self, src_nic: str, dst_nic: str) -> frozenset[str]:
+        """Every link of every equal-cost path from one NIC (``host:rdma_device``) to another; empty when the
+        topology does not know them."""
+        key = (src_nic, dst_nic)
+        hit = self._candidates.get(key)
+        if hit is None:
+            try:
+                paths = self.fabric.equal_cost_paths(src_nic, dst_nic)
+            except KeyError:
+                paths = ()
+            hit = self._candidates[key] = frozenset(lk for path in paths for lk in path)
+        return hit
 
     def speed_bps(self, link: str) -> int:
         return self.fabric.links[link].speed_bps if link in self.fabric.links else 0

@@ -19,6 +19,14 @@ from flowtracer.schemas.v1 import traces_pb2
 
 TRACE_METHOD = "trace"
 """``Placement.method`` of a flow placed by a fresh path trace of its own 5-tuple."""
+HASH_METHOD = "hash"
+"""``Placement.method`` of a flow placed by the configured ECMP hash model of its own 5-tuple."""
+TRUSTED_METHODS = frozenset({TRACE_METHOD, HASH_METHOD})
+"""Methods whose placements the counters may contradict as evidence about the fabric: each places a flow by its
+own 5-tuple (a trace of it, or the configured hash of it), so bytes the counters do not see where they put them
+mean the fabric forwards otherwise (a hash that is not configured as modelled). Every other method (``infer``: a fit
+to the counters themselves; a fallback for a flow without a fresh trace) is a guess: where its bytes went is no
+evidence of anything, and the diagnosis draws no verdict from them (PathLoad ``untrusted_bytes``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from flowtracer.schemas.ecmp_hash import HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology import Role
 from flowtracer.stream.analytics.aft_groups import Forwarding, aft_forwarding
-from flowtracer.stream.resolvers.contract import FlowObs, Placement
+from flowtracer.stream.resolvers.contract import HASH_METHOD, FlowObs, Placement
 
 MISMATCH_TOLERANCE = 0.1
 """Mismatch a correct model still shows (host and switch windows are not aligned to the byte, frame headers):
@@ -136,7 +136,7 @@ class HashResolver:
         if hit is None:
             if len(self._placements) > 1_000_000:
                 self._placements.clear()
-            hit = self._placements[key] = Placement.single(path, key[1], "hash")
+            hit = self._placements[key] = Placement.single(path, key[1], HASH_METHOD)
         return hit
 
     def resolve(self, window_end_ns: int, flows: Sequence[FlowObs],

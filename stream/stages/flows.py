@@ -168,7 +168,7 @@ class FlowsStage:
             templates.clear()
         path_loads = out.path_loads
         prow, pbytes, pcount, pconf = att.path_row, att.path_bytes, att.path_flow_count, att.path_conf_bytes
-        ptraced, pjobs = att.path_traced_bytes, att.path_jobs
+        ptraced, puntrusted, pjobs = att.path_traced_bytes, att.path_untrusted_bytes, att.path_jobs
         psrc, pdst, plinks = att.path_src_nic, att.path_dst_nic, att.path_links
         for pid in sorted(prow):
             i = prow[pid]
@@ -190,6 +190,8 @@ class FlowsStage:
             m.confidence = pconf[i] / b if b else 1.0
             if ptraced[i]:
                 m.traced_bytes = round(ptraced[i])
+            if puntrusted[i]:
+                m.untrusted_bytes = round(puntrusted[i])
             if pjobs[i]:
                 m.jobs.extend(sorted(pjobs[i]))
             path_loads.append(m)

@@ -63,6 +63,12 @@ def test_kernel_dataplane_trace_places_flows_on_their_true_paths(tmp_path: Path)
     # so the tolerance is a rounding one: 0.1% overall, 99% of link-windows byte-exact.
     lk = s["scores"]["links"]
     assert lk["link_windows"] >= 35 * 40 and lk["error"] <= 0.001 and lk["exact"] >= 0.99 * lk["link_windows"], lk
+    # Issue 27: after the degrade at 30 s the ring slows and the kernel's paced senders run up to a tick late; the
+    # hosts report what the kernel sent, so counters and flows agree and no hash is taken for misconfigured (before:
+    # hash_misconfiguration on two or three leaves from 31 s, 5% of switch-to-switch bytes unexplained).
+    assert not [i for i in s["incidents"] if i["kind"] == "hash_misconfiguration"], s["incidents"]
+    assert lk["unexplained_share"] <= 0.01, lk
+    assert s["vs_ground_truth"]["consistent"], s["vs_ground_truth"]  # every figure it prints, attributed FIM too
 
 
 def test_kernel_dataplane_hash_shows_what_it_cannot_explain(tmp_path: Path) -> None:

@@ -85,3 +85,14 @@ def test_collective_profiles_with_calls_join_their_window_under_their_job() -> N
     _load(a, 1, 0)
     [(view, _)] = a.complete(0, final=True)
     assert view.collectives == {"ring": {"ring/0xa/AllReduce"}, "other": {"other/0xa/Send"}}
+
+
+def test_a_path_load_keeps_its_untrusted_bytes() -> None:
+    a = WindowAssembler(S, 10 * S)
+    _load(a, 1, 0)
+    pl = analytics_pb2.PathLoad(schema_version=1, window_end_ns=T0 + S, path_id="p", links=[LINK], src_host="h1",
+                                src_nic="mlx5_0", dst_host="h2", dst_nic="mlx5_0", bytes=5, untrusted_bytes=3)
+    a.add(topics.PATH_LOADS.name, pl.SerializeToString(), 0)
+    _fabric_fim(a, 1, 1)
+    [(view, _how)] = a.complete(S)
+    assert [(p.src_nic, p.bytes, p.untrusted_bytes) for p in view.paths] == [("h1:mlx5_0", 5, 3)]
