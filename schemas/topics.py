@@ -70,6 +70,12 @@ ECMP_DRIFT = Topic(
     "per switch and window while it lasts: each difference between the topology's ECMP groups and the switch's AFT "
     "(a next hop withdrawn or added, a weight changed, a group missing or added)",
 )
+ECMP_GROUPS = Topic(
+    "flowtracer.ecmp-groups.v1", "EcmpGroups", "switch name",
+    "compacted: each switch's live ECMP groups (members, weights) as the processor follows them, sent when they "
+    "change; host agents read it to re-trace the flows whose path crosses a switch whose groups changed",
+    compacted=True,
+)
 CONGESTION_CAUSE = Topic(
     "flowtracer.congestion-cause.v1", "CongestionCause", "directed link id",
     "per congested link and window: its cause (collision, incast, degraded link, pause spread from an origin, "
@@ -130,7 +136,7 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     ECMP_DRIFT, CONGESTION_CAUSE, COLLECTIVE_PROFILE, INCIDENTS,
+                                     ECMP_DRIFT, ECMP_GROUPS, CONGESTION_CAUSE, COLLECTIVE_PROFILE, INCIDENTS,
                                      DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)

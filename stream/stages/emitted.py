@@ -19,6 +19,7 @@ class Emitted:
     link_congestion: list[analytics_pb2.LinkCongestion] = field(default_factory=list)
     nic_congestion: list[analytics_pb2.NicCongestionSample] = field(default_factory=list)
     ecmp_drift: list[analytics_pb2.EcmpDrift] = field(default_factory=list)
+    ecmp_groups: list[analytics_pb2.EcmpGroups] = field(default_factory=list)
     congestion_causes: list[analytics_pb2.CongestionCause] = field(default_factory=list)
     collective_profiles: list[flows_pb2.CollectiveProfile] = field(default_factory=list)
     #: (destination partition, batch) of the internal attributions topic
