@@ -121,6 +121,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
                                 max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic,
                                 client_config=client_config).start()
     tracer = None
+    group_watch = None
     if cfg.tracing.enabled:
         from flowtracer.collectors.agent.tracing.wiring import TracePublisher, build_tracer
 
@@ -131,6 +132,10 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
                 ensure_topics(cfg.kafka, _existing_partitions(cfg.kafka, client_config),
                               client_id=f"flowtracer-agent-{cfg.agent_id}", client_config=client_config)
             tracer = build_tracer(cfg, topo, TracePublisher(sink)).start()
+            if cfg.kafka:
+                from flowtracer.collectors.agent.tracing.group_watch import GroupWatch
+
+                group_watch = GroupWatch(cfg.kafka, tracer, cfg.agent_id, client_config=client_config).start()
         except Exception as e:  # bad settings or an unreachable broker: one line, not a traceback
             click.echo(f"flowtracer agent: tracing: {e}", err=True)
             sink.close(timeout=0)
@@ -163,6 +168,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     finally:
         if exchange is not None:
             exchange.close()
+        if group_watch is not None:
+            group_watch.close()
         if tracer is not None:
             tracer.close()
         sink.close(timeout=10)

@@ -95,6 +95,7 @@ class GroupConsumer(Protocol):
     """A resolver that follows the live ECMP groups of the partition's leaves: the flows stage hands it what each
     leaf's newest CounterBatch says its AFT groups are, before it resolves that window's flows."""
 
-    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]]) -> None:
-        """``switch``'s AFT next-hop groups, each as egress port -> weight (only called when it streams groups)."""
+    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]], at_ns: int = 0) -> None:
+        """``switch``'s AFT next-hop groups, each as egress port -> weight, as its counter sample at ``at_ns`` (ns
+        since the epoch) says (only called when it streams groups)."""
         ...

@@ -155,7 +155,7 @@ class FlowsStage:
                 measured.update(self.links.measured(item, self.hop_ns))
                 if follower is not None and (view := read_aft(item, self.links, self.hop_ns)) is not None \
                         and view.groups:
-                    follower.observe_groups(view.switch, view.groups)
+                    follower.observe_groups(view.switch, view.groups, item.timestamp_ns)
         obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
         placements = self.resolver.resolve(end, obs, measured)
         # Only the links that name flows keep them (and only the heavy ones): fewer objects per window.
