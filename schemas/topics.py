@@ -76,6 +76,11 @@ ECMP_GROUPS = Topic(
     "change; host agents read it to re-trace the flows whose path crosses a switch whose groups changed",
     compacted=True,
 )
+TRACE_REQUESTS = Topic(
+    "flowtracer.trace-requests.v1", "TraceRequest", "flow id",
+    "flows whose path trace the processor stopped trusting (the counters contradict it): the host agent that traces "
+    "the flow re-traces it now",
+)
 CONGESTION_CAUSE = Topic(
     "flowtracer.congestion-cause.v1", "CongestionCause", "directed link id",
     "per congested link and window: its cause (collision, incast, degraded link, pause spread from an origin, "
@@ -136,8 +141,8 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     ECMP_DRIFT, ECMP_GROUPS, CONGESTION_CAUSE, COLLECTIVE_PROFILE, INCIDENTS,
-                                     DEAD_LETTER)
+                                     ECMP_DRIFT, ECMP_GROUPS, TRACE_REQUESTS, CONGESTION_CAUSE, COLLECTIVE_PROFILE,
+                                     INCIDENTS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

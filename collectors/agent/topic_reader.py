@@ -1,10 +1,11 @@
-"""Read a compacted topic from its beginning on a thread, forever: the agent's way of following shared state.
+"""Read a topic on a thread, forever: the agent's way of following what other stages publish for it.
 
 One kafka-python consumer without a consumer group: it waits for the topic to exist, assigns every partition,
-starts at the beginning (compaction keeps each key's latest record) and hands every non-null value to
-``on_value``. When the broker is unreachable the thread retries with backoff (1 s doubling to 30 s); the agent
-keeps working with what it already read. Used for the QP ends exchange (``peers/exchange.py``) and the
-processor's ECMP groups (``tracing/group_watch.py``).
+starts at the beginning (a compacted topic: each key's latest record is the state) or at the end (a topic of
+events: only what comes from now on matters) and hands every non-null value to ``on_value``.
+When the broker is unreachable the thread retries with backoff (1 s doubling to 30 s); the agent keeps working
+with what it already read. Used for the QP ends exchange (``peers/exchange.py``) and the
+processor's ECMP groups and re-trace requests (``tracing/processor_feedback.py``).
 """
 
 from __future__ import annotations
@@ -37,16 +38,20 @@ class TopicReader:
         client_id: the Kafka client id.
         what: what the topic holds, for log lines ("QP ends of other hosts").
         client_config: extra KafkaConsumer settings (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
+        from_end: start at the end of each partition (events) instead of the beginning (compacted state).
     """
 
     def __init__(self, bootstrap: str, topic: str, on_value: Callable[[bytes], object], client_id: str, what: str,
-                 client_config: Mapping[str, Any] | None = None) -> None:
+                 client_config: Mapping[str, Any] | None = None, from_end: bool = False) -> None:
         self.bootstrap = bootstrap
+        self.from_end = from_end
         self.topic = topic
         self.on_value = on_value
         self.client_id = client_id
         self.what = what
         self.client_config = dict(client_config or {})
+        #: Set once every partition has its start offset: from then on every new record is handed over.
+        self.positioned = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._consume, name=f"reader-{topic}", daemon=True)
 
@@ -72,7 +77,13 @@ class TopicReader:
                 if parts is None:
                     return
                 consumer.assign(parts)
-                consumer.seek_to_beginning(*parts)
+                if self.from_end:
+                    consumer.seek_to_end(*parts)
+                else:
+                    consumer.seek_to_beginning(*parts)
+                for tp in parts:  # resolve the start offsets now, so that ``positioned`` means it
+                    consumer.position(tp)
+                self.positioned.set()
                 log.info("reading %s from %s (%d partition(s))", self.what, self.topic, len(parts))
                 delay = RETRY_S[0]
                 while not self._stop.is_set():

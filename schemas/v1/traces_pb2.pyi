@@ -94,3 +94,19 @@ class PathTrace(_message.Message):
     sequence: int
     valid_until_ns: int
     def __init__(self, schema_version: _Optional[int] = ..., flow_id: _Optional[str] = ..., host: _Optional[str] = ..., src_nic: _Optional[str] = ..., src_leaf: _Optional[str] = ..., src_ip: _Optional[str] = ..., dst_ip: _Optional[str] = ..., udp_src_port: _Optional[int] = ..., udp_dst_port: _Optional[int] = ..., started_ns: _Optional[int] = ..., finished_ns: _Optional[int] = ..., hops: _Optional[_Iterable[_Union[TraceHop, _Mapping]]] = ..., status: _Optional[_Union[TraceStatus, str]] = ..., reason: _Optional[_Union[TraceReason, str]] = ..., probes_sent: _Optional[int] = ..., probes_lost: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., valid_until_ns: _Optional[int] = ...) -> None: ...
+
+class TraceRequest(_message.Message):
+    __slots__ = ("schema_version", "flow_id", "src_leaf", "reason", "window_end_ns", "detail")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    SRC_LEAF_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    flow_id: str
+    src_leaf: str
+    reason: TraceReason
+    window_end_ns: int
+    detail: str
+    def __init__(self, schema_version: _Optional[int] = ..., flow_id: _Optional[str] = ..., src_leaf: _Optional[str] = ..., reason: _Optional[_Union[TraceReason, str]] = ..., window_end_ns: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...

@@ -91,6 +91,15 @@ class TraceConsumer(Protocol):
 
 
 @runtime_checkable
+class RetraceRequester(Protocol):
+    """A resolver that can ask the host agents to trace flows again: the flows stage publishes what it returns."""
+
+    def take_retrace_requests(self) -> list[tuple[str, str]]:
+        """(flow id, sending NIC) of each flow to re-trace since the last call (each once)."""
+        ...
+
+
+@runtime_checkable
 class GroupConsumer(Protocol):
     """A resolver that follows the live ECMP groups of the partition's leaves: the flows stage hands it what each
     leaf's newest CounterBatch says its AFT groups are, before it resolves that window's flows."""

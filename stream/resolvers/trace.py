@@ -25,8 +25,9 @@ their paths; untraced flows only add to that. When a link's traced bytes exceed 
 by more than ``disagree_share`` of them plus ``disagree_floor_bytes``, the traces of the flows on
 that link cannot all be right. A flow on such a link in ``disagree_windows`` consecutive windows is
 counted (``disagreements``), logged once, and its trace is untrusted until a newer trace arrives:
-it falls back to infer. The test cannot tell which of the traced flows on an over-full link is the
-wrong one, so all of them fall back (infer still places them from counters).
+it falls back to infer, and the flows stage asks the flow's agent to re-trace it now
+(``take_retrace_requests``). The test cannot tell which of the traced flows on an over-full link is the
+wrong one, so all of them fall back (infer still places them from counters) and are re-traced.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class TraceResolver:
         self._calls = 0
         self.disagreements = 0  # traces found to contradict the counters (cumulative)
         self.fallback_reason: dict[str, str] = {}  # flow id -> why its trace did not place it (last window)
+        self._requests: list[tuple[str, str]] = []  # (flow id, src NIC) untrusted since ``take_retrace_requests``
 
     # -- traces ------------------------------------------------------------------------------------
 
@@ -214,10 +216,17 @@ class TraceResolver:
                 self._strikes.pop(fid, None)
                 self._untrusted[fid] = self._traces[fid].finished_ns
                 self.disagreements += 1
+                self._requests.append((fid, flows[n].src_nic))
                 log.warning("path trace of flow %s disagrees with the counters for %d windows (a link of its traced "
                             "path carried less than the traced flows sent); its trace is untrusted, infer places it",
                             fid, s)
                 out.append(n)
+        return out
+
+    def take_retrace_requests(self) -> list[tuple[str, str]]:
+        """The (flow id, sending NIC) whose trace became untrusted since the last call: the flows stage asks their
+        agents to re-trace them (``flowtracer.trace-requests.v1``)."""
+        out, self._requests = self._requests, []
         return out
 
     def _forget(self, now_ns: int) -> None:

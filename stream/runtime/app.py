@@ -191,7 +191,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                  (e.fims, topics.FIM, "group"), (e.collisions, topics.COLLISIONS, "group"),
                  (e.link_congestion, topics.LINK_CONGESTION, "link"), (e.nic_congestion, topics.NIC_CONGESTION, "nic"),
                  (e.ecmp_drift, topics.ECMP_DRIFT, "switch"),
-                 (e.ecmp_groups, topics.ECMP_GROUPS, "switch"), (e.congestion_causes, topics.CONGESTION_CAUSE, "link"),
+                 (e.ecmp_groups, topics.ECMP_GROUPS, "switch"), (e.trace_requests, topics.TRACE_REQUESTS, "flow_id"),
+                 (e.congestion_causes, topics.CONGESTION_CAUSE, "link"),
                  (e.collective_profiles, topics.COLLECTIVE_PROFILE, "job_id"))
         for records, topic, key_field in keyed:
             for r in records:

@@ -114,8 +114,11 @@ def test_a_trace_that_contradicts_the_counters_is_counted_and_untrusted(caplog: 
     assert out[which[0]].method == "infer"  # type: ignore[union-attr]
     assert res.fallback_reason[f.flow_id].startswith("untrusted")
     assert sum("disagrees with the counters" in r.message and f.flow_id in r.message for r in caplog.records) == 1
-    res.resolve(*sy.window())  # still untrusted: no second count or log line for this trace
+    asked = res.take_retrace_requests()  # its agent is asked to trace it again (trace-requests topic), once
+    assert (f.flow_id, f.src_nic) in asked and len(asked) == len(set(asked))
+    res.resolve(*sy.window())  # still untrusted: no second count, log line or request for this trace
     assert sum(f.flow_id in r.message for r in caplog.records) == 1
+    assert res.take_retrace_requests() == []
     res.observe_trace(f.flow_id, make_trace(fab, f, true, 2 * SEC))  # a newer trace is trusted again
     out = res.resolve(*sy.window())
     assert out[which[0]] == Placement.single(true, 1.0, TRACE_METHOD)
@@ -214,3 +217,4 @@ def test_a_state_saved_before_valid_until_reads_as_unstamped() -> None:
     assert again._traces[f.flow_id].valid_until_ns == 0
     assert again.resolve(61 * SEC, [f], {})[0].method == TRACE_METHOD  # type: ignore[union-attr]
     assert again.resolve(62 * SEC, [f], {})[0].method == "infer"  # type: ignore[union-attr]
+
