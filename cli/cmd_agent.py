@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,6 +25,9 @@ from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.schemas.topology import TopologyError, load_topology
+
+if TYPE_CHECKING:
+    from flowtracer.collectors.agent.tracing.processor_feedback import GroupWatch, RequestWatch
 
 log = logging.getLogger("flowtracer.agent")
 
@@ -121,6 +124,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
                                 max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic,
                                 client_config=client_config).start()
     tracer = None
+    feedback: list[GroupWatch | RequestWatch] = []
     if cfg.tracing.enabled:
         from flowtracer.collectors.agent.tracing.wiring import TracePublisher, build_tracer
 
@@ -131,6 +135,11 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
                 ensure_topics(cfg.kafka, _existing_partitions(cfg.kafka, client_config),
                               client_id=f"flowtracer-agent-{cfg.agent_id}", client_config=client_config)
             tracer = build_tracer(cfg, topo, TracePublisher(sink)).start()
+            if cfg.kafka:  # the processor says when traces may no longer hold (docs/tracing.md)
+                from flowtracer.collectors.agent.tracing.processor_feedback import GroupWatch, RequestWatch
+
+                feedback = [GroupWatch(cfg.kafka, tracer, cfg.agent_id, client_config=client_config).start(),
+                            RequestWatch(cfg.kafka, tracer, cfg.agent_id, client_config=client_config).start()]
         except Exception as e:  # bad settings or an unreachable broker: one line, not a traceback
             click.echo(f"flowtracer agent: tracing: {e}", err=True)
             sink.close(timeout=0)
@@ -163,6 +172,8 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     finally:
         if exchange is not None:
             exchange.close()
+        for watch in feedback:
+            watch.close()
         if tracer is not None:
             tracer.close()
         sink.close(timeout=10)

@@ -33,8 +33,10 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--collision-confidence", type=float, default=0.9, show_default=True,
               help="Claim a collision only from placements at least this confident (0..1) that put a flow on one "
                    "member.")
-@click.option("--trace-max-age", "trace_max_age_s", type=float, default=60.0, show_default=True,
-              help="trace resolver: a path trace older than this many seconds no longer places its flow.")
+@click.option("--trace-max-age", "trace_max_age_s", type=float, default=1200.0, show_default=True,
+              help="trace resolver: how many seconds a path trace without valid_until_ns (from an agent before that "
+                   "field) places its flow; stamped traces hold until their valid_until_ns or an ECMP group change "
+                   "on their path (docs/tracing.md).")
 @click.option("--partitions", type=int, default=8, show_default=True,
               help="Partitions of the co-partitioned input topics (created if missing).")
 @click.option("--hop", "hop_s", type=float, default=1.0, show_default=True,

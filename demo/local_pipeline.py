@@ -89,6 +89,8 @@ class PipelineOptions:
     agent_tracing: bool = False
     #: Probe budget per simulated host, probes/s (the one agent process plays every host: its budget is this x hosts).
     probes_per_host_s: float = 50.0
+    #: The agents' ``tracing.refresh`` in seconds (None: the agent's default); a trace holds twice this long.
+    trace_refresh_s: float | None = None
     #: Have the collector read the switches' congestion counters (``gnmi.congestion``, a ``--config`` file
     #: written into the run directory): for workloads whose simulator models congestion.
     switch_congestion: bool = False
@@ -228,6 +230,8 @@ class LocalPipeline:
         tracing: dict[str, Any] = {"enabled": True,
                                    "probes_per_second": self.options.probes_per_host_s * max(1, len(hosts)),
                                    "burst": max(20, 4 * len(hosts))}
+        if self.options.trace_refresh_s is not None:
+            tracing["refresh"] = f"{round(self.options.trace_refresh_s * 1000)}ms"
         if self.ready.get("dataplane") == "kernel":
             netns = self.ready.get("netns") or {}
             tracing |= {"transport": "kernel", "netns": {h: netns[h] for h in hosts if h in netns} or dict(netns)}

@@ -70,6 +70,17 @@ ECMP_DRIFT = Topic(
     "per switch and window while it lasts: each difference between the topology's ECMP groups and the switch's AFT "
     "(a next hop withdrawn or added, a weight changed, a group missing or added)",
 )
+ECMP_GROUPS = Topic(
+    "flowtracer.ecmp-groups.v1", "EcmpGroups", "switch name",
+    "compacted: each switch's live ECMP groups (members, weights) as the processor follows them, sent when they "
+    "change; host agents read it to re-trace the flows whose path crosses a switch whose groups changed",
+    compacted=True,
+)
+TRACE_REQUESTS = Topic(
+    "flowtracer.trace-requests.v1", "TraceRequest", "flow id",
+    "flows whose path trace the processor stopped trusting (the counters contradict it): the host agent that traces "
+    "the flow re-traces it now",
+)
 CONGESTION_CAUSE = Topic(
     "flowtracer.congestion-cause.v1", "CongestionCause", "directed link id",
     "per congested link and window: its cause (collision, incast, degraded link, pause spread from an origin, "
@@ -130,8 +141,8 @@ FABRIC_CHANGELOG = Topic(
 
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
-                                     ECMP_DRIFT, CONGESTION_CAUSE, COLLECTIVE_PROFILE, INCIDENTS,
-                                     DEAD_LETTER)
+                                     ECMP_DRIFT, ECMP_GROUPS, TRACE_REQUESTS, CONGESTION_CAUSE, COLLECTIVE_PROFILE,
+                                     INCIDENTS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

@@ -437,3 +437,29 @@ class EcmpDrift(_message.Message):
     topology_weight: int
     network_weight: int
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., kind: _Optional[_Union[DriftKind, str]] = ..., link: _Optional[str] = ..., port: _Optional[str] = ..., topology_weight: _Optional[int] = ..., network_weight: _Optional[int] = ...) -> None: ...
+
+class EcmpGroups(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "switch", "group_source", "groups")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    GROUP_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    switch: str
+    group_source: str
+    groups: _containers.RepeatedCompositeFieldContainer[EcmpGroup]
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group_source: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[EcmpGroup, _Mapping]]] = ...) -> None: ...
+
+class EcmpGroup(_message.Message):
+    __slots__ = ("group", "links", "weights")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    links: _containers.RepeatedScalarFieldContainer[str]
+    weights: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, group: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., weights: _Optional[_Iterable[int]] = ...) -> None: ...

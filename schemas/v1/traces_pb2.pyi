@@ -54,7 +54,7 @@ class TraceHop(_message.Message):
     def __init__(self, ttl: _Optional[int] = ..., address: _Optional[str] = ..., rtt_ns: _Optional[int] = ..., switch: _Optional[str] = ..., port: _Optional[str] = ..., icmp_type: _Optional[int] = ..., icmp_code: _Optional[int] = ..., probes: _Optional[int] = ...) -> None: ...
 
 class PathTrace(_message.Message):
-    __slots__ = ("schema_version", "flow_id", "host", "src_nic", "src_leaf", "src_ip", "dst_ip", "udp_src_port", "udp_dst_port", "started_ns", "finished_ns", "hops", "status", "reason", "probes_sent", "probes_lost", "agent_id", "sequence")
+    __slots__ = ("schema_version", "flow_id", "host", "src_nic", "src_leaf", "src_ip", "dst_ip", "udp_src_port", "udp_dst_port", "started_ns", "finished_ns", "hops", "status", "reason", "probes_sent", "probes_lost", "agent_id", "sequence", "valid_until_ns")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     FLOW_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class PathTrace(_message.Message):
     PROBES_LOST_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    VALID_UNTIL_NS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     flow_id: str
     host: str
@@ -91,4 +92,21 @@ class PathTrace(_message.Message):
     probes_lost: int
     agent_id: str
     sequence: int
-    def __init__(self, schema_version: _Optional[int] = ..., flow_id: _Optional[str] = ..., host: _Optional[str] = ..., src_nic: _Optional[str] = ..., src_leaf: _Optional[str] = ..., src_ip: _Optional[str] = ..., dst_ip: _Optional[str] = ..., udp_src_port: _Optional[int] = ..., udp_dst_port: _Optional[int] = ..., started_ns: _Optional[int] = ..., finished_ns: _Optional[int] = ..., hops: _Optional[_Iterable[_Union[TraceHop, _Mapping]]] = ..., status: _Optional[_Union[TraceStatus, str]] = ..., reason: _Optional[_Union[TraceReason, str]] = ..., probes_sent: _Optional[int] = ..., probes_lost: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+    valid_until_ns: int
+    def __init__(self, schema_version: _Optional[int] = ..., flow_id: _Optional[str] = ..., host: _Optional[str] = ..., src_nic: _Optional[str] = ..., src_leaf: _Optional[str] = ..., src_ip: _Optional[str] = ..., dst_ip: _Optional[str] = ..., udp_src_port: _Optional[int] = ..., udp_dst_port: _Optional[int] = ..., started_ns: _Optional[int] = ..., finished_ns: _Optional[int] = ..., hops: _Optional[_Iterable[_Union[TraceHop, _Mapping]]] = ..., status: _Optional[_Union[TraceStatus, str]] = ..., reason: _Optional[_Union[TraceReason, str]] = ..., probes_sent: _Optional[int] = ..., probes_lost: _Optional[int] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., valid_until_ns: _Optional[int] = ...) -> None: ...
+
+class TraceRequest(_message.Message):
+    __slots__ = ("schema_version", "flow_id", "src_leaf", "reason", "window_end_ns", "detail")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    SRC_LEAF_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    flow_id: str
+    src_leaf: str
+    reason: TraceReason
+    window_end_ns: int
+    detail: str
+    def __init__(self, schema_version: _Optional[int] = ..., flow_id: _Optional[str] = ..., src_leaf: _Optional[str] = ..., reason: _Optional[_Union[TraceReason, str]] = ..., window_end_ns: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...

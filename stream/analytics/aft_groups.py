@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from flowtracer.schemas.fabric import DirectedLink, EcmpGroup, Fabric, group_id, natural_key
-from flowtracer.schemas.v1 import counters_pb2
+from flowtracer.schemas.topics import SCHEMA_VERSION
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.analytics.window_delta import window_delta
 
@@ -162,3 +163,24 @@ def aft_forwarding(switch: str, groups: Sequence[Mapping[str, int]], fabric: Fab
                 weights.setdefault(lid, max(1, int(w)))
     members = {m.id for g in fabric.ecmp_groups.values() if g.switch == switch for m in g.members}
     return Forwarding(frozenset(members - weights.keys()), {lid: w for lid, w in weights.items() if w != 1})
+
+
+def groups_record(switch: str, groups: Sequence[WeightedGroup], window_start_ns: int,
+                  window_end_ns: int) -> analytics_pb2.EcmpGroups:
+    """The EcmpGroups record of ``switch``'s live ``groups`` (window bounds in ns since the epoch): members sorted
+    by link id with their weights, groups by id; ``group_source`` ``aft`` when any group came from the AFT."""
+    rec = analytics_pb2.EcmpGroups(schema_version=SCHEMA_VERSION, window_start_ns=window_start_ns,
+                                   window_end_ns=window_end_ns, switch=switch,
+                                   group_source=GROUP_SOURCE_AFT if any(g.source == GROUP_SOURCE_AFT for g in groups)
+                                   else GROUP_SOURCE_TOPOLOGY)
+    for g in sorted(groups, key=lambda g: g.group.id):
+        members = sorted(zip((m.id for m in g.group.members), g.weights, strict=True))
+        rec.groups.add(group=g.group.id, links=[lid for lid, _ in members], weights=[w for _, w in members])
+    return rec
+
+
+def groups_signature(groups: Sequence[WeightedGroup]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """What can move a flow in ``groups``: each group's id with its (member link id, weight) pairs, sorted; where
+    the groups came from (AFT or topology) is not part of it."""
+    return tuple(sorted((g.group.id, tuple(sorted(zip((m.id for m in g.group.members), g.weights, strict=True))))
+                        for g in groups))

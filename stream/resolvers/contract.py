@@ -99,10 +99,20 @@ class TraceConsumer(Protocol):
 
 
 @runtime_checkable
+class RetraceRequester(Protocol):
+    """A resolver that can ask the host agents to trace flows again: the flows stage publishes what it returns."""
+
+    def take_retrace_requests(self) -> list[tuple[str, str]]:
+        """(flow id, sending NIC) of each flow to re-trace since the last call (each once)."""
+        ...
+
+
+@runtime_checkable
 class GroupConsumer(Protocol):
     """A resolver that follows the live ECMP groups of the partition's leaves: the flows stage hands it what each
     leaf's newest CounterBatch says its AFT groups are, before it resolves that window's flows."""
 
-    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]]) -> None:
-        """``switch``'s AFT next-hop groups, each as egress port -> weight (only called when it streams groups)."""
+    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]], at_ns: int = 0) -> None:
+        """``switch``'s AFT next-hop groups, each as egress port -> weight, as its counter sample at ``at_ns`` (ns
+        since the epoch) says (only called when it streams groups)."""
         ...

@@ -86,8 +86,9 @@ class HashResolver:
         self._down: frozenset[str] = frozenset()
         self._weights: dict[str, int] = {}
 
-    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]]) -> None:
-        """Follow a leaf's AFT groups (egress port -> weight, per group); paths are re-hashed when they change."""
+    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]], at_ns: int = 0) -> None:
+        """Follow a leaf's AFT groups (egress port -> weight, per group; ``at_ns``, the sample's time, is not needed
+        here); paths are re-hashed when they change."""
         if switch not in self.leaves:
             return  # the first hop is the one this partition owns (module docstring)
         fwd = aft_forwarding(switch, groups, self.fabric)

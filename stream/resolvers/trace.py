@@ -6,7 +6,10 @@ its traced path with confidence 1 (method ``trace``) while its trace is
 
 - **usable**: it pins one equal-cost path of the flow's NICs (``trace_path.traced_path``: COMPLETE,
   or PARTIAL with the hops that answered leaving one path);
-- **fresh**: it finished at most ``max_age_ns`` before the window's end;
+- **valid**: the window ends no later than the trace's ``valid_until_ns`` (stamped by the agent from its one
+  refresh setting; a trace without it, from an older agent, holds ``unstamped_valid_ns`` after it finished), and
+  no ECMP group of a switch that forwards the flow on its path changed after the trace finished
+  (``observe_groups``: the leaves' live AFT groups, from the same counters the window is resolved with);
 - **the flow's**: same sending NIC, receiving NIC and 5-tuple (a new UDP source port is a new path);
 - **trusted**: its bytes have not contradicted the counters for ``disagree_windows`` windows in a row.
 
@@ -22,8 +25,9 @@ their paths; untraced flows only add to that. When a link's traced bytes exceed 
 by more than ``disagree_share`` of them plus ``disagree_floor_bytes``, the traces of the flows on
 that link cannot all be right. A flow on such a link in ``disagree_windows`` consecutive windows is
 counted (``disagreements``), logged once, and its trace is untrusted until a newer trace arrives:
-it falls back to infer. The test cannot tell which of the traced flows on an over-full link is the
-wrong one, so all of them fall back (infer still places them from counters).
+it falls back to infer, and the flows stage asks the flow's agent to re-trace it now
+(``take_retrace_requests``). The test cannot tell which of the traced flows on an over-full link is the
+wrong one, so all of them fall back (infer still places them from counters) and are re-traced.
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ STATE_VERSION = 1
 class TraceConfig:
     """Tuning of the ``trace`` resolver. Durations in ns, bytes per window."""
 
-    max_age_ns: int = 60_000_000_000  # a trace older than this (by the window end) no longer places its flow
+    #: How long a trace without ``valid_until_ns`` (an agent before that field) places its flow after it finished:
+    #: twice those agents' default refresh (10 min), so one late refresh does not drop it.
+    unstamped_valid_ns: int = 1_200_000_000_000
     infer_input: str = "residual"  # "residual": infer sees counters minus traced bytes; "all": everything
     disagree_share: float = 0.05  # tolerance of the traced-bytes-vs-counter check, share of the counter
     disagree_floor_bytes: float = 1_000_000.0  # plus this many bytes (counter timing jitter)
@@ -78,10 +84,14 @@ class TraceResolver:
         self._traces: dict[str, TracedPath] = {}
         self._placements: dict[str, Placement] = {}  # flow id -> its traced placement (one object per trace)
         self._untrusted: dict[str, int] = {}  # flow id -> finished_ns of the trace found wrong
+        self._forwarders: dict[str, frozenset[str]] = {}  # flow id -> switches that forward it on its traced path
+        self._groups: dict[str, tuple[tuple[tuple[str, int], ...], ...]] = {}  # switch -> its AFT groups, as seen
+        self._changed: dict[str, int] = {}  # switch -> when its groups last changed (ns, the counter sample)
         self._strikes: dict[str, int] = {}
         self._calls = 0
         self.disagreements = 0  # traces found to contradict the counters (cumulative)
         self.fallback_reason: dict[str, str] = {}  # flow id -> why its trace did not place it (last window)
+        self._requests: list[tuple[str, str]] = []  # (flow id, src NIC) untrusted since ``take_retrace_requests``
 
     # -- traces ------------------------------------------------------------------------------------
 
@@ -90,6 +100,7 @@ class TraceResolver:
         if trace is None:
             self._traces.pop(flow_id, None)
             self._placements.pop(flow_id, None)
+            self._forwarders.pop(flow_id, None)
             self._untrusted.pop(flow_id, None)
             self._strikes.pop(flow_id, None)
             return
@@ -110,8 +121,11 @@ class TraceResolver:
         self._strikes.pop(flow_id, None)
         if tp.path is not None:
             self._placements[flow_id] = Placement.single(tp.path, 1.0, TRACE_METHOD)
+            links = self.fabric.links
+            self._forwarders[flow_id] = frozenset(links[lid].src_node for lid in tp.path[1:-1] if lid in links)
         else:
             self._placements.pop(flow_id, None)
+            self._forwarders.pop(flow_id, None)
         u = self._untrusted.get(flow_id)
         if u is not None and tp.finished_ns > u:
             del self._untrusted[flow_id]  # a newer trace: trusted again until it, too, disagrees
@@ -121,14 +135,33 @@ class TraceResolver:
             return "no trace"
         if tp.path is None:
             return tp.why
-        if window_end_ns - tp.finished_ns > self.config.max_age_ns:
-            return f"stale: finished {(window_end_ns - tp.finished_ns) / 1e9:.0f} s before the window end"
+        until = tp.valid_until_ns or tp.finished_ns + self.config.unstamped_valid_ns
+        if window_end_ns > until:
+            return (f"stale: valid until {(window_end_ns - until) / 1e9:.0f} s before the window end "
+                    f"(finished {(window_end_ns - tp.finished_ns) / 1e9:.0f} s before)")
+        for sw in self._forwarders.get(f.flow_id, ()):
+            changed = self._changed.get(sw)
+            if changed is not None and changed >= tp.finished_ns:
+                return f"stale: the ECMP groups of {sw} changed after the trace"
         if (tp.src_nic, tp.dst_nic) != (f.src_nic, f.dst_nic) or tp.five_tuple != (
                 f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port):
             return "another 5-tuple: the trace is not of the flow's current path"
         if f.flow_id in self._untrusted:
             return "untrusted: its bytes contradicted the counters"
         return ""
+
+    def observe_groups(self, switch: str, groups: Sequence[Mapping[str, int]], at_ns: int = 0) -> None:
+        """``switch``'s AFT groups (egress port -> weight, per group) as its counter sample at ``at_ns`` (ns since
+        the epoch) says: when they differ from the ones seen before, every trace through ``switch`` that finished
+        no later than ``at_ns`` stops placing its flow (the flow may have moved) until a newer trace arrives. The
+        first groups seen of a switch are a baseline, not a change."""
+        seen = tuple(sorted({tuple(sorted((p, int(w)) for p, w in g.items())) for g in groups}))
+        old = self._groups.get(switch)
+        self._groups[switch] = seen
+        if old is not None and old != seen:
+            self._changed[switch] = max(at_ns, self._changed.get(switch, 0))
+            log.info("ECMP groups of %s changed: traces through it from before %d ns fall back until re-traced",
+                     switch, at_ns)
 
     # -- the contract -----------------------------------------------------------------------------
 
@@ -183,10 +216,17 @@ class TraceResolver:
                 self._strikes.pop(fid, None)
                 self._untrusted[fid] = self._traces[fid].finished_ns
                 self.disagreements += 1
+                self._requests.append((fid, flows[n].src_nic))
                 log.warning("path trace of flow %s disagrees with the counters for %d windows (a link of its traced "
                             "path carried less than the traced flows sent); its trace is untrusted, infer places it",
                             fid, s)
                 out.append(n)
+        return out
+
+    def take_retrace_requests(self) -> list[tuple[str, str]]:
+        """The (flow id, sending NIC) whose trace became untrusted since the last call: the flows stage asks their
+        agents to re-trace them (``flowtracer.trace-requests.v1``)."""
+        out, self._requests = self._requests, []
         return out
 
     def _forget(self, now_ns: int) -> None:
@@ -200,7 +240,9 @@ class TraceResolver:
         """The traces (as resolved paths), which are untrusted, and the fallback's state; JSON-able."""
         return {"version": STATE_VERSION, "config": asdict(self.config), "infer": self.infer.state(),
                 "traces": {fid: tp.to_json() for fid, tp in self._traces.items()},
-                "untrusted": dict(self._untrusted)}
+                "untrusted": dict(self._untrusted),
+                "groups": {sw: [[list(m) for m in g] for g in gs] for sw, gs in self._groups.items()},
+                "groups_changed": dict(self._changed)}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state()`` (merges: several partitions' states may be restored into one instance)."""
@@ -212,6 +254,10 @@ class TraceResolver:
             for fid, v in state.get("traces", {}).items():
                 self._take(fid, TracedPath.from_json(v))
             self._untrusted.update({fid: int(fin) for fid, fin in state.get("untrusted", {}).items()})
+            for sw, gs in state.get("groups", {}).items():  # absent in states saved before group changes counted
+                self._groups.setdefault(sw, tuple(tuple((str(p), int(w)) for p, w in g) for g in gs))
+            for sw, at in state.get("groups_changed", {}).items():
+                self._changed[sw] = max(int(at), self._changed.get(sw, 0))
         except (TypeError, ValueError) as e:
             raise ValueError(f"trace resolver state: damaged traces: {type(e).__name__}: {e}") from None
         self.infer.restore(state.get("infer", {}))

@@ -34,16 +34,20 @@ class TracedPath:
     finished_ns: int  # ns since the epoch
     path: Path | None
     why: str  # why ``path`` is None ("" when it is set)
+    valid_until_ns: int = 0  # the agent's ``valid_until_ns`` (ns since the epoch); 0: not stamped (older agents)
 
     def to_json(self) -> list[object]:
         return [self.src_nic, self.dst_nic, *self.five_tuple, self.finished_ns,
-                list(self.path) if self.path is not None else None, self.why]
+                list(self.path) if self.path is not None else None, self.why, self.valid_until_ns]
 
     @classmethod
     def from_json(cls, v: list[object]) -> TracedPath:
-        src, dst, sip, dip, sport, dport, fin, path, why = v
+        """From ``to_json``; a state saved before ``valid_until_ns`` existed (9 items) reads as not stamped."""
+        src, dst, sip, dip, sport, dport, fin, path, why, *rest = v
+        until = int(rest[0]) if rest else 0  # type: ignore[call-overload]
         return cls(str(src), str(dst), (str(sip), str(dip), int(sport), int(dport)),  # type: ignore[call-overload]
-                   int(fin), tuple(path) if path is not None else None, str(why))  # type: ignore[arg-type, call-overload]
+                   int(fin), tuple(path) if path is not None else None, str(why),  # type: ignore[arg-type, call-overload]
+                   until)
 
 
 def ingress_index(fabric: Fabric) -> dict[tuple[str, str], str]:
@@ -59,7 +63,8 @@ def traced_path(fabric: Fabric, ingress: Mapping[tuple[str, str], str], trace: t
     five = (trace.src_ip, trace.dst_ip, trace.udp_src_port, trace.udp_dst_port)
 
     def none(why: str) -> TracedPath:
-        return TracedPath(trace.src_nic, dst.name if dst is not None else "", five, trace.finished_ns, None, why)
+        return TracedPath(trace.src_nic, dst.name if dst is not None else "", five, trace.finished_ns, None, why,
+                          trace.valid_until_ns)
 
     if src is None or dst is None:
         return none(f"unknown NIC: src_nic {trace.src_nic!r} / dst_ip {trace.dst_ip!r} not in the topology")
@@ -85,4 +90,4 @@ def traced_path(fabric: Fabric, ingress: Mapping[tuple[str, str], str], trace: t
         return none(f"inconsistent: no equal-cost path from {src.name} to {dst.name} crosses the traced hops")
     if len(fits) > 1:
         return none(f"partial: {len(fits)} equal-cost paths fit the hops that answered")
-    return TracedPath(src.name, dst.name, five, trace.finished_ns, fits[0], "")
+    return TracedPath(src.name, dst.name, five, trace.finished_ns, fits[0], "", trace.valid_until_ns)

@@ -190,7 +190,9 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         keyed = ((e.link_loads, topics.LINK_LOADS, "link"), (e.path_loads, topics.PATH_LOADS, "path_id"),
                  (e.fims, topics.FIM, "group"), (e.collisions, topics.COLLISIONS, "group"),
                  (e.link_congestion, topics.LINK_CONGESTION, "link"), (e.nic_congestion, topics.NIC_CONGESTION, "nic"),
-                 (e.ecmp_drift, topics.ECMP_DRIFT, "switch"), (e.congestion_causes, topics.CONGESTION_CAUSE, "link"),
+                 (e.ecmp_drift, topics.ECMP_DRIFT, "switch"),
+                 (e.ecmp_groups, topics.ECMP_GROUPS, "switch"), (e.trace_requests, topics.TRACE_REQUESTS, "flow_id"),
+                 (e.congestion_causes, topics.CONGESTION_CAUSE, "link"),
                  (e.collective_profiles, topics.COLLECTIVE_PROFILE, "job_id"))
         for records, topic, key_field in keyed:
             for r in records:

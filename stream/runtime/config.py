@@ -37,8 +37,9 @@ class ProcessorConfig(BaseModel):
     heavy_share: float = Field(0.1, gt=0, le=1)
     #: A collision is claimed only from placements at least this confident (and whole on one member).
     collision_confidence: float = Field(0.9, ge=0, le=1)
-    #: Trace resolver: a path trace older than this (seconds, by the window end) no longer places its flow.
-    trace_max_age_s: float = Field(60.0, gt=0)
+    #: Trace resolver: how long (seconds after it finished) a path trace without ``valid_until_ns`` (an agent before
+    #: that field) places its flow; stamped traces hold until their ``valid_until_ns`` (docs/tracing.md).
+    trace_max_age_s: float = Field(1200.0, gt=0)
     #: Flows named per link in attributions and per collision.
     max_flows_per_link: int = Field(16, ge=1)
     #: Tansu compatibility (embedded broker): Faust's changelog recovery checks each partition's end offset by a

@@ -176,7 +176,7 @@ class Processor:
     def new_resolver(self) -> Resolver:
         """A resolver for one flows partition, with the processor's settings for the trace resolver."""
         if self.resolver_cls is TraceResolver:
-            return TraceResolver(self.fabric, TraceConfig(max_age_ns=round(self.cfg.trace_max_age_s * 1e9)))
+            return TraceResolver(self.fabric, TraceConfig(unstamped_valid_ns=round(self.cfg.trace_max_age_s * 1e9)))
         return self.resolver_cls(self.fabric)
 
     def trace_disagreements(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowtracer.schemas.v1 import analytics_pb2, flows_pb2, internal_pb2
+from flowtracer.schemas.v1 import analytics_pb2, flows_pb2, internal_pb2, traces_pb2
 
 
 @dataclass
@@ -19,6 +19,8 @@ class Emitted:
     link_congestion: list[analytics_pb2.LinkCongestion] = field(default_factory=list)
     nic_congestion: list[analytics_pb2.NicCongestionSample] = field(default_factory=list)
     ecmp_drift: list[analytics_pb2.EcmpDrift] = field(default_factory=list)
+    ecmp_groups: list[analytics_pb2.EcmpGroups] = field(default_factory=list)
+    trace_requests: list[traces_pb2.TraceRequest] = field(default_factory=list)
     congestion_causes: list[analytics_pb2.CongestionCause] = field(default_factory=list)
     collective_profiles: list[flows_pb2.CollectiveProfile] = field(default_factory=list)
     #: (destination partition, batch) of the internal attributions topic

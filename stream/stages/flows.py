@@ -24,7 +24,7 @@ from flowtracer.stream.analytics.collision_harm import cnps_by_nic
 from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, TraceConsumer
+from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, RetraceRequester, TraceConsumer
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
@@ -155,9 +155,16 @@ class FlowsStage:
                 measured.update(self.links.measured(item, self.hop_ns))
                 if follower is not None and (view := read_aft(item, self.links, self.hop_ns)) is not None \
                         and view.groups:
-                    follower.observe_groups(view.switch, view.groups)
+                    follower.observe_groups(view.switch, view.groups, item.timestamp_ns)
         obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
         placements = self.resolver.resolve(end, obs, measured)
+        if isinstance(self.resolver, RetraceRequester):
+            nics = self.links.fabric.nics
+            out.trace_requests.extend(traces_pb2.TraceRequest(
+                schema_version=SCHEMA_VERSION, flow_id=fid, src_leaf=nics[nic].leaf if nic in nics else "",
+                reason=traces_pb2.TRACE_REASON_CONTRADICTION, window_end_ns=end,
+                detail="a link of its traced path carried less than the traced flows sent")
+                for fid, nic in self.resolver.take_retrace_requests())
         # Only the links that name flows keep them (and only the heavy ones): fewer objects per window.
         att = attribute(obs, placements, keep_flows=self._named_min_bytes)
         self.unattributed.flows += att.unplaced_flows

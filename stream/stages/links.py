@@ -5,8 +5,9 @@ the AttributionBatches every flows partition sent here (with the window's NIC CN
 when every flows partition's batch arrived and the switches that usually report have reported. Per window:
 LinkLoads, rolling group FimSamples, Collisions (each judged harmful or not by the same window's congestion,
 stream/analytics/collision_harm.py), LinkCongestion of the switches that sent congestion counters, EcmpDrift of the
-switches whose AFT differs from the topology, and one GroupFimBatch for the fabric-wide aggregation (with the
-evidence of each congested link, for the fabric-wide congestion causes).
+switches whose AFT differs from the topology, EcmpGroups of the switches whose live groups changed (and of each one
+once after a start), and one GroupFimBatch for the fabric-wide aggregation (with the evidence of each congested link,
+for the fabric-wide congestion causes).
 
 A switch's groups follow its AFT from the window its CounterBatch says so (``aft_groups``): a withdrawn next hop or
 a changed weight is in that window's group samples; a switch that streams no group state keeps the topology's.
@@ -24,7 +25,15 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
-from flowtracer.stream.analytics.aft_groups import AftView, WeightedGroup, read_aft, switch_groups, topology_groups
+from flowtracer.stream.analytics.aft_groups import (
+    AftView,
+    WeightedGroup,
+    groups_record,
+    groups_signature,
+    read_aft,
+    switch_groups,
+    topology_groups,
+)
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.collision_harm import assess, cnp_shares, link_signals
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHistory, fim_samples, find_collision, group_hop
@@ -86,6 +95,9 @@ class LinksStage:
         #: groups each switch's newest CounterBatch said it has.
         self.topology_groups = topology_groups(fabric, mine)
         self.live_groups: dict[str, list[WeightedGroup]] = dict(self.topology_groups)
+        #: What each switch's groups were when last sent on the ecmp-groups topic (``groups_signature``): a record
+        #: only when they change, and once per switch after a start (readers compare contents).
+        self.groups_sent: dict[str, tuple[Any, ...]] = {}
         #: Each switch's differences as last logged: a log line only when they change.
         self.drift_logged: dict[str, tuple[Drift, ...]] = {}
         #: Each switch's newest AFT view and its window end: a window whose batches carry no next hops (its
@@ -201,6 +213,10 @@ class LinksStage:
                                 sw, self.history.hops)
             topo = self.topology_groups[sw]
             self.live_groups[sw] = switch_groups(view, topo, self.links)
+            sig = groups_signature(self.live_groups[sw])
+            if self.groups_sent.get(sw) != sig:
+                self.groups_sent[sw] = sig
+                out.ecmp_groups.append(groups_record(sw, self.live_groups[sw], start, end))
             drifts = group_drift(view, topo, self.links) if view is not None else ()
             out.ecmp_drift.extend(drift_records(drifts, start, end))
             line = drift_change(sw, self.drift_logged.get(sw, ()), drifts) if view is not None else None

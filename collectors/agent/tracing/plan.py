@@ -46,7 +46,7 @@ class TracePlanner:
     """Decides which flows to trace next.
 
     Args:
-        refresh_ns: re-trace a complete trace this old.
+        refresh_ns: re-trace a complete trace this old; a trace holds twice this long (``valid_until_ns``).
         retry_ns: first and longest wait before re-tracing a partial or failed trace (doubling).
         expire_ns: a flow not seen in ``observe`` for this long has ended (``expired`` returns it).
     """
@@ -65,6 +65,12 @@ class TracePlanner:
             return  # something sooner (and more telling) is already due
         st.due_ns, st.reason = at_ns, reason
         heapq.heappush(self._heap, (at_ns, st.flow.flow_id))
+
+    def valid_until_ns(self, finished_ns: int) -> int:
+        """Until when a trace that finished at ``finished_ns`` holds (ns since the epoch; stamped on the PathTrace
+        for the processor): its refresh is due ``refresh_ns`` later, and the same again is grace for a refresh that
+        waits for the budget or comes out partial. The one setting both sides follow is ``refresh_ns``."""
+        return finished_ns + 2 * self.refresh_ns
 
     def observe(self, flows: Iterable[TraceFlow], now_ns: int) -> None:
         """The flows active in a window: new ones are due now; a changed 5-tuple is a new flow."""

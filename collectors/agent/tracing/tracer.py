@@ -1,8 +1,9 @@
 """The agent's tracer: planner + prober on a thread, finished traces and tombstones to a publisher.
 
 ``observe`` (each window's active flows), ``mark_contradicted`` and ``link_changed`` may be called
-from any thread. Nothing calls ``mark_contradicted``/``link_changed`` from outside the agent process
-yet (the processor has no channel to the agents); they are the entry points for one (docs/tracing.md).
+from any thread. ``link_changed`` is called by the agent's ``GroupWatch`` when the processor's
+ecmp-groups topic says a switch's groups changed; nothing outside the agent calls ``mark_contradicted``
+yet (docs/tracing.md). Every published trace carries ``valid_until_ns`` (``TracePlanner.valid_until_ns``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Tracer:
         with self._lock:
             now = self.clock()
             for t in done:
+                t.valid_until_ns = self.planner.valid_until_ns(t.finished_ns)
                 self.planner.finished(t, now)
                 self.traces += 1
                 self.completed += t.status == tpb.TRACE_STATUS_COMPLETE

@@ -40,7 +40,7 @@ def test_traced_flows_are_placed_on_their_path_with_confidence_one() -> None:
 def test_untraced_stale_partial_and_inconsistent_fall_back_to_infer_and_say_so() -> None:
     sy = synth(SPEC, qps_per_nic=2)
     fab = sy.fabric
-    res = TraceResolver(fab, TraceConfig(max_age_ns=60 * SEC))
+    res = TraceResolver(fab, TraceConfig(unstamped_valid_ns=60 * SEC))
     which = routed(sy)
     a, b, c, d, e, g = (sy.flows[i] for i in which[:6])
     truth = sy.truth
@@ -114,8 +114,11 @@ def test_a_trace_that_contradicts_the_counters_is_counted_and_untrusted(caplog: 
     assert out[which[0]].method == "infer"  # type: ignore[union-attr]
     assert res.fallback_reason[f.flow_id].startswith("untrusted")
     assert sum("disagrees with the counters" in r.message and f.flow_id in r.message for r in caplog.records) == 1
-    res.resolve(*sy.window())  # still untrusted: no second count or log line for this trace
+    asked = res.take_retrace_requests()  # its agent is asked to trace it again (trace-requests topic), once
+    assert (f.flow_id, f.src_nic) in asked and len(asked) == len(set(asked))
+    res.resolve(*sy.window())  # still untrusted: no second count, log line or request for this trace
     assert sum(f.flow_id in r.message for r in caplog.records) == 1
+    assert res.take_retrace_requests() == []
     res.observe_trace(f.flow_id, make_trace(fab, f, true, 2 * SEC))  # a newer trace is trusted again
     out = res.resolve(*sy.window())
     assert out[which[0]] == Placement.single(true, 1.0, TRACE_METHOD)
@@ -144,3 +147,74 @@ def test_traced_path_reads_hops_as_ingress_links() -> None:
     bad = make_trace(fab, f, sy.truth[f.flow_id], SEC)
     bad.hops[1].port = "Ethernet999"
     assert traced_path(fab, ingress_index(fab), bad).why.startswith("inconsistent: hop ttl 2")
+
+
+def stamped(sy: Synth, f: object, finished_ns: int, valid_until_ns: int) -> traces_pb2.PathTrace:
+    t = make_trace(sy.fabric, f, sy.truth[f.flow_id], finished_ns)  # type: ignore[arg-type, attr-defined]
+    t.valid_until_ns = valid_until_ns
+    return t
+
+
+def test_a_stamped_trace_holds_until_its_valid_until_whatever_its_age() -> None:
+    """The agent's ``valid_until_ns`` decides, not a processor-side age: a trace an hour old still places its flow
+    while the agent vouches for it, and stops the window after; an unstamped trace holds ``unstamped_valid_ns``."""
+    sy = synth(SPEC, qps_per_nic=1)
+    res = TraceResolver(sy.fabric, TraceConfig(unstamped_valid_ns=60 * SEC))
+    f, g = (sy.flows[i] for i in routed(sy)[:2])
+    res.observe_trace(f.flow_id, stamped(sy, f, SEC, 4000 * SEC))
+    res.observe_trace(g.flow_id, make_trace(sy.fabric, g, sy.truth[g.flow_id], SEC))  # an older agent's
+    placed = res.resolve(3600 * SEC, [f, g], {})
+    assert placed[0] == Placement.single(sy.truth[f.flow_id], 1.0, TRACE_METHOD)
+    assert placed[1].method == "infer" and res.fallback_reason[g.flow_id].startswith("stale")  # type: ignore[union-attr]
+    assert res.resolve(61 * SEC, [g], {})[0].method == TRACE_METHOD  # type: ignore[union-attr]  # finished + 60 s
+    assert res.resolve(62 * SEC, [g], {})[0].method == "infer"  # type: ignore[union-attr]
+    assert res.resolve(4000 * SEC, [f], {})[0].method == TRACE_METHOD  # type: ignore[union-attr]
+    assert res.resolve(4001 * SEC, [f], {})[0].method == "infer"  # type: ignore[union-attr]
+    assert res.fallback_reason[f.flow_id].startswith("stale: valid until")
+
+
+def test_a_group_change_on_the_path_ends_older_traces_until_a_newer_one() -> None:
+    """A leaf's AFT groups change (a next hop withdrawn): every trace through the leaf that finished before the
+    sample showing it falls back; traces of other leaves stay; a trace after the change places again. The first
+    groups seen are a baseline, and the same groups again are no change."""
+    sy = synth(SPEC, qps_per_nic=1)
+    fab = sy.fabric
+    res = TraceResolver(fab)
+    which = routed(sy)
+    f = sy.flows[which[0]]
+    leaf = fab.nics[f.src_nic].leaf
+    other = next(sy.flows[i] for i in which  # a flow ``leaf`` does not forward (it may end there)
+                 if leaf not in {fab.links[lid].src_node for lid in sy.truth[sy.flows[i].flow_id][1:-1]})
+    for x in (f, other):
+        res.observe_trace(x.flow_id, stamped(sy, x, SEC, 1000 * SEC))
+    ports = sorted({lk.src_port for lk in fab.out_links[leaf] if lk.dst_node in fab.switch_names})
+    res.observe_groups(leaf, [dict.fromkeys(ports, 1)], at_ns=2 * SEC)  # the baseline
+    res.observe_groups(leaf, [dict.fromkeys(reversed(ports), 1)] * 2, at_ns=3 * SEC)  # the same, twice: no change
+    assert [p.method for p in res.resolve(4 * SEC, [f, other], {})] == [TRACE_METHOD, TRACE_METHOD]  # type: ignore[union-attr]
+    res.observe_groups(leaf, [dict.fromkeys(ports[1:], 1)], at_ns=5 * SEC)  # a member withdrawn
+    out = res.resolve(5 * SEC, [f, other], {})
+    assert out[0].method == "infer" and out[1].method == TRACE_METHOD  # type: ignore[union-attr]
+    assert res.fallback_reason[f.flow_id] == f"stale: the ECMP groups of {leaf} changed after the trace"
+    # The state carries the groups and the change: a restarted processor does not trust the old trace either.
+    again = TraceResolver(fab)
+    again.restore(res.state())
+    assert again.resolve(6 * SEC, [f], {})[0].method == "infer"  # type: ignore[union-attr]
+    res.observe_trace(f.flow_id, stamped(sy, f, 6 * SEC, 1000 * SEC))  # re-traced after the change
+    assert res.resolve(7 * SEC, [f], {})[0] == Placement.single(sy.truth[f.flow_id], 1.0, TRACE_METHOD)
+
+
+def test_a_state_saved_before_valid_until_reads_as_unstamped() -> None:
+    sy = synth(SPEC, qps_per_nic=1)
+    f = sy.flows[routed(sy)[0]]
+    res = TraceResolver(sy.fabric)
+    res.observe_trace(f.flow_id, make_trace(sy.fabric, f, sy.truth[f.flow_id], SEC))
+    state = res.state()
+    state["traces"] = {fid: v[:9] for fid, v in state["traces"].items()}  # the 9-item form of older processors
+    state.pop("groups")
+    state.pop("groups_changed")
+    again = TraceResolver(sy.fabric, TraceConfig(unstamped_valid_ns=60 * SEC))
+    again.restore(state)
+    assert again._traces[f.flow_id].valid_until_ns == 0
+    assert again.resolve(61 * SEC, [f], {})[0].method == TRACE_METHOD  # type: ignore[union-attr]
+    assert again.resolve(62 * SEC, [f], {})[0].method == "infer"  # type: ignore[union-attr]
+

@@ -119,3 +119,25 @@ def test_a_group_of_one_member_stays_out_of_the_fabric_fim() -> None:
         sample("leaf01:spine02", 1, 0.0), sample("leaf02:spine01|spine02", 2, 0.5)]), "g", now_ns=S)
     (fabric,) = c.finalize(now_ns=100 * S).fims
     assert (fabric.group, fabric.fim, fabric.members) == ("fabric", 0.5, 1)  # not diluted to 0.25
+
+
+def test_each_switch_s_groups_go_out_once_after_a_start_and_again_when_they_change() -> None:
+    """The ecmp-groups topic (what the tracing agents follow): every owned switch once, then only a switch whose
+    members or weights changed, in the window that shows it; the AFT agreeing with the topology is no change."""
+    stage = LinksStage(0, 1, FABRIC, LINKS, S, 5 * S, rolling_hops=1)
+    first = _window(stage, 1, None)
+    assert sorted(g.switch for g in first.ecmp_groups) == sorted(FABRIC.switch_names)
+    (leaf01,) = [g for g in first.ecmp_groups if g.switch == "leaf01"]
+    assert (leaf01.group_source, leaf01.window_end_ns) == ("topology", S)
+    assert [(g.group, list(g.links), list(g.weights)) for g in leaf01.groups] == [
+        ("leaf01:spine01|spine02", [UP1, UP2], [1, 1])]
+    same = {"Ethernet3": ("7", 1, GB), "Ethernet4": ("7", 1, GB)}
+    assert not _window(stage, 2, same).ecmp_groups  # the AFT says what the topology said
+    withdrawn = _window(stage, 3, {"Ethernet3": ("7", 1, GB), "Ethernet4": ("", 1, 0)})
+    assert [(g.switch, g.group_source, [(x.group, list(x.links)) for x in g.groups], g.window_end_ns)
+            for g in withdrawn.ecmp_groups] == [("leaf01", "aft", [("leaf01:spine01", [UP1])], 3 * S)]
+    assert not _window(stage, 4, {"Ethernet3": ("7", 1, GB), "Ethernet4": ("", 1, 0)}).ecmp_groups
+    back = _window(stage, 5, same)
+    assert [(g.switch, [list(x.weights) for x in g.groups]) for g in back.ecmp_groups] == [("leaf01", [[1, 1]])]
+    weighted = _window(stage, 6, {"Ethernet3": ("7", 2, GB), "Ethernet4": ("7", 1, GB)})
+    assert [[list(x.weights) for x in g.groups] for g in weighted.ecmp_groups] == [[[2, 1]]]

@@ -101,6 +101,7 @@ def test_agent_publishes_traces_on_the_source_leaf_partition(sim: tuple[Engine, 
         assert t.flow_id == key and key.startswith(f"{f.host}:") and key.count("/") == 2
         assert p == trace_partition(f.src_leaf, 8) and t.src_leaf == f.src_leaf
         assert t.status == tpb.TRACE_STATUS_COMPLETE and t.agent_id == "tracer-test"
+        assert t.valid_until_ns == t.finished_ns + 2 * 600 * 1_000_000_000  # its refresh (10 min) and as much grace
         assert t.hops[0].switch == f.src_leaf and t.hops[-1].switch == f.dst_leaf
         assert (p, key) in tombs
     assert responder.answered >= len(flows)
