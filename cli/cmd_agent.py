@@ -12,21 +12,41 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from flowtracer.collectors.agent.agent import Agent, Sink, StdoutSink
-from flowtracer.collectors.agent.config import ConfigError, load_config
+from flowtracer.collectors.agent.config import AgentConfig, ConfigError, load_config
 from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.schemas.record_identity import IdentityError, load_key, sign
 from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.agent")
+
+
+def record_signer(cfg: AgentConfig) -> Callable[[str, bytes, bytes | None], list[tuple[str, bytes]]] | None:
+    """The headers that sign each record as ``cfg.host`` (``host_key_file``), or None when not configured.
+    A key file that cannot be read is one line and exit 2; the key itself is never printed."""
+    if cfg.host_key_file is None:
+        return None
+    if cfg.source == "sim":
+        click.echo("flowtracer agent: host_key_file signs as one host; source sim reads many (leave it unset)",
+                   err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    try:
+        key = load_key(cfg.host_key_file, "host_key_file")
+    except IdentityError as e:
+        click.echo(f"flowtracer agent: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    host = cfg.host
+    return lambda topic, k, v: sign(key, host, topic, k, v)
 
 
 @click.command("agent")
@@ -108,7 +128,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
 
         sink = KafkaSink(cfg.kafka, client_id=f"flowtracer-agent-{cfg.agent_id}", max_buffer=cfg.max_buffer,
                          enable_idempotence=cfg.kafka_idempotence, metrics=metrics.sink_metrics(),
-                         producer_config=client_config)
+                         producer_config=client_config, headers=record_signer(cfg))
     else:
         sink = StdoutSink()
     stop = threading.Event()

@@ -102,6 +102,10 @@ class AgentConfig(BaseModel):
     kafka_idempotence: bool | None = None
     #: TLS / SASL towards the brokers (docs/operations.md, Security); ``--kafka-config`` replaces it.
     kafka_security: KafkaSecurity = KafkaSecurity()
+    #: This host's record-signing key (hex, 32 bytes; ``flowtracer-host-keys``): every record sent (flows,
+    #: path traces, QP ends) is signed as ``host``, and a processor given the master key refuses records a
+    #: host sends for another (docs/operations.md, Record identity). One host per agent: not for source sim.
+    host_key_file: Path | None = None
     #: Window length; windows are aligned to multiples of it since the Unix epoch.
     interval: timedelta = timedelta(seconds=1)
     #: Identifies this agent process in every FlowBatch.
