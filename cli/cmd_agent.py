@@ -82,13 +82,17 @@ def record_signer(cfg: AgentConfig) -> Callable[[str, bytes, bytes | None], list
                    "for `flowtracer topology discover --inventory`.")
 @click.option("--lldp-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="`lldpctl -f json` output: the switch port each NIC hears (with --inventory-out).")
+@click.option("--host-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="FLOWTRACER_HOST_KEY_FILE",
+              help="This host's record-signing key (hex; flowtracer-host-keys): every record is signed as --host "
+                   "(docs/operations.md, Record identity).")
 @kafka_config_option
 def agent(config_file: Path | None, source: str | None, kafka: str | None, topic: str | None, no_idem: bool | None,
           interval: str | None, topology: Path | None, host: str | None, sim_endpoints: Path | None,
           nccl_log: str | None, sysfs_root: Path | None, sysfs_only: bool | None, rdma_command: str | None,
           no_qp_counters: bool | None, agent_id: str | None, peer_exchange: bool | None, metrics_port: int | None,
           max_windows: int | None, inventory_out: Path | None, lldp_json: Path | None,
-          kafka_config: Path | None) -> None:
+          host_key_file: Path | None, kafka_config: Path | None) -> None:
     """Stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes per window) from hosts into Kafka.
 
     On a real host run one agent per host (--source linux). For the simulator one process acts as
@@ -101,7 +105,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         "source": source, "kafka": kafka, "topic": topic, "interval": interval, "topology": topology,
         "host": host, "sim_endpoints": sim_endpoints, "nccl_log": nccl_log, "sysfs_root": sysfs_root,
         "sysfs_only": sysfs_only, "agent_id": agent_id, "metrics_port": metrics_port, "max_windows": max_windows,
-        "peer_exchange": peer_exchange,
+        "peer_exchange": peer_exchange, "host_key_file": host_key_file,
         "rdma_command": shlex.split(rdma_command) if rdma_command else None,
         "qp_counters": False if no_qp_counters else None, "kafka_idempotence": False if no_idem else None,
     }
