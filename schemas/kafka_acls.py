@@ -12,8 +12,9 @@ the processor's outputs, and a collector's cannot write flows:
   its own;
 * diagnose: read the processor's outputs, write and read incidents.
 
-Every stage may also describe every ``flowtracer.`` topic (metadata only: names and partitions, no data):
-the stages check at start that the topics exist (``topic_admin.ensure_topics``). Topics are created with
+Every stage may also describe every ``flowtracer.`` topic and those of each app id (metadata only: names and
+partitions, no data): the stages' start-up checks that the topics exist (``topic_admin.ensure_topics``, the
+init containers' ``flowtracer-create-topics --app-id``). Topics are created with
 an admin principal (``flowtracer-create-topics``), never by a stage. ACLs authorize topics, not records:
 which host a FlowBatch speaks for is checked by its signature (``record_identity``).
 
@@ -71,7 +72,7 @@ def plan(app_ids: Sequence[str] = ("flowtracer-processor",), agent_users: Sequen
     (one shared user, or one per host: ``agent_users_per_host``)."""
     prefix = "flowtracer."
     users = [collector_user, *agent_users, processor_user, diagnose_user]
-    out = [Acl(u, DESCRIBE, TOPIC, prefix, PREFIXED) for u in users]
+    out = [Acl(u, DESCRIBE, TOPIC, p, PREFIXED) for u in users for p in (prefix, *app_ids)]
     out += _topic_acls(collector_user, WRITE, COLLECTOR_WRITES)
     for agent in agent_users:
         out += _topic_acls(agent, WRITE, AGENT_WRITES)

@@ -48,6 +48,8 @@ def test_reads_and_groups() -> None:
     assert not may(ACLS, AGENT_USER, READ, GROUP, "flowtracer-processor")
     # Metadata of every contract topic (the stages check at start that they exist), no data.
     assert all(may(ACLS, u, DESCRIBE, TOPIC, topics.COUNTERS.name) for u in (AGENT_USER, COLLECTOR_USER))
+    assert may(ACLS, COLLECTOR_USER, DESCRIBE, TOPIC, "flowtracer-processor-stage-state-changelog")
+    assert not may(ACLS, COLLECTOR_USER, READ, TOPIC, "flowtracer-processor-stage-state-changelog")
 
 
 def test_per_host_agent_users() -> None:
