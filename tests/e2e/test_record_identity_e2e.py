@@ -1,9 +1,11 @@
-"""A host cannot speak for another, through the SASL chain the test bed has (SASL proxy -> Tansu):
+"""A host cannot speak for another, through the SASL chain the test bed has (SASL proxy -> Tansu), with the
+shipped per-stage write ACLs (schemas/kafka_acls.py, one agent user per host) emulated by the proxy:
 
 * an agent logs in as its own user (``flowtracer-agent-host01``) and sends, with the agent's own sink and
   signer (``KafkaSink`` + ``cmd_agent.record_signer``, host key from ``flowtracer-host-keys``' derivation),
   one FlowBatch for its host and forged ones for host02: signed with its own key, signed under host02's
   name with its own key, and unsigned;
+* the same credentials cannot write a switch's counters at all: the "broker" refuses them (ACLs);
 * a real ``flowtracer process`` worker, logged in as ``flowtracer-processor`` and given the master key, takes
   the agent's own batch and dead-letters every forged one with the reason, counted per topic.
 
@@ -25,16 +27,18 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
 from waiting import wait_for
 
 from flowtracer.cmd_agent import record_signer
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.schemas import topics
+from flowtracer.schemas.kafka_acls import TOPIC, WRITE, agent_users_per_host, may, plan
 from flowtracer.schemas.record_identity import host_key, sign
 from flowtracer.schemas.topic_admin import ensure_topics
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2
 from flowtracer.testbed.sasl_proxy import SaslProxy
 from flowtracer.testbed.tansu import TansuBroker, free_port
 
@@ -55,7 +59,12 @@ def _client(user: str) -> dict[str, str]:
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SaslProxy, TansuBroker]]:
     tmp = tmp_path_factory.mktemp("identity")
     tansu_port = free_port()
-    with SaslProxy(tansu_port, USERS, mechanisms=["SCRAM-SHA-512"]) as proxy, \
+    acls = plan((APP_ID,), agent_users_per_host(["host01"]))
+
+    def may_write(user: str, topic: str) -> bool:
+        return user == "flowtracer-admin" or may(acls, user, WRITE, TOPIC, topic)
+
+    with SaslProxy(tansu_port, USERS, mechanisms=["SCRAM-SHA-512"], may_write=may_write) as proxy, \
             TansuBroker(tansu_port, advertise=proxy.address, client_config=_client("flowtracer-admin"),
                         log_dir=tmp) as broker:
         ensure_topics(broker.bootstrap, PARTITIONS, app_id=APP_ID, client_config=_client("flowtracer-admin"))
@@ -106,9 +115,14 @@ def test_a_forged_flow_batch_is_refused_and_the_agents_own_passes(chain: tuple[S
              headers=sign(host_key(MASTER, "host01"), "host02", topics.FLOWS.name, b"leaf01", forged))
     raw.send(topics.FLOWS.name, key=b"leaf01", value=forged)
     raw.flush(30)
+    counters = counters_pb2.CounterBatch(schema_version=1, switch="leaf01", timestamp_ns=end, received_ns=end,
+                                         collector_id="forged", session=1, sequence=1)
+    with pytest.raises(TopicAuthorizationFailedError):
+        raw.send(topics.COUNTERS.name, key=b"leaf01", value=counters.SerializeToString()).get(timeout=30)
     raw.close()
     agent_logins = {s.client_id for s in proxy.sessions if s.user == "flowtracer-agent-host01"}
     assert {"flowtracer-agent-host01", "flowtracer-agent-host01-raw"} <= agent_logins
+    assert proxy.denied == [("flowtracer-agent-host01", topics.COUNTERS.name)]
 
     port = free_port()
     log_path = tmp_path / "process.log"
@@ -149,4 +163,6 @@ def test_a_forged_flow_batch_is_refused_and_the_agents_own_passes(chain: tuple[S
     assert all(flows_pb2.FlowBatch.FromString(d.value).host == "host02" for d in letters)
     log = log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]
+    # The processor did its job under the same ACLs: it wrote the dead letters and its own topics.
+    assert proxy.denied == [("flowtracer-agent-host01", topics.COUNTERS.name)]
     assert USERS["flowtracer-processor"] not in log and MASTER.hex() not in log
