@@ -36,10 +36,6 @@ def record_signer(cfg: AgentConfig) -> Callable[[str, bytes, bytes | None], list
     A key file that cannot be read is one line and exit 2; the key itself is never printed."""
     if cfg.host_key_file is None:
         return None
-    if cfg.source == "sim":
-        click.echo("flowtracer agent: host_key_file signs as one host; source sim reads many (leave it unset)",
-                   err=True)
-        sys.exit(EXIT_BAD_INPUT)
     try:
         key = load_key(cfg.host_key_file, "host_key_file")
     except IdentityError as e:

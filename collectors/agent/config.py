@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flowtracer.schemas import durations
 from flowtracer.schemas.kafka_security import KafkaSecurity
@@ -191,6 +191,12 @@ class AgentConfig(BaseModel):
         if not v or not v[0]:
             raise ValueError("must name a program")
         return v
+
+    @model_validator(mode="after")
+    def _one_host_signs(self) -> AgentConfig:
+        if self.host_key_file is not None and self.source == "sim":
+            raise ValueError("host_key_file signs as one host; source sim reads many (leave it unset)")
+        return self
 
     @property
     def interval_ns(self) -> int:
