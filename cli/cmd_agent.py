@@ -12,24 +12,40 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowtracer.collectors.agent.agent import Agent, Sink, StdoutSink
-from flowtracer.collectors.agent.config import ConfigError, load_config
+from flowtracer.collectors.agent.config import AgentConfig, ConfigError, load_config
 from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.schemas.record_identity import IdentityError, load_key, sign
 from flowtracer.schemas.topology import TopologyError, load_topology
 
 if TYPE_CHECKING:
     from flowtracer.collectors.agent.tracing.processor_feedback import GroupWatch, RequestWatch
 
 log = logging.getLogger("flowtracer.agent")
+
+
+def record_signer(cfg: AgentConfig) -> Callable[[str, bytes, bytes | None], list[tuple[str, bytes]]] | None:
+    """The headers that sign each record as ``cfg.host`` (``host_key_file``), or None when not configured.
+    A key file that cannot be read is one line and exit 2; the key itself is never printed."""
+    if cfg.host_key_file is None:
+        return None
+    try:
+        key = load_key(cfg.host_key_file, "host_key_file")
+    except IdentityError as e:
+        click.echo(f"flowtracer agent: {e}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    host = cfg.host
+    return lambda topic, k, v: sign(key, host, topic, k, v)
 
 
 @click.command("agent")
@@ -65,13 +81,17 @@ log = logging.getLogger("flowtracer.agent")
                    "for `flowtracer topology discover --inventory`.")
 @click.option("--lldp-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="`lldpctl -f json` output: the switch port each NIC hears (with --inventory-out).")
+@click.option("--host-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="FLOWTRACER_HOST_KEY_FILE",
+              help="This host's record-signing key (hex; flowtracer-host-keys): every record is signed as --host "
+                   "(docs/operations.md, Record identity).")
 @kafka_config_option
 def agent(config_file: Path | None, source: str | None, kafka: str | None, topic: str | None, no_idem: bool | None,
           interval: str | None, topology: Path | None, host: str | None, sim_endpoints: Path | None,
           nccl_log: str | None, sysfs_root: Path | None, sysfs_only: bool | None, rdma_command: str | None,
           no_qp_counters: bool | None, agent_id: str | None, peer_exchange: bool | None, metrics_port: int | None,
           max_windows: int | None, inventory_out: Path | None, lldp_json: Path | None,
-          kafka_config: Path | None) -> None:
+          host_key_file: Path | None, kafka_config: Path | None) -> None:
     """Stream RDMA flow records (QPs, RoCEv2 5-tuple, bytes per window) from hosts into Kafka.
 
     On a real host run one agent per host (--source linux). For the simulator one process acts as
@@ -84,7 +104,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
         "source": source, "kafka": kafka, "topic": topic, "interval": interval, "topology": topology,
         "host": host, "sim_endpoints": sim_endpoints, "nccl_log": nccl_log, "sysfs_root": sysfs_root,
         "sysfs_only": sysfs_only, "agent_id": agent_id, "metrics_port": metrics_port, "max_windows": max_windows,
-        "peer_exchange": peer_exchange,
+        "peer_exchange": peer_exchange, "host_key_file": host_key_file,
         "rdma_command": shlex.split(rdma_command) if rdma_command else None,
         "qp_counters": False if no_qp_counters else None, "kafka_idempotence": False if no_idem else None,
     }
@@ -111,7 +131,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
 
         sink = KafkaSink(cfg.kafka, client_id=f"flowtracer-agent-{cfg.agent_id}", max_buffer=cfg.max_buffer,
                          enable_idempotence=cfg.kafka_idempotence, metrics=metrics.sink_metrics(),
-                         producer_config=client_config)
+                         producer_config=client_config, headers=record_signer(cfg))
     else:
         sink = StdoutSink()
     stop = threading.Event()

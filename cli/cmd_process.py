@@ -13,6 +13,7 @@ from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.influx_options import influx_options
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.schemas.record_identity import IdentityError, load_key
 from flowtracer.schemas.topic_admin import TopicError, ensure_topics
 from flowtracer.schemas.topology import TopologyError, load_topology
 
@@ -58,13 +59,17 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--web-port", type=int, default=0, show_default=True, help="Worker web port (Faust views); 0 = off.")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
 @click.option("--app-id", default="flowtracer-processor", show_default=True, help="Consumer group / Faust app id.")
+@click.option("--host-key-master-file", type=click.Path(path_type=Path), default=None,
+              envvar="FLOWTRACER_HOST_KEY_MASTER_FILE",
+              help="Master key (hex) the agents' per-host keys derive from: every flow batch and path trace must "
+                   "then be signed by the host it names (docs/operations.md, Record identity).")
 @kafka_config_option
 def process(topology: Path, kafka: str, resolver: str, collision_confidence: float, trace_max_age_s: float,
             partitions: int, hop_s: float, rolling_window_s: float,
             grace_s: float, max_ahead_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
             influx_token_file: Path | None, line_protocol_file: Path | None, line_protocol_max_bytes: int,
             line_protocol_keep: int, tansu: bool, web_port: int, metrics_port: int, app_id: str,
-            kafka_config: Path | None = None) -> None:
+            host_key_master_file: Path | None = None, kafka_config: Path | None = None) -> None:
     """Join switch counters and host flows into link/path loads, collisions and a rolling FIM.
 
     Reads flowtracer.counters.v1, flowtracer.flows.v1 and (--resolver trace) flowtracer.path-traces.v1; writes
@@ -89,6 +94,12 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
         err = e.errors()[0]
         where = ".".join(map(str, err["loc"])) or "config"
         _fail(EXIT_BAD_INPUT, f"{where}: {err['msg'].removeprefix('Value error, ')}")
+    master = None
+    if host_key_master_file is not None:
+        try:
+            master = load_key(host_key_master_file, "--host-key-master-file")
+        except IdentityError as e:
+            _fail(EXIT_BAD_INPUT, str(e))
     try:
         load_topology(cfg.topology)
     except TopologyError as e:
@@ -103,4 +114,4 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
                       client_config=kafka_python_kwargs(cfg.kafka_security))
     except TopicError as e:
         _fail(EXIT_FAILURE, str(e))
-    sys.exit(run_worker(cfg, sink, metrics_port))
+    sys.exit(run_worker(cfg, sink, metrics_port, master))

@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka import KafkaProducer
@@ -48,6 +48,8 @@ from flowtracer.collectors.self_metrics import SinkMetrics
 log = logging.getLogger(__name__)
 
 _Record = tuple[str, bytes, bytes | None, int | None]  # (topic, key, value or None = tombstone, partition)
+RecordHeaders = Callable[[str, bytes, bytes | None], list[tuple[str, bytes]]]
+"""Headers of one record from (topic, key, value)."""
 _DROP_LOG_EVERY_S = 10.0  # at most one "dropped" warning per this many seconds
 _CONNECT_BACKOFF_S = (0.2, 10.0)  # producer (re)creation backoff: first, cap
 
@@ -75,6 +77,8 @@ class KafkaSink:
             (it is then re-queued here). Default: a week, i.e. until the broker is back.
         metrics: Prometheus instruments to update (``SelfMetrics.sink_metrics()``), optional.
         producer_config: extra ``KafkaProducer`` settings (e.g. security), applied last.
+        headers: ``(topic, key, value) -> [(name, bytes)]``, the headers of each record as it is handed
+            to kafka-python (the host agent's signature, ``flowtracer.schemas.record_identity``).
     """
 
     def __init__(
@@ -92,12 +96,14 @@ class KafkaSink:
         request_timeout_s: float = 10.0,
         metrics: SinkMetrics | None = None,
         producer_config: Mapping[str, Any] | None = None,
+        headers: RecordHeaders | None = None,
     ) -> None:
         if max_buffer < 1:
             raise ValueError(f"max_buffer must be at least 1, not {max_buffer}")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self.bootstrap = bootstrap
+        self._headers = headers
         self.client_id = client_id
         self.max_buffer = max_buffer
         self.max_buffer_bytes = max_buffer_bytes
@@ -385,7 +391,8 @@ class KafkaSink:
         assert producer is not None
         for i, rec in enumerate(batch):
             try:
-                fut = producer.send(rec[0], value=rec[2], key=rec[1], partition=rec[3])
+                headers = None if self._headers is None else self._headers(rec[0], rec[1], rec[2])
+                fut = producer.send(rec[0], value=rec[2], key=rec[1], partition=rec[3], headers=headers)
             except KafkaTimeoutError as e:  # no metadata within max_block_ms: broker unreachable
                 with self._cond:
                     self._last_error = repr(e)

@@ -14,10 +14,11 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+PRODUCE, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 18, 17, 36
 #: Versions the proxy answers: SaslHandshake v0-v1, SaslAuthenticate v0-v2 (v2 is flexible).
 SASL_VERSIONS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
 ERR_NONE, ERR_UNSUPPORTED_SASL_MECHANISM, ERR_ILLEGAL_SASL_STATE, ERR_SASL_AUTHENTICATION_FAILED = 0, 33, 34, 58
+ERR_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -58,8 +59,10 @@ class RequestHeader:
 
 
 def _flexible(api_key: int, version: int) -> bool:
-    """Whether a request of one of the keys read here uses header v2 (tagged fields)."""
-    return (api_key == API_VERSIONS and version >= 3) or (api_key == SASL_AUTHENTICATE and version >= 2)
+    """Whether a request of one of the keys read here uses header v2 (tagged fields): ApiVersions v3+,
+    SaslAuthenticate v2+, Produce v9+."""
+    return ((api_key == API_VERSIONS and version >= 3) or (api_key == SASL_AUTHENTICATE and version >= 2)
+            or (api_key == PRODUCE and version >= 9))
 
 
 def parse_request_header(frame: bytes) -> RequestHeader:
@@ -122,13 +125,7 @@ def rewrite_api_versions(response: bytes, version: int, extra: Mapping[int, tupl
     if error != ERR_NONE:
         return response
     flexible = version >= 3
-    pos = 6
-    if flexible:
-        n, pos = read_uvarint(response, pos)
-        n -= 1
-    else:
-        (n,) = struct.unpack_from(">i", response, pos)
-        pos += 4
+    n, pos = _count(response, 6, flexible)
     entries: dict[int, tuple[int, int, bytes]] = {}
     for _ in range(max(n, 0)):
         key, lo, hi = struct.unpack_from(">hhh", response, pos)
@@ -145,3 +142,91 @@ def rewrite_api_versions(response: bytes, version: int, extra: Mapping[int, tupl
     out += uvarint(len(entries) + 1) if flexible else struct.pack(">i", len(entries))
     out += b"".join(struct.pack(">hhh", k, lo, hi) + tags for k, (lo, hi, tags) in entries.items())
     return out + rest
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    """What the proxy's ACL check reads of a Produce request (v3-v12): acks and each topic's partitions."""
+
+    acks: int
+    topics: list[tuple[str, list[int]]]
+
+
+def _string(buf: bytes, pos: int, compact: bool) -> tuple[str | None, int]:
+    """A (compact) nullable string at *pos*: (value or None, position after it)."""
+    if compact:
+        n, pos = read_uvarint(buf, pos)
+        n -= 1
+    else:
+        (n,) = struct.unpack_from(">h", buf, pos)
+        pos += 2
+    if n < 0:
+        return None, pos
+    return buf[pos:pos + n].decode("utf-8", "replace"), pos + n
+
+
+def _count(buf: bytes, pos: int, compact: bool) -> tuple[int, int]:
+    """An array's (compact) count at *pos* (-1: null): (count, position after it)."""
+    if compact:
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    (n,) = struct.unpack_from(">i", buf, pos)
+    return n, pos + 4
+
+
+def parse_produce(frame_: bytes, header: RequestHeader) -> ProduceRequest:
+    """The acks and the (topic, partitions) of a Produce request frame, v3-v12 (v9+ flexible; v13 names
+    topics by id and is refused: ValueError). Record batches are skipped, never read."""
+    version, flexible = header.api_version, header.api_version >= 9
+    if not 3 <= version <= 12:
+        raise ValueError(f"Produce v{version} is not read here (v3-v12)")
+    _, pos = _string(frame_, header.body_offset, flexible)  # transactional id
+    acks, _timeout = struct.unpack_from(">hi", frame_, pos)
+    pos += 6
+    n_topics, pos = _count(frame_, pos, flexible)
+    out = []
+    for _ in range(max(n_topics, 0)):
+        name, pos = _string(frame_, pos, flexible)
+        n_parts, pos = _count(frame_, pos, flexible)
+        parts = []
+        for _ in range(max(n_parts, 0)):
+            (index,) = struct.unpack_from(">i", frame_, pos)
+            pos += 4
+            size, pos = _count(frame_, pos, flexible)  # records: (compact) nullable bytes
+            pos += max(size, 0)
+            if flexible:
+                pos = skip_tagged_fields(frame_, pos)
+            parts.append(index)
+        if flexible:
+            pos = skip_tagged_fields(frame_, pos)
+        out.append((name or "", parts))
+    return ProduceRequest(acks, out)
+
+
+def produce_error_response(header: RequestHeader, request: ProduceRequest, error: int) -> bytes:
+    """A Produce response (v3-v12, the version asked) giving ``error`` for every partition of the request,
+    as a broker answers a request its authorizer refused (offsets -1, no record errors, no message)."""
+    version, flexible = header.api_version, header.api_version >= 9
+
+    def string(s: str) -> bytes:
+        b = s.encode("utf-8")
+        return uvarint(len(b) + 1) + b if flexible else struct.pack(">h", len(b)) + b
+
+    def count(n: int) -> bytes:
+        return uvarint(n + 1) if flexible else struct.pack(">i", n)
+
+    body = struct.pack(">i", header.correlation_id) + (b"\0" if flexible else b"") + count(len(request.topics))
+    for name, parts in request.topics:
+        body += string(name) + count(len(parts))
+        for index in parts:
+            body += struct.pack(">ihqq", index, error, -1, -1)  # base offset, log append time
+            if version >= 5:
+                body += struct.pack(">q", -1)  # log start offset
+            if version >= 8:
+                body += count(0) + (b"\0" if flexible else struct.pack(">h", -1))  # record errors, message
+            if flexible:
+                body += b"\0"
+        if flexible:
+            body += b"\0"
+    body += struct.pack(">i", 0) + (b"\0" if flexible else b"")  # throttle time
+    return frame(body)

@@ -18,7 +18,13 @@ What it does, per client connection, as a Kafka broker does (KIP-43, KIP-152):
 * rewrites every ApiVersions response of the broker (v0-v2, and flexible v3+ with compact arrays and
   tagged fields) so that it advertises keys 17 and 36 in the versions implemented here (:mod:`.kafka_frames`);
 * after authentication forwards every byte unchanged in both directions (it keeps framing only to spot
-  ApiVersions responses).
+  ApiVersions responses);
+* optionally emulates the broker's write ACLs (``may_write``, e.g. the shipped per-stage plan of
+  ``flowtracer.schemas.kafka_acls``, handed in by the test: the test bed imports nothing of flowtracer's
+  stages): a Produce request (v3-v12) naming a topic its user may not write is answered
+  TOPIC_AUTHORIZATION_FAILED (29), in its turn among the broker's answers, and not forwarded. Simplified:
+  a request mixing allowed and refused topics is refused whole (a broker writes the allowed ones), and
+  reads, groups and topic creation are not checked.
 
 The broker behind it must advertise the address clients reach first (``TansuBroker(advertise=...)``:
 this proxy, or the stunnel4 TLS proxy in front of it), or clients would bypass it after the bootstrap.
@@ -32,7 +38,8 @@ import asyncio
 import logging
 import struct
 import threading
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
@@ -42,14 +49,18 @@ from flowtracer.testbed.kafka_frames import (
     ERR_ILLEGAL_SASL_STATE,
     ERR_NONE,
     ERR_SASL_AUTHENTICATION_FAILED,
+    ERR_TOPIC_AUTHORIZATION_FAILED,
     ERR_UNSUPPORTED_SASL_MECHANISM,
+    PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     authenticate_response,
     authenticate_token,
     frame,
     handshake_response,
+    parse_produce,
     parse_request_header,
+    produce_error_response,
     rewrite_api_versions,
 )
 from flowtracer.testbed.managed_process import HOST, free_port
@@ -105,10 +116,15 @@ class SaslProxy:
         users: ``user: password`` accepted; only salted SCRAM credentials are kept.
         mechanisms: the mechanisms enabled (default PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
         port: where to listen; ``None`` picks a free one.
+        may_write: ``(user, topic) -> bool``, the broker's write ACLs to emulate (e.g. the shipped plan,
+            ``flowtracer.schemas.kafka_acls``); a Produce request naming a topic its user may not write is
+            answered TOPIC_AUTHORIZATION_FAILED (29) for every partition and not forwarded (a real broker
+            would still write the allowed topics of a mixed request), and listed in :attr:`denied`.
+            ``None``: every authenticated user may write everything. Reads are not checked.
     """
 
     def __init__(self, backend_port: int, users: Mapping[str, str], mechanisms: Iterable[str] = MECHANISMS,
-                 port: int | None = None) -> None:
+                 port: int | None = None, may_write: Callable[[str, str], bool] | None = None) -> None:
         self.backend_port = backend_port
         self.mechanisms = tuple(mechanisms)
         unknown = set(self.mechanisms) - set(MECHANISMS)
@@ -119,6 +135,9 @@ class SaslProxy:
         #: Authenticated connections and refusals (reasons, never a secret), in arrival order.
         self.sessions: list[Session] = []
         self.refusals: list[str] = []
+        self.may_write = may_write
+        #: (user, topic) of every Produce refused by ``may_write``, in arrival order.
+        self.denied: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -194,8 +213,8 @@ class SaslProxy:
         self._tasks.add(task)
         opened: list[asyncio.StreamWriter] = [writer]  # closed at the end, whatever happened
         try:
-            backend = await self._authenticate(reader, writer, opened)
-            await self._forward(reader, writer, *backend)
+            b_reader, b_writer, user = await self._authenticate(reader, writer, opened)
+            await self._forward(reader, writer, b_reader, b_writer, user)
         except (_Closed, asyncio.CancelledError):
             pass
         except (struct.error, IndexError, ValueError) as e:  # a body shorter or other than its header says
@@ -220,9 +239,10 @@ class SaslProxy:
         return connection
 
     async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                            opened: list[asyncio.StreamWriter]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+                            opened: list[asyncio.StreamWriter]
+                            ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
         """Answer requests until the client is authenticated; the backend connection (opened for
-        ApiVersions or at the end, added to *opened*)."""
+        ApiVersions or at the end, added to *opened*) and the user."""
         backend: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         server: PlainServer | ScramServer | None = None
         handshake_version = -1
@@ -287,7 +307,8 @@ class SaslProxy:
         if not recorded:  # the v0 handshake's unframed tokens
             self._record(server, header.client_id, handshake_version)
         log.info("SASL proxy: %s authenticated as %s via %s", header.client_id, server.user, server.mechanism)
-        return backend or await self._backend(opened)
+        b_reader, b_writer = backend or await self._backend(opened)
+        return b_reader, b_writer, server.user
 
     def _record(self, server: PlainServer | ScramServer, client_id: str, handshake_version: int) -> None:
         """One authenticated connection (``sessions``)."""
@@ -295,10 +316,27 @@ class SaslProxy:
         with self._lock:
             self.sessions.append(Session(server.user, server.mechanism, client_id, handshake_version))
 
+    def _check_produce(self, user: str, data: bytes) -> tuple[bytes | None, bool]:
+        """(the TOPIC_AUTHORIZATION_FAILED response, or None when the request may go to the broker; whether the
+        client waits for a response, acks != 0) of a Produce request from ``user``."""
+        header = parse_request_header(data)
+        request = parse_produce(data, header)
+        refused = [t for t, _ in request.topics if self.may_write is not None and not self.may_write(user, t)]
+        if not refused:
+            return None, request.acks != 0
+        log.warning("SASL proxy: %s may not write %s (Produce from %r refused)", user, refused, header.client_id)
+        with self._lock:
+            self.denied.extend((user, t) for t in refused)
+        return produce_error_response(header, request, ERR_TOPIC_AUTHORIZATION_FAILED), request.acks != 0
+
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       b_reader: asyncio.StreamReader, b_writer: asyncio.StreamWriter) -> None:
-        """Both directions until either side closes; ApiVersions responses are rewritten."""
+                       b_reader: asyncio.StreamReader, b_writer: asyncio.StreamWriter, user: str) -> None:
+        """Both directions until either side closes; ApiVersions responses are rewritten, Produce requests
+        checked against ``may_write``. A refused Produce is answered in its turn: clients expect responses in
+        request order, so with ``may_write`` the correlation ids sent to the broker are tracked."""
         pending: dict[int, int] = {}  # correlation id -> ApiVersions version asked
+        checking = self.may_write is not None
+        awaiting: deque[tuple[int, bytes | None]] = deque()  # (corr, our own answer or None: the broker's)
 
         async def upstream() -> None:
             while True:
@@ -308,6 +346,17 @@ class SaslProxy:
                     pending[corr] = version
                 elif api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
                     raise self._refuse("SASL request after authentication (re-authentication is not offered)")
+                if checking:
+                    answer, answered = self._check_produce(user, data) if api_key == PRODUCE else (None, True)
+                    if answer is not None:
+                        if answered and awaiting:
+                            awaiting.append((corr, answer))
+                        elif answered:
+                            writer.write(answer)
+                            await writer.drain()
+                        continue
+                    if answered:
+                        awaiting.append((corr, None))
                 b_writer.write(frame(data))
                 await b_writer.drain()
 
@@ -318,6 +367,11 @@ class SaslProxy:
                 if corr in pending:
                     data = rewrite_api_versions(data, pending.pop(corr))
                 writer.write(frame(data))
+                if checking:
+                    if awaiting and awaiting[0][0] == corr:
+                        awaiting.popleft()
+                    while awaiting and awaiting[0][1] is not None:
+                        writer.write(awaiting.popleft()[1] or b"")
                 await writer.drain()
 
         tasks = [asyncio.ensure_future(upstream()), asyncio.ensure_future(downstream())]

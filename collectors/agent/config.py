@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flowtracer.schemas import durations
 from flowtracer.schemas.kafka_security import KafkaSecurity
@@ -102,6 +102,10 @@ class AgentConfig(BaseModel):
     kafka_idempotence: bool | None = None
     #: TLS / SASL towards the brokers (docs/operations.md, Security); ``--kafka-config`` replaces it.
     kafka_security: KafkaSecurity = KafkaSecurity()
+    #: This host's record-signing key (hex, 32 bytes; ``flowtracer-host-keys``): every record sent (flows,
+    #: path traces, QP ends) is signed as ``host``, and a processor given the master key refuses records a
+    #: host sends for another (docs/operations.md, Record identity). One host per agent: not for source sim.
+    host_key_file: Path | None = None
     #: Window length; windows are aligned to multiples of it since the Unix epoch.
     interval: timedelta = timedelta(seconds=1)
     #: Identifies this agent process in every FlowBatch.
@@ -187,6 +191,12 @@ class AgentConfig(BaseModel):
         if not v or not v[0]:
             raise ValueError("must name a program")
         return v
+
+    @model_validator(mode="after")
+    def _one_host_signs(self) -> AgentConfig:
+        if self.host_key_file is not None and self.source == "sim":
+            raise ValueError("host_key_file signs as one host; source sim reads many (leave it unset)")
+        return self
 
     @property
     def interval_ns(self) -> int:

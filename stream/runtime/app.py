@@ -243,7 +243,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             clock.received(wall)
             try:
                 holds = proc.accept(contract_topic.get(m.topic, m.topic), m.partition, m.value, hold, wall, m.key,
-                                    window_clock(wall))
+                                    window_clock(wall), m.headers)
             except BadRecord as e:
                 # Held until the dead letter is acknowledged, like any output.
                 commits.published(0, [await dead_letter(event, str(e))], [hold], at_ns=wall)

@@ -29,6 +29,7 @@ from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace, event_time
+from flowtracer.stream.runtime.record_origin import OriginCheck
 from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks, reading
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.fabric import STREAMS as FABRIC_STREAMS
@@ -162,6 +163,8 @@ class Processor:
         self._dirty_fabric = False
         #: Called with every published finalization (the dashboard's feed); must not raise or block.
         self.observers: list[Callable[[Emitted], None]] = []
+        #: Set by ``require_host_signatures``: agent records must be signed by the host they name.
+        self.origin: OriginCheck | None = None
 
     def flows_stage(self, p: int) -> FlowsStage:
         if p not in self.flows:
@@ -222,19 +225,28 @@ class Processor:
         self._dirty_fabric = False
         return out
 
+    def require_host_signatures(self, master: bytes) -> None:
+        """From now on refuse flows and path traces not signed by the host they name (``record_origin``)."""
+        self.origin = OriginCheck(master, self.metrics.registry)
+
     def accept(self, topic: str, partition: int, value: bytes | None, token: Any, now_ns: int,
-               key: bytes | None = None, clock_ns: int | None = None) -> int:
+               key: bytes | None = None, clock_ns: int | None = None, headers: Any = None) -> int:
         """Buffer a decoded record in its stage(s); return how many holds it took (0: nothing kept).
 
         ``now_ns`` is the wall clock (event times are checked against it), ``clock_ns`` the clock the window
         rules wait by (:class:`~flowtracer.stream.runtime.stall_clock.StallClock`; default ``now_ns``).
+        ``headers`` are the record's (the host signature, checked when ``require_host_signatures`` was called).
         Raises BadRecord for records that belong in the dead-letter topic.
         """
         self.metrics.records.labels(topic).inc()
         if topic == topics.PATH_TRACES.name:
             flow_id, trace = decode_trace(key, value)
+            if self.origin is not None:
+                self.origin.check(topic, key, value, headers, trace)
             return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
         msg = decode(topic, value)
+        if self.origin is not None:
+            self.origin.check(topic, key, value, headers, msg)
         if topic in self.input_topics:
             # Read before the check: a clock far ahead is dead-lettered, and this is where its skew shows.
             self._read_clock(msg, partition, now_ns)

@@ -38,16 +38,21 @@ def emitted_lines(e: Emitted) -> list[str]:
                      *e.ecmp_drift, *e.congestion_causes, *e.collective_profiles])
 
 
-def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0) -> int:
+def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,
+               host_key_master: bytes | None = None) -> int:
     """Run until SIGINT/SIGTERM; returns the exit code.
 
     The topics must exist: ``flowtracer process`` applies the topic plan first (``ensure_topics`` with
     the app id: contract, internal topics and these tables' changelogs), and Faust declares none itself.
+    ``host_key_master``: the agents' per-host keys derive from it; flows and traces must then be signed
+    by the host they name (``record_origin``).
     """
     import faust
 
     lines = (lambda e: []) if sink.name == NullSink.name else emitted_lines
     app, proc = build_app(cfg, sink, lines)
+    if host_key_master is not None:  # agents' records must be signed by the host they name
+        proc.require_host_signatures(host_key_master)
     if cfg.web_port:
         from flowtracer.stream.dashboard.server import register_dashboard
 

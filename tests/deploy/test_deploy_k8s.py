@@ -14,7 +14,7 @@ import yaml
 from deploy_helpers import DEPLOY, DOCS, ROOT, env_reads
 
 from flowtracer.collectors.gnmi.config import load_config
-from flowtracer.schemas.kafka_security import load_kafka_security
+from flowtracer.schemas.kafka_security import KafkaSecurity, load_kafka_security
 
 K8S = DEPLOY / "k8s"
 # Oldest supported (the pod-index label the collectors' sharding uses is on by default from 1.28)
@@ -214,26 +214,45 @@ def test_metrics_are_scrapable_where_the_annotations_say() -> None:
     assert allowed == {9464, 9475, 9477}
 
 
-def test_every_kafka_client_gets_the_kafka_settings_and_they_load(tmp_path: Path) -> None:
-    """kafka.yaml (PLAINTEXT, and the commented TLS + SCRAM settings) loads with the stages' own loader,
-    every container that talks to Kafka is given it, and the files it names are on a mounted volume."""
-    text = _config()["kafka.yaml"]
-    assert load_kafka_security(_write(tmp_path / "plain.yaml", text), env={}).security_protocol == "PLAINTEXT"
+def _kafka_security_of(key: str, tmp_path: Path) -> tuple[KafkaSecurity, KafkaSecurity]:
+    """The stage's Kafka settings as shipped (PLAINTEXT) and with its commented TLS + SCRAM lines."""
+    text = _config()[key]
+    plain = load_kafka_security(_write(tmp_path / f"plain-{key}", text), env={})
     commented = "\n".join(line.replace("# ", "", 1) for line in text.splitlines() if line.startswith("# "))
-    sec = load_kafka_security(_write(tmp_path / "sasl.yaml", commented), env={})
-    assert (sec.security_protocol, sec.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    return plain, load_kafka_security(_write(tmp_path / f"sasl-{key}", commented), env={})
+
+
+def test_every_kafka_client_gets_its_stages_kafka_settings_and_they_load(tmp_path: Path) -> None:
+    """Each stage's kafka-<stage>.yaml (PLAINTEXT, and the commented TLS + SCRAM settings with the stage's own
+    user) loads with the stages' own loader; every container that talks to Kafka is given its stage's file and
+    Secret, and the files it names are on a mounted volume: no pod holds another stage's Kafka password (a GPU
+    node the processor's, issue 29)."""
+    stages = set()
     for _, doc in DOCS_K8S:
         if doc["kind"] not in POD_KINDS:
             continue
+        volumes = {v["name"]: v for v in doc["spec"]["template"]["spec"].get("volumes", [])}
         for c in _containers(doc):
             argv = [*c.get("command", []), *c.get("args", [])]
             if "--kafka" not in argv:
                 continue
             where = f"{doc['metadata']['name']}/{c['name']}"
             assert "--kafka-config" in argv, where
-            mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
-            assert str(Path(argv[argv.index("--kafka-config") + 1]).parent) in mounts, where
+            mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+            config_dir = str(Path(argv[argv.index("--kafka-config") + 1]).parent)
+            (item,) = volumes[mounts[config_dir]]["configMap"]["items"]
+            stage = item["key"].removeprefix("kafka-").removesuffix(".yaml")
+            stages.add(stage)
+            plain, sec = _kafka_security_of(item["key"], tmp_path)
+            assert plain.security_protocol == "PLAINTEXT", where
+            assert (sec.security_protocol, sec.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512"), where
+            assert sec.username == f"flowtracer-{stage}", where
             assert all(str(p.parent) in mounts for p in (sec.ca_file, sec.password_file) if p), where
+            secrets = {v["secret"]["secretName"] for name, v in volumes.items() if "secret" in v and name in
+                       mounts.values() and v["secret"]["secretName"].startswith("flowtracer-kafka")}
+            assert secrets == {f"flowtracer-kafka-{stage}"}, where
+    assert stages == {"collector", "agent", "processor", "diagnose"}
+    assert not any(k == "kafka.yaml" for k in _config())  # no settings shared by every stage
 
 
 def _write(path: Path, text: str) -> Path:

@@ -1,12 +1,19 @@
-"""The ApiVersions rewrite of the SASL proxy in every layout, checked by decoding with kafka-python's own
-protocol classes."""
+"""The ApiVersions rewrite and the Produce reading and refusal of the SASL proxy in every layout, checked by
+encoding and decoding with kafka-python's own protocol classes."""
 
 from __future__ import annotations
 
 import pytest
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from flowtracer.testbed.kafka_frames import rewrite_api_versions
+from flowtracer.testbed.kafka_frames import (
+    ERR_TOPIC_AUTHORIZATION_FAILED,
+    parse_produce,
+    parse_request_header,
+    produce_error_response,
+    rewrite_api_versions,
+)
 
 
 @pytest.mark.parametrize("version", range(ApiVersionsResponse.min_version, ApiVersionsResponse.max_version + 1))
@@ -33,3 +40,27 @@ def test_api_versions_rewrite_adds_sasl_and_keeps_the_rest(version: int) -> None
     if version >= 3:
         assert [f.name for f in rewritten.supported_features] == ["metadata.version"]
         assert rewritten.finalized_features_epoch == 3
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_produce_requests_are_read_and_refused_in_the_version_asked(version: int) -> None:
+    """The proxy's ACL check reads each topic and partition of a Produce request (kafka-python's own encoding,
+    every version from v3 to v12) and answers TOPIC_AUTHORIZATION_FAILED in a response that kafka-python's own
+    decoder reads back."""
+    data = ProduceRequest.TopicProduceData.PartitionProduceData
+    request = ProduceRequest(version=version, transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="flowtracer.counters.v1", partition_data=[
+            data(index=0, records=b"\x01" * 70), data(index=3, records=None)]),
+        ProduceRequest.TopicProduceData(name="flowtracer.flows.v1", partition_data=[data(index=1, records=b"")]),
+    ])
+    request.with_header(correlation_id=41, client_id="acl-test")
+    raw = bytes(request.encode(header=True, framed=True))[4:]
+    header = parse_request_header(raw)
+    produce = parse_produce(raw, header)
+    assert produce.acks == -1
+    assert produce.topics == [("flowtracer.counters.v1", [0, 3]), ("flowtracer.flows.v1", [1])]
+    answer = produce_error_response(header, produce, ERR_TOPIC_AUTHORIZATION_FAILED)
+    response = ProduceResponse.decode(answer[4:], version=version, header=True)
+    assert response.header.correlation_id == 41
+    got = {(t.name, p.index, p.error_code) for t in response.responses for p in t.partition_responses}
+    assert got == {("flowtracer.counters.v1", 0, 29), ("flowtracer.counters.v1", 3, 29), ("flowtracer.flows.v1", 1, 29)}
