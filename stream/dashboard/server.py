@@ -98,7 +98,8 @@ class DashboardState:
     rolling_window_s: float = 10.0
     worker: str = ""
     clocks: SourceClocks | None = None
-    #: the incident list (``incident_feed``): now ns -> {"list": [...], "error": str | None}; None: not read
+    #: the incident list (``incident_feed``): now ns -> {"list": [...], "error": str | None, "dropped": ids let go};
+    #: None: not read
     incidents: Callable[[int], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
@@ -404,6 +405,7 @@ def _incident_source(cfg: Any) -> Callable[[int], dict[str, Any]] | None:
 
     def source(now_ns: int) -> dict[str, Any]:
         with feed.lock:
-            return {"list": feed.board.json(now_ns), "error": feed.board.error}
+            return {"list": feed.board.json(now_ns), "error": feed.board.error,
+                    "dropped": feed.board.snapshots.dropped}
 
     return source
