@@ -15,7 +15,8 @@ not answer) and nothing else (404). It is reachable from the node's network (the
 on the node's IP), so it is bounded: a request must arrive within ``--timeout`` seconds (5) of the
 connection, at most :data:`WORKERS` connections are served at once and :data:`BACKLOG` more wait;
 a connection beyond that is closed at once and counted (``RelayServer.refused``, logged at 1, 10,
-100, ... refusals). 600 idle half-open requests leave the relay with at most ``WORKERS`` + 2 threads.
+100, ... refusals), and one still served after twice the timeout (a request trickled in byte by byte) is
+cut (``RelayServer.cut``). 600 idle half-open requests leave the relay ``WORKERS`` + 3 threads.
 It starts the command as its child, forwards SIGTERM, SIGINT,
 SIGHUP and SIGQUIT to it, and exits with the child's exit code (128 + signal number when the child
 was killed), so it can be a container's PID 1. Without a command it only relays (a sidecar).
@@ -26,11 +27,14 @@ Standard library only; reads no environment variables.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -55,7 +59,8 @@ BACKLOG = 16
 """Accepted connections waiting for a worker; one more is closed at once and counted."""
 
 TIMEOUT_S = 5.0
-"""Seconds a connection may take to send its request (each read), and the upstream to answer."""
+"""Seconds a connection may take to send its request (each read), and the upstream to answer; a connection
+still served after twice that is cut."""
 
 
 class RelayServer(HTTPServer):
@@ -65,9 +70,15 @@ class RelayServer(HTTPServer):
     request_queue_size = 64  # the listen backlog: accepted at once, then queued or refused here
 
     def __init__(self, listen: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 workers: int = WORKERS, backlog: int = BACKLOG) -> None:
+                 workers: int = WORKERS, backlog: int = BACKLOG, deadline_s: float = 2 * TIMEOUT_S) -> None:
         super().__init__(listen, handler)
         self.refused = 0
+        self.cut = 0  # connections cut at their deadline (a client trickling its request byte by byte)
+        self.deadline_s = deadline_s
+        self.serving: dict[Any, float] = {}  # connection -> monotonic deadline, while a worker serves it
+        self.lock = threading.Lock()
+        self.closing = threading.Event()
+        threading.Thread(target=self.watch, name="metrics-relay-deadlines", daemon=True).start()
         self.backlog = backlog
         self.waiting: queue.Queue[tuple[Any, Any] | None] = queue.Queue()  # only serve_forever's thread adds
         self.workers = [threading.Thread(target=self.work, name=f"metrics-relay-{i}", daemon=True)
@@ -91,12 +102,30 @@ class RelayServer(HTTPServer):
         """One worker: serve queued connections until :meth:`server_close` sends None."""
         while (item := self.waiting.get()) is not None:
             request, client_address = item
+            with self.lock:
+                self.serving[request] = time.monotonic() + self.deadline_s
             try:
                 self.finish_request(request, client_address)
             except Exception:
                 self.handle_error(request, client_address)
             finally:
+                with self.lock:
+                    self.serving.pop(request, None)
                 self.shutdown_request(request)
+
+    def watch(self) -> None:
+        """Cut every connection still served at its deadline: the per-read timeout alone lets a client that
+        sends a byte every few seconds hold a worker for ever."""
+        while not self.closing.wait(min(1.0, self.deadline_s / 4)):
+            now = time.monotonic()
+            with self.lock:
+                late = [r for r, deadline in self.serving.items() if deadline <= now]
+                for r in late:
+                    del self.serving[r]
+            for r in late:
+                self.cut += 1
+                with contextlib.suppress(OSError):  # already closed by its worker
+                    r.shutdown(socket.SHUT_RDWR)  # the worker's read ends; it closes the socket
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away before its answer is not an error of the relay; anything else is printed."""
@@ -107,6 +136,7 @@ class RelayServer(HTTPServer):
         """Close the socket, drop what waits, and tell the workers to stop (not waited for: a worker
         may be reading an idle connection for up to the timeout, and the relay is a container's PID 1)."""
         super().server_close()
+        self.closing.set()
         while True:
             try:
                 item = self.waiting.get_nowait()
@@ -150,7 +180,7 @@ def make_server(listen: tuple[str, int], upstream: tuple[str, int], timeout_s: f
         def log_message(self, format: str, *args: Any) -> None:
             return  # scrapes every few seconds would flood the stage's log
 
-    return RelayServer(listen, Handler, workers, backlog)
+    return RelayServer(listen, Handler, workers, backlog, 2 * timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:

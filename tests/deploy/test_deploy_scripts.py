@@ -135,7 +135,7 @@ def test_600_idle_half_open_requests_leave_the_relay_a_fixed_pool_and_it_serves_
         served, waiting = metrics_relay.WORKERS, metrics_relay.BACKLOG
         wait_for(lambda: server.refused == 600 - served - waiting, 30, "every connection beyond the pool refused")
         added = set(threading.enumerate()) - before
-        assert len(added) == served + 1, sorted(t.name for t in added)  # the workers and the accept loop
+        assert len(added) == served + 2, sorted(t.name for t in added)  # workers, deadline watch, accept loop
         for s in idle:
             s.close()
         url = f"http://127.0.0.1:{port}/metrics"
@@ -143,6 +143,34 @@ def test_600_idle_half_open_requests_leave_the_relay_a_fixed_pool_and_it_serves_
     finally:
         for s in idle:
             s.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_request_trickled_byte_by_byte_is_cut_at_its_deadline(upstream: int) -> None:
+    """Each read comes within the timeout, so only the deadline (twice the timeout) frees the worker."""
+    server = metrics_relay.make_server(("127.0.0.1", 0), ("127.0.0.1", upstream), timeout_s=0.5)
+    threading.Thread(target=server.serve_forever, name="relay-accept", daemon=True).start()
+    try:
+        with socket.create_connection(server.server_address, timeout=30) as s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nX-Drip: ")
+            closed = False
+
+            def dripped_and_cut() -> bool:
+                nonlocal closed
+                try:
+                    s.sendall(b"a")  # one byte every 20 ms: far within the per-read timeout
+                    s.settimeout(0.001)
+                    closed = s.recv(1) == b""
+                except TimeoutError:
+                    return False
+                except ConnectionError:
+                    closed = True
+                return closed
+
+            wait_for(dripped_and_cut, 30, "the relay cutting a trickled request")
+        assert server.cut == 1
+    finally:
         server.shutdown()
         server.server_close()
 
