@@ -51,7 +51,7 @@ from flowtracer.stream.stages.emitted import Emitted
 log = logging.getLogger(__name__)
 
 PREFIX = "/dashboard"
-"""URL prefix of every dashboard route (Faust's own views own ``/``)."""
+"""URL prefix of every dashboard route (nothing else is served: Faust's own views are off, runtime/web.py)."""
 
 ASSETS: dict[str, str] = {
     "index.html": "text/html",

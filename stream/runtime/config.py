@@ -47,7 +47,7 @@ class ProcessorConfig(BaseModel):
     tansu: bool = False
     #: Consumer group session timeout in seconds; low so that a joining worker is not kept waiting.
     session_timeout_s: float = Field(4.0, gt=0)
-    #: Port of the worker's web server (Faust views and /metrics); 0 disables it.
+    #: Port of the worker's web server (the dashboard; Faust's own views are off, runtime/web.py); 0 disables it.
     web_port: int = Field(0, ge=0, le=65535)
     #: Address the worker's web server listens on (the dashboard is for this machine: loopback). Faust's own
     #: environment settings (WEB_BIND, ...) are not read (runtime/web.py).
