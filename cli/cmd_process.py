@@ -56,7 +56,8 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--line-protocol-keep", type=click.IntRange(min=0), default=3, show_default=True,
               help="Rotated line-protocol files kept; the oldest beyond this is deleted (and counted).")
 @click.option("--tansu", is_flag=True, help="Broker is Tansu (the embedded default): Faust settings it needs.")
-@click.option("--web-port", type=int, default=0, show_default=True, help="Worker web port (Faust views); 0 = off.")
+@click.option("--web-port", type=int, default=0, show_default=True,
+              help="Worker web port: the dashboard on 127.0.0.1; 0 = off.")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
 @click.option("--app-id", default="flowtracer-processor", show_default=True, help="Consumer group / Faust app id.")
 @click.option("--host-key-master-file", type=click.Path(path_type=Path), default=None,

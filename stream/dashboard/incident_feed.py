@@ -3,7 +3,8 @@
 The processor does not diagnose (the diagnosis needs the whole fabric, a worker has some partitions), so its
 dashboard reads the incidents back: :class:`IncidentFeed` is a thread with a kafka-python consumer of the topic
 (no group, every partition, from an hour back), folding each snapshot into an :class:`IncidentBoard`, which is
-pure (tests feed it records) and keeps the newest snapshot per incident id. When Kafka cannot be read the
+pure (tests feed it records) and keeps the newest snapshot per incident id, at most ``MAX_INCIDENTS`` ids (the
+rest let go and counted, ``stream/diagnosis/snapshots.py``; shown with the list). When Kafka cannot be read the
 dashboard goes on without incidents (the reason is shown).
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.stream.diagnosis.snapshots import NewestSnapshots
 
 log = logging.getLogger(__name__)
 _MS = 1_000_000
@@ -26,10 +28,11 @@ LOOKBACK_S = 3600
 
 @dataclass
 class IncidentBoard:
-    """Newest snapshot per incident id. ``closed_keep_ns``: how long a closed incident stays listed, ns."""
+    """Newest snapshot per incident id, bounded (``snapshots``). ``closed_keep_ns``: how long a closed incident
+    stays listed, ns."""
 
     closed_keep_ns: int = 600 * 1_000_000_000
-    newest: dict[str, analytics_pb2.Incident] = field(default_factory=dict)
+    snapshots: NewestSnapshots = field(default_factory=NewestSnapshots)
     undecodable: int = 0
     error: str | None = None
 
@@ -40,13 +43,15 @@ class IncidentBoard:
         except Exception:  # DecodeError: one odd record must not stop the list
             self.undecodable += 1
             return
-        old = self.newest.get(inc.id)
-        if old is None or inc.window_end_ns >= old.window_end_ns:
-            self.newest[inc.id] = inc
+        before = self.snapshots.dropped
+        self.snapshots.add(inc)
+        if self.snapshots.dropped > before and str(self.snapshots.dropped).strip("0") == "1":  # 1, 10, 100, ...
+            log.warning("dashboard: %s names more than %d incidents; %d let go so far, closed and oldest first",
+                        topics.INCIDENTS.name, self.snapshots.limit, self.snapshots.dropped)
 
     def json(self, now_ns: int, top: int = 20) -> list[dict[str, Any]]:
         """Open incidents (newest start first), then those closed within ``closed_keep_ns``; times in ms."""
-        keep = [i for i in self.newest.values()
+        keep = [i for i in self.snapshots.newest.values()
                 if i.state == "open" or now_ns - i.window_end_ns <= self.closed_keep_ns]
         keep.sort(key=lambda i: (i.state != "open", -i.start_ns))
         return [{"id": i.id, "kind": i.kind, "state": i.state, "start_ms": i.start_ns // _MS,

@@ -7,7 +7,8 @@ reads ``flowtracer.incidents.v1`` (compacted: the newest snapshot per incident i
 newest snapshot is open to :meth:`~flowtracer.stream.diagnosis.incidents.Diagnoser.adopt`: a hypothesis of the
 same kind naming one of their suspects continues them under their id; one not seen again closes after the usual
 ``clear_windows``, with its newest snapshot's window as its last sighting (a snapshot is published for every
-window while an incident is open, so that is at most ``clear_windows`` late).
+window while an incident is open, so that is at most ``clear_windows`` late). The snapshots are kept newest per
+id and bounded (``snapshots.py``): at most ``MAX_INCIDENTS`` incidents are taken over.
 """
 
 from __future__ import annotations
@@ -16,22 +17,14 @@ from collections.abc import Iterable
 
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.incidents import Incident, State
+from flowtracer.stream.diagnosis.snapshots import NewestSnapshots
 
 
-def newest_snapshots(records: Iterable[analytics_pb2.Incident]) -> dict[str, analytics_pb2.Incident]:
-    """The newest snapshot (by window end) of each incident id."""
-    out: dict[str, analytics_pb2.Incident] = {}
-    for rec in records:
-        have = out.get(rec.id)
-        if have is None or rec.window_end_ns >= have.window_end_ns:
-            out[rec.id] = rec
-    return out
-
-
-def open_incidents(records: Iterable[analytics_pb2.Incident]) -> list[Incident]:
+def open_incidents(records: Iterable[analytics_pb2.Incident] | NewestSnapshots) -> list[Incident]:
     """The incidents whose newest snapshot is open, as the tracker keeps them (oldest first)."""
+    board = records if isinstance(records, NewestSnapshots) else NewestSnapshots().extend(records)
     out = []
-    for rec in newest_snapshots(records).values():
+    for rec in board.newest.values():
         if rec.state != str(State.OPEN):
             continue
         out.append(Incident(

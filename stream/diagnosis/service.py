@@ -29,6 +29,7 @@ from flowtracer.stream.diagnosis.assembly import TOPICS, WindowAssembler
 from flowtracer.stream.diagnosis.incidents import Diagnoser, State
 from flowtracer.stream.diagnosis.publisher import IncidentPublisher
 from flowtracer.stream.diagnosis.resume import open_incidents
+from flowtracer.stream.diagnosis.snapshots import NewestSnapshots
 from flowtracer.stream.diagnosis.window import FabricModel
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,8 @@ class DiagnoseService:
 
         consumer = KafkaConsumer(bootstrap_servers=self.cfg.bootstrap, group_id=None, enable_auto_commit=False,
                                  client_id="flowtracer-diagnose-resume", **self.cfg.client_config)
-        records: list[analytics_pb2.Incident] = []
+        board = NewestSnapshots()  # bounded: the topic may hold any number of ids (snapshots.py)
+        read = 0
         try:
             ps = consumer.partitions_for_topic(topics.INCIDENTS.name)
             if not ps:
@@ -146,17 +148,21 @@ class DiagnoseService:
                 for recs in batch.values():
                     for r in recs:
                         try:
-                            records.append(analytics_pb2.Incident.FromString(r.value))
+                            board.add(analytics_pb2.Incident.FromString(r.value))
+                            read += 1
                         except DecodeError:  # not ours to judge: skipped, said once
                             log.warning("skipping an undecodable record at %s[%d]@%d", r.topic, r.partition,
                                         r.offset)
         finally:
             consumer.close()
-        found = open_incidents(records)
+        found = open_incidents(board)
         self.diagnoser.adopt(found)
+        if board.dropped:
+            log.warning("the incidents topic names more than %d incidents: %d let go, closed and oldest first",
+                        board.limit, board.dropped)
         if found:
-            log.info("took over %d open incidents from %d snapshots: %s", len(found), len(records),
-                     ", ".join(i.id for i in found))
+            log.info("took over %d open incidents from %d snapshots: %s", len(found), read,
+                     ", ".join(i.id for i in found[:20]) + (", ..." if len(found) > 20 else ""))
         return len(found)
 
     def step(self, batch: dict[Any, list[Any]], now_ns: int) -> None:

@@ -44,6 +44,7 @@ from flowtracer.stream.runtime.inputs import BadRecord
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
 from flowtracer.stream.runtime.read_positions import ReadPositions
 from flowtracer.stream.runtime.stall_clock import StallClock
+from flowtracer.stream.runtime.web import web_settings
 from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.stages.emitted import Emitted
 
@@ -92,9 +93,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         "topic_disable_leader": True,
         "store": "memory://",
         "datadir": str(cfg.data_dir),
-        "web_enabled": cfg.web_port > 0,
-        "web_port": cfg.web_port or 6066,
-        "web_bind": "127.0.0.1",
+        **web_settings(cfg.web_port, cfg.web_bind),  # flowtracer's views only, on cfg's address (web.py)
         "stream_wait_empty": False,
         "broker_commit_every": 100,
         "broker_commit_interval": 1.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 
@@ -47,8 +48,11 @@ class ProcessorConfig(BaseModel):
     tansu: bool = False
     #: Consumer group session timeout in seconds; low so that a joining worker is not kept waiting.
     session_timeout_s: float = Field(4.0, gt=0)
-    #: Port of the worker's web server (Faust views and /metrics); 0 disables it.
+    #: Port of the worker's web server (the dashboard; Faust's own views are off, runtime/web.py); 0 disables it.
     web_port: int = Field(0, ge=0, le=65535)
+    #: Address the worker's web server listens on (the dashboard is for this machine: loopback). Faust's own
+    #: environment settings (WEB_BIND, ...) are not read (runtime/web.py).
+    web_bind: str = "127.0.0.1"
     #: Where Faust keeps its local data (table stores).
     data_dir: Path = Path(".flowtracer-processor")
 
@@ -58,6 +62,15 @@ class ProcessorConfig(BaseModel):
         for part in v.split(","):
             if not re.fullmatch(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}", part.strip()):
                 raise ValueError(f"{part!r} is not host:port")
+        return v
+
+    @field_validator("web_bind")
+    @classmethod
+    def _web_bind(cls, v: str) -> str:
+        try:
+            ipaddress.ip_address(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not an IP address") from None
         return v
 
     @model_validator(mode="after")

@@ -5,9 +5,11 @@ against the Tansu broker)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +42,7 @@ def _module(name: str) -> ModuleType:
 
 
 create_topics = _module("create_topics")
+metrics_relay = _module("metrics_relay")
 
 
 @pytest.fixture
@@ -116,6 +119,77 @@ def test_relay_reports_a_silent_stage_as_unavailable_and_a_killed_child_as_128_p
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def relay_in_process(upstream: int, timeout_s: float) -> Iterator[Any]:
+    """The relay's server (deploy/metrics_relay.py) on a free loopback port in this process, stopped after."""
+    server = metrics_relay.make_server(("127.0.0.1", 0), ("127.0.0.1", upstream), timeout_s=timeout_s)
+    threading.Thread(target=server.serve_forever, name="relay-accept", daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _answer(url: str) -> tuple[int, bytes] | None:
+    """The relay's answer, or None when it refused the connection (its queue still full)."""
+    try:
+        return _get(url)
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def test_600_idle_half_open_requests_leave_the_relay_a_fixed_pool_and_it_serves_again(upstream: int) -> None:
+    """The bound (docs/operations.md, Bounds): before, each connection got a thread of its own (602 threads)."""
+    before = set(threading.enumerate())
+    idle: list[socket.socket] = []
+    with relay_in_process(upstream, timeout_s=60) as server:
+        port = server.server_address[1]
+        try:
+            for _ in range(600):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                s.sendall(b"GET /metrics HTTP/1.1\r\n")  # the request line, never the end of the headers
+                idle.append(s)
+            served, waiting = metrics_relay.WORKERS, metrics_relay.BACKLOG
+            wait_for(lambda: server.refused == 600 - served - waiting, 30, "every connection beyond the pool refused")
+            added = set(threading.enumerate()) - before
+            assert len(added) == served + 2, sorted(t.name for t in added)  # workers, deadline watch, accept loop
+        finally:
+            for s in idle:
+                s.close()
+        url = f"http://127.0.0.1:{port}/metrics"
+        wait_for(lambda: _answer(url) == (200, b"flowtracer_agent_hosts 3.0\n"), 30, "the pool free again")
+
+
+def test_a_request_trickled_byte_by_byte_is_cut_at_its_deadline(upstream: int) -> None:
+    """Each read comes within the timeout, so only the deadline (twice the timeout) frees the worker."""
+    with relay_in_process(upstream, timeout_s=0.5) as server, \
+            socket.create_connection(server.server_address, timeout=30) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nX-Drip: ")
+
+        def dripped_and_cut() -> bool:
+            try:
+                s.sendall(b"a")  # one byte every 20 ms: far within the per-read timeout
+                s.settimeout(0.001)
+                return s.recv(1) == b""
+            except TimeoutError:
+                return False
+            except ConnectionError:
+                return True
+
+        wait_for(dripped_and_cut, 30, "the relay cutting a trickled request")
+        assert server.cut == 1
+
+
+def test_the_relay_drops_a_request_that_does_not_arrive_in_time(upstream: int) -> None:
+    with relay_in_process(upstream, timeout_s=0.3) as server:
+        with socket.create_connection(server.server_address, timeout=30) as s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\n")
+            assert s.recv(4096) == b"", "the relay closes an idle half-open request after its timeout"
+        host, port = server.server_address
+        assert _get(f"http://{host}:{port}/metrics")[0] == 200
 
 
 def test_relay_rejects_a_bad_address() -> None:

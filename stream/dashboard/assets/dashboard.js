@@ -379,6 +379,11 @@ function showIncidents(state) {
     tr.appendChild(h("td", {}, `${jobs ? `jobs ${jobs}; ` : ""}${i.flow_count} flows; ${hosts || "–"}`));
     body.appendChild(tr);
   }
+  if (inc.dropped) {  // the topic named more incidents than the board keeps (stream/diagnosis/snapshots.py)
+    const tr = h("tr", {class: "empty"});
+    tr.appendChild(h("td", {colspan: "6"}, `${inc.dropped} more incident ids let go (closed and oldest first)`));
+    body.appendChild(tr);
+  }
 }
 
 // -- loop ----------------------------------------------------------------------------------------

@@ -34,3 +34,16 @@ def test_the_board_keeps_the_newest_snapshot_lists_open_first_and_forgets_old_cl
     assert deg["jobs"] == ["4711"]
     assert deg["suspects"] == [{"component": "cable:a~b", "score": 1.5, "evidence": ["capacity_loss a>b"]}]
     assert [i["state"] for i in board.json(T0 + 70 * S)] == ["open", "open"]  # the closed one aged out
+
+
+def test_50k_forged_ids_leave_the_board_bounded_the_drops_counted_and_the_real_incident_listed() -> None:
+    from flowtracer.stream.diagnosis.snapshots import MAX_INCIDENTS
+
+    board = IncidentBoard()
+    board.add(_snap("degraded_link/cable:a~b/1", 60_000, "open", 1))
+    for n in range(50_000):
+        board.add(_snap(f"agent_missing/agent:forged{n}/{n}", n, "open", n))
+    assert len(board.snapshots.newest) <= MAX_INCIDENTS  # before: all 50,001 kept
+    assert board.snapshots.dropped == 50_001 - len(board.snapshots.newest)
+    listed = board.json(T0 + 60_000 * S, top=MAX_INCIDENTS)
+    assert "degraded_link/cable:a~b/1" in {i["id"] for i in listed}
