@@ -44,7 +44,8 @@ class IncidentWatch:
     def advance(self, obs: Observed, final: bool = False, now_ns: int | None = None) -> None:
         """Diagnose every complete window not yet seen (all of them when ``final``); call under the watcher's lock.
         ``now_ns``: the clock ``Observed.add`` stamped records with (monotonic ns, default now)."""
-        for view, _how in obs.assembler.complete(time.monotonic_ns() if now_ns is None else now_ns, final):
+        now_ns = time.monotonic_ns() if now_ns is None else now_ns
+        for view, _how in obs.assembler.complete(now_ns, final, behind=obs.behind):
             end = view.end_ns
             view.hop_ns = self.hop_ns
             now = self.diagnoser.window(view)

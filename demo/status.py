@@ -22,6 +22,7 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.assembly import TOPICS as ASSEMBLED
 from flowtracer.stream.diagnosis.assembly import WindowAssembler
+from flowtracer.stream.diagnosis.service import reading_behind
 from flowtracer.whatif.iterations import HostSample, host_sample, job_iteration_s, progress
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,8 @@ class Observed:
     incident_states: dict[str, str] = field(default_factory=dict)
     #: the diagnosis's windows, by the service's own assembly rule (demo/incidents.py takes the complete ones)
     assembler: WindowAssembler = field(default_factory=lambda: WindowAssembler(S, GRACE_NS))
+    #: whether the watcher's last poll left records unread on some partition (no window completes meanwhile)
+    behind: bool = False
     #: also read the agents' FlowBatches (a job's iteration time from NCCL opCounts: heterogeneous jobs)
     watch_flows: bool = False
     #: collectives per training iteration of the watched job (its ops' counts summed)
@@ -267,17 +270,19 @@ class OutputWatcher(threading.Thread):
             consumer.assign(parts)
             consumer.seek_to_beginning(*parts)
             while not self._stop_event.is_set():
-                self._poll(consumer)
+                self._poll(consumer, parts)
         except Exception as e:
             self.error = f"output watcher stopped: {type(e).__name__}: {e}"
             log.warning("%s", self.error)
         finally:
             consumer.close()
 
-    def _poll(self, consumer: Any) -> int:
+    def _poll(self, consumer: Any, parts: list[Any]) -> int:
         batch = consumer.poll(timeout_ms=self.poll_ms)
+        behind = reading_behind(consumer, parts)
         n = 0
         with self.lock:
+            self.observed.behind = behind
             for records in batch.values():
                 for r in records:
                     self.observed.add(r.topic, r.value, r.timestamp if r.timestamp_type == 0 else 0)

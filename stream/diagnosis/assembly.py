@@ -10,7 +10,11 @@ fabric FimSample from the fabric stage, which waits for every links partition's 
 * or, when no fabric sample comes (an idle fabric, the fabric stage down), ``grace_ns`` after its first
   record reached us;
 * windows are handed out oldest first, each once; a record for a window already handed out is late
-  (counted, dropped).
+  (counted, dropped);
+* but neither rule hands out anything while the reader is behind on a topic (records it has not read yet
+  are waiting on a partition): a reader fetches each topic-partition on its own, so after a backlog (a
+  restart, a busy machine) it can hold a later fabric sample before the same window's link loads. A fabric
+  sample then says nothing about what else of the window is still unread.
 
 Pure: the caller stamps each record with its own clock (``now_ns``, monotonic ns) and asks :meth:`complete`.
 Used by ``flowtracer diagnose`` (stream/diagnosis/service.py) and by the demo.
@@ -119,11 +123,14 @@ class WindowAssembler:
         if cp.calls and cp.job_id and (v := self.view(cp.window_end_ns, now_ns)) is not None:
             v.collectives.setdefault(cp.job_id, set()).add(f"{cp.job_id}/{cp.comm_id}/{cp.operation}")
 
-    def complete(self, now_ns: int, final: bool = False) -> list[tuple[WindowView, str]]:
+    def complete(self, now_ns: int, final: bool = False, behind: bool = False) -> list[tuple[WindowView, str]]:
         """Complete windows not yet handed out, oldest first, each with why it is complete: ``fim`` (its or a
         later fabric sample arrived), ``grace`` or ``final`` (everything pending, when the input ended). A
-        window without link loads (nothing measured) is dropped, not handed out."""
+        window without link loads (nothing measured) is dropped, not handed out. ``behind``: the reader has
+        records on some partition it has not read yet; nothing but ``final`` completes until it has."""
         out: list[tuple[WindowView, str]] = []
+        if behind and not final:
+            return out
         for end in sorted(self.pending):
             if end <= self.fabric_until_ns:
                 how = "fim"

@@ -120,7 +120,8 @@ class DiagnoseService:
             log.info("diagnosing %d partitions of %s from the %s", len(parts), ", ".join(TOPICS),
                      "beginning" if self.cfg.start == "earliest" else "end")
             while not stop.is_set():
-                self.step(consumer.poll(timeout_ms=self.cfg.poll_ms), time.monotonic_ns())
+                batch = consumer.poll(timeout_ms=self.cfg.poll_ms)
+                self.step(batch, time.monotonic_ns(), reading_behind(consumer, parts))
         finally:
             consumer.close()
 
@@ -165,13 +166,14 @@ class DiagnoseService:
                      ", ".join(i.id for i in found[:20]) + (", ..." if len(found) > 20 else ""))
         return len(found)
 
-    def step(self, batch: dict[Any, list[Any]], now_ns: int) -> None:
-        """Fold one poll's records in, then diagnose and publish every window that is complete by now."""
+    def step(self, batch: dict[Any, list[Any]], now_ns: int, behind: bool = False) -> None:
+        """Fold one poll's records in, then diagnose and publish every window that is complete by now (none while
+        ``behind``: records wait unread on some partition, ``WindowAssembler.complete``)."""
         for records in batch.values():
             for r in records:
                 self.assembler.add(r.topic, r.value, now_ns)
                 self.metrics.records.labels(r.topic).inc()
-        for view, how in self.assembler.complete(now_ns):
+        for view, how in self.assembler.complete(now_ns, behind=behind):
             incidents = self.diagnoser.window(view)
             self.publisher(incidents, view.end_ns)
             self.metrics.windows.labels(how).inc()
@@ -193,3 +195,13 @@ class DiagnoseService:
         self.counted_sent = self.publisher.sent
         self.metrics.errors.set(self.publisher.errors)
 
+
+def reading_behind(consumer: Any, parts: list[Any]) -> bool:
+    """Whether any of ``parts`` has records the consumer has not read: the high watermark of its last fetch is
+    beyond the next offset it would read (kafka-python keeps both; the fetch's watermark is right on the embedded
+    broker too, unlike its ListOffsets). A partition not fetched yet says nothing."""
+    for tp in parts:
+        high = consumer.highwater(tp)
+        if high is not None and high > consumer.position(tp):
+            return True
+    return False

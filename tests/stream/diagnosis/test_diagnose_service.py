@@ -24,6 +24,7 @@ from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.dashboard.incident_feed import IncidentFeed
 from flowtracer.stream.diagnosis.assembly import TOPICS
+from flowtracer.stream.diagnosis.service import reading_behind
 from flowtracer.testbed.tansu import TansuBroker, free_port
 
 S = 1_000_000_000
@@ -161,6 +162,30 @@ def _diagnose(topo: Path, kafka: TansuBroker, *args: str, stderr: Any) -> Iterat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_reader_knows_when_records_wait_unread_on_a_partition(kafka: TansuBroker) -> None:
+    """Against the real broker: a poll that returns part of what was fetched leaves the reader behind (the fetch's
+    high watermark is past its position); reading the rest catches it up."""
+    name = f"ft-behind-{time.time_ns()}"
+    kafka.create_topics({name: 1})
+    _send(kafka, [(name, "k", b"x")] * 10)
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=None, enable_auto_commit=False,
+                             max_poll_records=3)
+    try:
+        tp = TopicPartition(name, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        read: list[Any] = []
+        wait_for(lambda: bool(read.extend(r for rs in consumer.poll(500).values() for r in rs)) or bool(read), 20,
+                 "the first records")
+        assert len(read) == 3 and reading_behind(consumer, [tp])
+        wait_for(lambda: bool(read.extend(r for rs in consumer.poll(500).values() for r in rs)) or len(read) >= 10,
+                 20, "the other seven records")
+        assert len(read) == 10
+        assert not reading_behind(consumer, [tp])
+    finally:
+        consumer.close()
 
 
 def test_bad_kafka_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -46,6 +46,22 @@ def test_a_later_fabric_sample_completes_the_older_windows_in_order() -> None:
     assert _ends(a.complete(4 * S)) == [(1, "fim"), (2, "fim"), (3, "fim")]
 
 
+def test_while_the_reader_is_behind_a_later_fabric_sample_completes_nothing() -> None:
+    """A restarted reader fetched the fim topic up to window 9 before the link loads of window 6 (each
+    topic-partition is fetched on its own): while records wait unread, nothing is handed out, not even by the
+    grace; once read up, the windows complete with their own link loads."""
+    a = WindowAssembler(S, 10 * S)
+    _load(a, 5, 0)
+    for k in range(5, 10):
+        _fabric_fim(a, k, 0)
+    assert a.complete(20 * S, behind=True) == []
+    for k in range(6, 10):
+        _load(a, k, 21)
+    out = a.complete(21 * S)
+    assert _ends(out) == [(k, "fim") for k in range(5, 10)] and all(LINK in v.links for v, _ in out)
+    assert a.late_records == 0
+
+
 def test_without_fabric_samples_the_grace_completes_a_window_counted_from_its_first_record() -> None:
     a = WindowAssembler(S, 10 * S)
     _load(a, 1, 0)
