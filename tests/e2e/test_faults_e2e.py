@@ -173,8 +173,10 @@ def test_forged_future_batch_is_dead_lettered_and_the_partition_keeps_going(faul
 def test_switch_clock_ahead_is_dead_lettered_with_the_reason(faults: Faults) -> None:
     reasons = [d.reason for d in faults.dead_letters if f"from switch {AHEAD} " in d.reason]
     assert len(reasons) >= 30, "every batch of the fast switch"
-    assert all("ahead of this worker's clock" in r and re.search(r"stamped (8\d|9\d)\.\d s ahead", r)
-               for r in reasons), reasons[:3]
+    # 90 s ahead less the batch's delivery delay (seconds on a busy machine, more across the collector's pause)
+    ahead = [re.search(r"stamped (\d+\.\d) s ahead of this worker's clock", r) for r in reasons]
+    assert all(m and 10 < float(m.group(1)) <= 90.5 for m in ahead), reasons[:3]
+    assert max(float(m.group(1)) for m in ahead if m) > 85, "most batches come promptly"
     assert faults.metrics['flowtracer_processor_source_ahead_seconds{kind="CounterBatch"}'] < 10
 
 
