@@ -15,6 +15,7 @@ from typing import Any
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.saturating import saturating_round
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
 from flowtracer.stream.analytics.aft_groups import read_aft
@@ -185,11 +186,11 @@ class FlowsStage:
             m.CopyFrom(tmpl)
             m.window_start_ns = start
             m.window_end_ns = end
-            m.bytes = round(b)
+            m.bytes = saturating_round(b)  # sums of input bytes saturate, never overflow the field
             m.flow_count = pcount[i]
             m.confidence = pconf[i] / b if b else 1.0
             if ptraced[i]:
-                m.traced_bytes = round(ptraced[i])
+                m.traced_bytes = saturating_round(ptraced[i])
             if pjobs[i]:
                 m.jobs.extend(sorted(pjobs[i]))
             path_loads.append(m)
@@ -208,7 +209,7 @@ class FlowsStage:
             i = lrow[lid]
             owner = owner_of[lid]
             b = lbytes[i]
-            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=round(b), flow_count=lcount[i],
+            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=saturating_round(b), flow_count=lcount[i],
                                                confidence=lconf[i] / b if b else 1.0)
             ends = ends_of.get(lid)
             if ends is not None:  # how many send to how many over the link: incast is many to one

@@ -22,6 +22,7 @@ from typing import Any
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
+from flowtracer.schemas.saturating import saturating_round
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.aft_groups import AftView, WeightedGroup, read_aft, switch_groups, topology_groups
@@ -227,9 +228,9 @@ class LinksStage:
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
             share = shares.get(lid)
-            attributed = round(share.bytes) if share else 0
+            attributed = saturating_round(share.bytes) if share else 0
             valid = lid in measured
-            meas = measured.get(lid, 0)
+            meas = saturating_round(measured.get(lid, 0))
             out.link_loads.append(analytics_pb2.LinkLoad(
                 schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, link=lid,
                 src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
