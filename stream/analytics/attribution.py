@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from flowtracer.schemas.saturating import saturating_round
+from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.v1 import common_pb2
 from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
 

@@ -13,8 +13,8 @@ from collections import defaultdict
 
 from google.protobuf.message import Message
 
+from flowtracer.schemas.bounds import INT32_MAX, MAX_CALL_BYTES, MAX_NRANKS
 from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.saturating import INT32_MAX
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2, traces_pb2
 from flowtracer.stream.runtime.inputs import BadRecord
 
@@ -29,12 +29,8 @@ MAX_FLOWS_PER_BATCH = 1 << 16
 """Flows (QPs) in one FlowBatch: 65,536, far above the QPs a host's NICs hold for training."""
 MAX_COLLECTIVES_PER_BATCH = 1 << 14
 """CollectiveProfiles in one FlowBatch."""
-MAX_CALL_BYTES = 1 << 40
-"""One NCCL call's bytes (1 TiB): a call's buffers live in one GPU's memory (288 GB on the largest today)."""
 MAX_RANK_BYTES_PER_S = 1 << 46
 """Bytes one rank's calls can move per second (70 TB/s, about 9x the fastest HBM): calls x call_bytes bound."""
-MAX_NRANKS = 1 << 24
-"""Ranks of one communicator."""
 MAX_DATATYPE_BYTES = 16
 MAX_TRACE_HOPS = 64
 """Hops of a path trace: the TTL field allows 255, a Clos fabric has a handful."""

@@ -46,6 +46,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from flowtracer.collectors.agent.collective_profile import call_bytes
+from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, bounded_int
+
 _PREFIX = re.compile(r"^(?:\[([^\]]*)\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
 _USING = re.compile(r"^NET/IB : Using((?: \[\d+\][^\s:]+:\d+/\w+)*)")
 _USING_DEV = re.compile(r"\[(\d+)\]([^\s:]+):(\d+)/(\w+)")
@@ -65,6 +68,12 @@ _TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
 _CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
 MAX_PIDS = 4096
 """Processes remembered at once (``NcclLog.max_pids``)."""
+PID_MAX = 1 << 22
+"""Linux's largest pid (``PID_MAX_LIMIT``): a line naming a larger one is malformed."""
+MAX_CHANNEL = 1 << 16
+"""Channels, NCCL net devices, IB devices and ports a line may name (NCCL has at most 64 channels)."""
+QPN_MAX = (1 << 24) - 1
+"""QP numbers are 24 bits."""
 #: What ``NcclLog`` tells of each COLL line: pid, rank, comm id, operation, count, datatype, root, nranks, t_ns.
 CallSink = Callable[[int, int, str, str, int, int, int, int, int], None]
 
@@ -88,6 +97,23 @@ def timestamp_ns(text: str | None, cache: dict[str, int]) -> int:
         cache[m.group(1)] = sec
     frac = m.group(2) or ""
     return sec * 1_000_000_000 + int(frac.ljust(9, "0")) if frac else sec * 1_000_000_000
+
+def _int(text: str, high: int, low: int = 0) -> int:
+    """The decimal number ``text`` within [``low``, ``high``]; ValueError (the line is malformed) otherwise. Every
+    number the parser keeps goes through here: a line of 2^64 or a thousand digits is one bad line, never a value
+    that later overflows a protobuf field and takes the agent down."""
+    n = bounded_int(text, low, high)
+    if n is None:
+        raise ValueError(f"{text[:32]!r} is outside [{low}, {high}]")
+    return n
+
+
+def _hex(text: str, high: int) -> int:
+    """The hex number ``text`` within [0, ``high``]; ValueError otherwise."""
+    if len(text) > len(f"{high:x}") or int(text, 16) > high:
+        raise ValueError(f"0x{text[:32]} is above {high:#x}")
+    return int(text, 16)
+
 
 @dataclass(slots=True)
 class CommInfo:
@@ -154,6 +180,8 @@ class NcclLog:
         self._fresh_pid: set[tuple[int, int]] = set()
         self.malformed = 0
         self.lines = 0
+        #: While True, COLL lines teach communicators but are not calls (``on_call``): a log's history.
+        self.history = False
         #: Processes forgotten because more than ``max_pids`` logged.
         self.forgotten_pids = 0
         #: QP tags forgotten by ``retain`` because the QP was gone.
@@ -208,8 +236,8 @@ class NcclLog:
                 self.malformed += 1
                 continue
             try:
-                ok = self._message(int(m.group(3)), m.group(6), m.group(1))
-            except ValueError:  # a number int() refuses (thousands of digits): one bad line, not a dead agent
+                ok = self._message(_int(m.group(3), PID_MAX), m.group(6), m.group(1))
+            except ValueError:  # a number out of its bounds (``_int``): one bad line, not a dead agent
                 ok = False
             if not ok:
                 self.malformed += 1
@@ -223,14 +251,16 @@ class NcclLog:
                 return "via NET/" not in msg  # P2P / SHM channels are not ours
             if m.group(4) == "send":
                 p = self._proc(pid)
-                p.pending.setdefault(int(m.group(5)), deque()).append(
-                    _Send(p.current, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+                p.pending.setdefault(_int(m.group(5), MAX_CHANNEL), deque()).append(
+                    _Send(p.current, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_NRANKS),
+                          _int(m.group(3), MAX_NRANKS)))
             return True
         if msg.startswith("NET/IB: NCCL "):
             m = _QPN.match(msg)
             if m is None:
                 return False
-            self._qpn(pid, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            self._qpn(pid, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_CHANNEL), _int(m.group(3), MAX_CHANNEL),
+                      _int(m.group(4), QPN_MAX))
             return True
         if msg.startswith("comm 0x") or msg.endswith(("Init START", "Init COMPLETE", "Destroy COMPLETE")):
             return self._init(pid, msg)
@@ -238,15 +268,20 @@ class NcclLog:
             m = _COLL.match(msg)
             if m is None:
                 return False
+            op, op_count, nranks = m.group(1), _hex(m.group(2), INT64_MAX), _int(m.group(8), MAX_NRANKS)
+            count, datatype, root = _int(m.group(3), MAX_CALL_BYTES), _int(m.group(4), 255), \
+                _int(m.group(6), MAX_NRANKS, -1)
+            if call_bytes(op, count, datatype, nranks) > MAX_CALL_BYTES:
+                return False  # no GPU holds such a call: a corrupt or forged line
             p = self._proc(pid)
             c = p.comms.get(m.group(7))
             if c is None:
-                c = p.comms[m.group(7)] = CommInfo(m.group(7), -1, int(m.group(8)))
-            c.collective, c.op_count = m.group(1), int(m.group(2), 16)
+                c = p.comms[m.group(7)] = CommInfo(m.group(7), -1, nranks)
+            c.collective, c.op_count = op, op_count
             p.current = c
-            if self.on_call is not None:
-                self.on_call(pid, c.rank, c.id, c.collective, int(m.group(3)), int(m.group(4)), int(m.group(6)),
-                             int(m.group(8)), timestamp_ns(stamp, self._seconds))
+            if self.on_call is not None and not self.history:
+                self.on_call(pid, c.rank, c.id, c.collective, count, datatype, root, nranks,
+                             timestamp_ns(stamp, self._seconds))
             return True
         if msg.startswith("NET/IB : Using"):
             m = _USING.match(msg)
@@ -254,13 +289,13 @@ class NcclLog:
                 return False
             devs = self._proc(pid).ib_devs
             for d in _USING_DEV.finditer(m.group(1)):
-                devs[int(d.group(1))] = (d.group(2), int(d.group(3)))
+                devs[_int(d.group(1), MAX_CHANNEL)] = (d.group(2), _int(d.group(3), MAX_CHANNEL))
             return True
         if msg.startswith("NCCL_IB_TC"):
             m = _TC.match(msg)
             if m is None:
                 return False
-            self._proc(pid).traffic_class = int(m.group(1))
+            self._proc(pid).traffic_class = _int(m.group(1), 255)
             return True
         return not msg.startswith(_CLAIMED)
 
@@ -273,7 +308,7 @@ class NcclLog:
                 if p.current is c:
                     p.current = None
                 return True
-            c = self._comm(p, m.group(1), int(m.group(2)), int(m.group(3)))
+            c = self._comm(p, m.group(1), _int(m.group(2), MAX_NRANKS), _int(m.group(3), MAX_NRANKS))
             cid = _COMM_ID.search(msg)
             if cid is not None:
                 c.comm_id = cid.group(1).lower()
@@ -283,7 +318,7 @@ class NcclLog:
         m = _COMM_START.match(msg)
         if m is None:
             return not msg.startswith("comm 0x")
-        p.current = self._comm(p, m.group(1), int(m.group(2)), int(m.group(3)))
+        p.current = self._comm(p, m.group(1), _int(m.group(2), MAX_NRANKS), _int(m.group(3), MAX_NRANKS))
         return True
 
     def _qpn(self, pid: int, net_dev: int, ib_dev: int, port: int, qpn: int) -> None:

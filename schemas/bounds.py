@@ -1,4 +1,5 @@
-"""Integer bounds every stage shares: what fits the wire and the store, and arithmetic that saturates (pure).
+"""Bounds every stage shares (pure): what fits the wire and the store, what no real source reports, and arithmetic
+that saturates.
 
 Protobuf ``uint64`` fields accept up to 2^64 - 1 and raise ``ValueError`` beyond; InfluxDB integers are signed
 64-bit. Counts built from input records (sums of bytes, products of calls and sizes) are clamped here instead of
@@ -9,15 +10,15 @@ from __future__ import annotations
 
 INT64_MAX = 2**63 - 1
 """The largest signed 64-bit integer: InfluxDB's integer field limit."""
-INT64_MIN = -(2**63)
 INT32_MAX = 2**31 - 1
 """The largest ``int32`` protobuf value (ranks, nranks)."""
-UINT32_MAX = 2**32 - 1
 
-
-def clamp_i64(n: int) -> int:
-    """``n`` clamped to the signed 64-bit range."""
-    return INT64_MAX if n > INT64_MAX else INT64_MIN if n < INT64_MIN else n
+MAX_CALL_BYTES = 1 << 40
+"""One NCCL call's bytes (1 TiB; count x datatype size, x nranks for AllGather and ReduceScatter): a call's buffers
+live in one GPU's memory (288 GB on the largest today). The agent skips a COLL line beyond it, the processor
+dead-letters a profile beyond it."""
+MAX_NRANKS = 1 << 24
+"""Ranks of one NCCL communicator (and so the largest rank, peer or root a line may name)."""
 
 
 def saturating_round(x: float) -> int:
