@@ -19,6 +19,9 @@ live in one GPU's memory (288 GB on the largest today). The agent skips a COLL l
 dead-letters a profile beyond it."""
 MAX_NRANKS = 1 << 24
 """Ranks of one NCCL communicator (and so the largest rank, peer or root a line may name)."""
+MAX_PROFILES = 1 << 14
+"""Collective profiles of one host window: the agent aggregates at most this many (pid, rank, communicator,
+operation, datatype, count) keys per window, the processor dead-letters a FlowBatch with more profiles."""
 
 
 def saturating_round(x: float) -> int:

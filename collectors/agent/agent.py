@@ -131,7 +131,8 @@ class AgentMetrics:
             peer_malformed=Counter("flowtracer_agent_peer_tables_malformed", "QP tables of other hosts skipped as "
                                    "malformed.", registry=r),
             nccl_forgotten=Gauge("flowtracer_agent_nccl_forgotten", "NCCL log state forgotten by its bounds "
-                                 "(cumulative): processes over the limit, tags of QPs gone.", ["what"], registry=r),
+                                 "(cumulative): processes, communicators, queued sends, QP tags and collective calls "
+                                 "over their limits, tags of QPs gone.", ["what"], registry=r),
         )
 
 
@@ -256,8 +257,9 @@ class Agent:
                 self.metrics.sample_errors.inc(missing)
             self.metrics.window_seconds.observe(time.perf_counter() - t0)
             logs = [p.nccl for p in self.pipelines.values()]
-            self.metrics.nccl_forgotten.labels("pids").set(sum(n.forgotten_pids for n in logs))
-            self.metrics.nccl_forgotten.labels("qps").set(sum(n.forgotten_qps for n in logs))
+            for what in ("pids", "qps", "comms", "sends", "tags"):
+                self.metrics.nccl_forgotten.labels(what).set(sum(getattr(n, f"forgotten_{what}") for n in logs))
+            self.metrics.nccl_forgotten.labels("calls").set(sum(p.collectives.dropped for p in self.pipelines.values()))
             self.metrics.lag_seconds.set(max(0, self.source.now_ns() - boundary) / 1e9)
             self.metrics.windows.inc()
             if ex is not None:

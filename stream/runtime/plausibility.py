@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from google.protobuf.message import Message
 
-from flowtracer.schemas.bounds import INT32_MAX, MAX_CALL_BYTES, MAX_NRANKS
+from flowtracer.schemas.bounds import INT32_MAX, MAX_CALL_BYTES, MAX_NRANKS, MAX_PROFILES
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2, traces_pb2
 from flowtracer.stream.runtime.inputs import BadRecord
@@ -27,8 +27,6 @@ MAX_WINDOW_NS = 600_000_000_000
 """The longest agent window or counter interval accepted (10 min; agents and collectors sample every second)."""
 MAX_FLOWS_PER_BATCH = 1 << 16
 """Flows (QPs) in one FlowBatch: 65,536, far above the QPs a host's NICs hold for training."""
-MAX_COLLECTIVES_PER_BATCH = 1 << 14
-"""CollectiveProfiles in one FlowBatch."""
 MAX_RANK_BYTES_PER_S = 1 << 46
 """Bytes one rank's calls can move per second (70 TB/s, about 9x the fastest HBM): calls x call_bytes bound."""
 MAX_DATATYPE_BYTES = 16
@@ -147,7 +145,7 @@ def check_flow_batch(msg: flows_pb2.FlowBatch, fabric: Fabric, nic_speed_bps: in
     window = msg.window_end_ns - msg.window_start_ns
     _interval(what, "window_end_ns - window_start_ns", window)
     _at_most(what, "len(flows)", len(msg.flows), MAX_FLOWS_PER_BATCH, "QPs one host can hold")
-    _at_most(what, "len(collectives)", len(msg.collectives), MAX_COLLECTIVES_PER_BATCH, "profiles per batch")
+    _at_most(what, "len(collectives)", len(msg.collectives), MAX_PROFILES, "profiles per batch")
     sent: dict[str, int] = defaultdict(int)
     for i, f in enumerate(msg.flows):
         speed = speeds.get(f.rdma_device) or max(speeds.values()) or nic_speed_bps

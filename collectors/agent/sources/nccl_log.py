@@ -71,7 +71,15 @@ MAX_PIDS = 4096
 PID_MAX = 1 << 22
 """Linux's largest pid (``PID_MAX_LIMIT``): a line naming a larger one is malformed."""
 MAX_CHANNEL = 1 << 16
-"""Channels, NCCL net devices, IB devices and ports a line may name (NCCL has at most 64 channels)."""
+"""Channels and ports a line may name (NCCL has at most 64 channels)."""
+MAX_NET_DEVS = 1024
+"""NCCL net and IB device indices a line may name (NCCL drives at most a few dozen NICs per process)."""
+MAX_COMMS = 1024
+"""Communicators remembered per process (``NcclLog.max_comms``); the least recently used is forgotten first."""
+MAX_SENDS = 8192
+"""Channel [send] lines per process waiting for their QP line (``NcclLog.max_sends``); the oldest goes first."""
+MAX_TAGS = 1 << 16
+"""QP tags held per host between two ``retain`` calls (``NcclLog.max_tags``); the oldest goes first."""
 QPN_MAX = (1 << 24) - 1
 """QP numbers are 24 bits."""
 #: What ``NcclLog`` tells of each COLL line: pid, rank, comm id, operation, count, datatype, root, nranks, t_ns.
@@ -152,9 +160,10 @@ class _Send:
 @dataclass(slots=True)
 class _Proc:
     ib_devs: dict[int, tuple[str, int]] = field(default_factory=dict)
-    comms: dict[str, CommInfo] = field(default_factory=dict)  # by pointer
+    comms: dict[str, CommInfo] = field(default_factory=dict)  # by pointer, least recently used first
     current: CommInfo | None = None
     pending: dict[int, deque[_Send]] = field(default_factory=dict)  # by NCCL net device
+    queued: int = 0  # sends in ``pending``
     last: dict[int, _Send] = field(default_factory=dict)
     traffic_class: int | None = None
 
@@ -166,10 +175,14 @@ class NcclLog:
     qp``. ``malformed`` counts claimed lines that did not parse (never raises on input).
     """
 
-    def __init__(self, max_pids: int = MAX_PIDS, on_call: CallSink | None = None) -> None:
-        if max_pids < 1:
-            raise ValueError(f"max_pids must be at least 1, not {max_pids}")
+    def __init__(self, max_pids: int = MAX_PIDS, on_call: CallSink | None = None, max_comms: int = MAX_COMMS,
+                 max_sends: int = MAX_SENDS, max_tags: int = MAX_TAGS) -> None:
+        for name, v in (("max_pids", max_pids), ("max_comms", max_comms), ("max_sends", max_sends),
+                        ("max_tags", max_tags)):
+            if v < 1:
+                raise ValueError(f"{name} must be at least 1, not {v}")
         self.max_pids = max_pids
+        self.max_comms, self.max_sends, self.max_tags = max_comms, max_sends, max_tags
         self.on_call = on_call
         self._seconds: dict[str, int] = {}
         self._procs: dict[int, _Proc] = {}  # least recently logging first
@@ -186,6 +199,12 @@ class NcclLog:
         self.forgotten_pids = 0
         #: QP tags forgotten by ``retain`` because the QP was gone.
         self.forgotten_qps = 0
+        #: Communicators forgotten because a process had more than ``max_comms``.
+        self.forgotten_comms = 0
+        #: Channel [send] lines dropped because a process had ``max_sends`` waiting for their QP line.
+        self.forgotten_sends = 0
+        #: QP tags dropped because ``max_tags`` were held between two ``retain`` calls.
+        self.forgotten_tags = 0
 
     def _proc(self, pid: int) -> _Proc:
         p = self._procs.pop(pid, None)
@@ -220,9 +239,19 @@ class NcclLog:
         self._fresh_pid.clear()
 
     def _comm(self, p: _Proc, pointer: str, rank: int, nranks: int) -> CommInfo:
-        c = p.comms.get(pointer)
+        c = p.comms.pop(pointer, None)
         if c is None or c.rank != rank or c.nranks != nranks:
-            c = p.comms[pointer] = CommInfo(pointer, rank, nranks)  # a freed pointer reused by a new comm
+            c = CommInfo(pointer, rank, nranks)  # new, or a freed pointer reused by a new comm
+        return self._keep_comm(p, c)
+
+    def _keep_comm(self, p: _Proc, c: CommInfo) -> CommInfo:
+        """``c`` as ``p``'s most recently used communicator, the least recently used forgotten beyond
+        ``max_comms`` (a process that creates communicators without destroying them)."""
+        p.comms.pop(c.pointer, None)
+        if len(p.comms) >= self.max_comms:
+            del p.comms[next(iter(p.comms))]
+            self.forgotten_comms += 1
+        p.comms[c.pointer] = c
         return c
 
     def feed(self, lines: list[str]) -> None:
@@ -250,17 +279,18 @@ class NcclLog:
             if m is None:
                 return "via NET/" not in msg  # P2P / SHM channels are not ours
             if m.group(4) == "send":
+                send = _Send(None, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_NRANKS),
+                             _int(m.group(3), MAX_NRANKS))
                 p = self._proc(pid)
-                p.pending.setdefault(_int(m.group(5), MAX_CHANNEL), deque()).append(
-                    _Send(p.current, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_NRANKS),
-                          _int(m.group(3), MAX_NRANKS)))
+                send.comm = p.current
+                self._queue(p, _int(m.group(5), MAX_NET_DEVS), send)
             return True
         if msg.startswith("NET/IB: NCCL "):
             m = _QPN.match(msg)
             if m is None:
                 return False
-            self._qpn(pid, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_CHANNEL), _int(m.group(3), MAX_CHANNEL),
-                      _int(m.group(4), QPN_MAX))
+            self._qpn(pid, _int(m.group(1), MAX_NET_DEVS), _int(m.group(2), MAX_NET_DEVS),
+                      _int(m.group(3), MAX_CHANNEL), _int(m.group(4), QPN_MAX))
             return True
         if msg.startswith("comm 0x") or msg.endswith(("Init START", "Init COMPLETE", "Destroy COMPLETE")):
             return self._init(pid, msg)
@@ -274,9 +304,7 @@ class NcclLog:
             if call_bytes(op, count, datatype, nranks) > MAX_CALL_BYTES:
                 return False  # no GPU holds such a call: a corrupt or forged line
             p = self._proc(pid)
-            c = p.comms.get(m.group(7))
-            if c is None:
-                c = p.comms[m.group(7)] = CommInfo(m.group(7), -1, nranks)
+            c = self._keep_comm(p, p.comms.get(m.group(7)) or CommInfo(m.group(7), -1, nranks))
             c.collective, c.op_count = op, op_count
             p.current = c
             if self.on_call is not None and not self.history:
@@ -289,7 +317,7 @@ class NcclLog:
                 return False
             devs = self._proc(pid).ib_devs
             for d in _USING_DEV.finditer(m.group(1)):
-                devs[_int(d.group(1), MAX_CHANNEL)] = (d.group(2), _int(d.group(3), MAX_CHANNEL))
+                devs[_int(d.group(1), MAX_NET_DEVS)] = (d.group(2), _int(d.group(3), MAX_CHANNEL))
             return True
         if msg.startswith("NCCL_IB_TC"):
             m = _TC.match(msg)
@@ -326,6 +354,7 @@ class NcclLog:
         queue = p.pending.get(net_dev)
         if queue:
             send = queue.popleft()
+            p.queued -= 1
             p.last[net_dev] = send
         else:
             send = p.last.get(net_dev)  # another QP of the last connection (QPS_PER_CONNECTION > 1)
@@ -335,11 +364,38 @@ class NcclLog:
         tag = QpTag(comm, send.channel if send else -1, send.peer if send else -1)
         device = p.ib_devs.get(ib_dev, ("", port))[0]
         if device:
+            if len(self._by_dev) >= self.max_tags and (device, qpn) not in self._by_dev:
+                old = next(iter(self._by_dev))
+                del self._by_dev[old]
+                self._fresh_dev.discard(old)
+                self.forgotten_tags += 1
             self._by_dev[(device, qpn)] = tag
             self._fresh_dev.add((device, qpn))
+        if len(self._by_pid) >= self.max_tags and (pid, qpn) not in self._by_pid:
+            old_pid, old_qpn = old = next(iter(self._by_pid))
+            del self._by_pid[old]
+            self._fresh_pid.discard(old)
+            qpns = self._pid_qpns.get(old_pid)
+            if qpns is not None:
+                qpns.discard(old_qpn)
+                if not qpns:
+                    del self._pid_qpns[old_pid]
+            self.forgotten_tags += 1
         self._by_pid[(pid, qpn)] = tag
         self._fresh_pid.add((pid, qpn))
         self._pid_qpns.setdefault(pid, set()).add(qpn)
+
+    def _queue(self, p: _Proc, net_dev: int, send: _Send) -> None:
+        """Queue a Channel [send] line for the next QP line of its net device; beyond ``max_sends`` waiting in the
+        process the oldest of that device (else of the longest queue) is dropped: its QP line never came."""
+        queue = p.pending.setdefault(net_dev, deque())
+        if p.queued >= self.max_sends:
+            victim = queue if queue else max(p.pending.values(), key=len)
+            victim.popleft()
+            p.queued -= 1
+            self.forgotten_sends += 1
+        queue.append(send)
+        p.queued += 1
 
     def knows_anything(self) -> bool:
         """False while no ``tag`` or ``traffic_class`` can be anything but None (no NCCL lines yet)."""

@@ -62,3 +62,30 @@ def test_a_line_with_numbers_no_nccl_writes_is_counted_and_skipped(line: str) ->
 def test_a_call_at_the_bound_is_kept() -> None:
     [batch], stats = window_with([coll(count=MAX_CALL_BYTES // 4, dt=7)])
     assert stats.malformed == 0 and [c.call_bytes for c in batch.collectives] == [MAX_CALL_BYTES]
+
+
+def test_one_process_logging_200k_lines_keeps_bounded_state_and_counts_what_it_forgets() -> None:
+    """One pid that creates communicators without destroying them, sets up connections whose QP lines never come,
+    and calls with a new size every time (200k lines) keeps at most the bounds, each overflow counted."""
+    from flowtracer.collectors.agent.collective_profile import CollectiveProfiler
+    from flowtracer.collectors.agent.sources.nccl_log import MAX_COMMS, MAX_SENDS, NcclLog
+    from flowtracer.schemas.bounds import MAX_PROFILES
+
+    prof = CollectiveProfiler()
+    log = NcclLog(on_call=prof.call)
+    n = 200_000 // 4
+    lines = []
+    for i in range(n):
+        lines += [f"node01:17:17 [0] NCCL INFO comm 0x{i + 0x1000:x} rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0",
+                  "node01:17:17 [0] NCCL INFO Channel 02/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA",
+                  f"node01:17:17 [0] NCCL INFO NET/IB: NCCL Dev 3 IbDev 0 Port 1 qpn {i % (1 << 24)} mtu 5 GID 3",
+                  coll(count=i + 1).replace("comm 0x55", f"comm 0x{i + 0x1000:x}")]
+    log.feed(lines)
+    [p] = log._procs.values()
+    assert log.malformed == 0
+    assert len(p.comms) == MAX_COMMS and log.forgotten_comms == n - MAX_COMMS
+    assert p.queued == sum(map(len, p.pending.values())) == MAX_SENDS and log.forgotten_sends == n - MAX_SENDS
+    assert len(log._by_pid) <= log.max_tags and log.forgotten_tags == max(0, n - log.max_tags)
+    assert len(prof._stats) == MAX_PROFILES and prof.dropped == n - MAX_PROFILES
+    profiles = prof.take("node01", lambda pid: "job", T1, T2)
+    assert len(profiles) == MAX_PROFILES
