@@ -40,6 +40,7 @@ Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from collections.abc import Callable
@@ -48,6 +49,8 @@ from datetime import UTC, datetime
 
 from flowtracer.collectors.agent.collective_profile import call_bytes
 from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, bounded_int
+
+log = logging.getLogger(__name__)
 
 _PREFIX = re.compile(r"^(?:\[([^\]]*)\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
 _USING = re.compile(r"^NET/IB : Using((?: \[\d+\][^\s:]+:\d+/\w+)*)")
@@ -254,22 +257,35 @@ class NcclLog:
         p.comms[c.pointer] = c
         return c
 
-    def feed(self, lines: list[str]) -> None:
-        """Consume log lines (with or without trailing newlines)."""
-        for line in lines:
-            self.lines += 1
-            if "NCCL INFO" not in line:
-                continue
-            m = _PREFIX.match(line.rstrip("\r\n"))
-            if m is None:
-                self.malformed += 1
-                continue
-            try:
-                ok = self._message(_int(m.group(3), PID_MAX), m.group(6), m.group(1))
-            except ValueError:  # a number out of its bounds (``_int``): one bad line, not a dead agent
-                ok = False
-            if not ok:
-                self.malformed += 1
+    def feed(self, lines: list[str], where: str = "", first_line: int = 1, history: bool = False) -> None:
+        """Consume log lines (with or without trailing newlines): ``lines[i]`` is line ``first_line + i`` of
+        ``where`` (a file name, for the log). ``history``: lines the log held before the agent first read it
+        (``log_tail.LogChunk.history``): they teach communicators and QPs, but their COLL lines are not calls of
+        this window and their malformed lines are not counted again. Never raises: a line that does not parse,
+        whose numbers are out of bounds or that trips a bug here is skipped and counted in ``malformed``; the
+        first is logged with its ``file:line``."""
+        self.history = history
+        try:
+            for i, line in enumerate(lines):
+                self.lines += 1
+                if "NCCL INFO" not in line:
+                    continue
+                m = _PREFIX.match(line.rstrip("\r\n"))
+                try:
+                    ok = m is not None and self._message(_int(m.group(3), PID_MAX), m.group(6), m.group(1))
+                    why = "does not parse"
+                except ValueError as e:  # a number out of its bounds (``_int``): one bad line, not a dead agent
+                    ok, why = False, str(e)
+                except Exception as e:  # the boundary: a bug on one line costs that line
+                    ok, why = False, f"{type(e).__name__}: {e}"
+                if not ok and not history:
+                    self.malformed += 1
+                    if self.malformed == 1:
+                        log.warning("%s:%d: NCCL log line skipped (%s), counted as malformed; further ones are only "
+                                    "counted (flowtracer_agent_malformed_records_total): %.200r",
+                                    where or "NCCL log", first_line + i, why, line)
+        finally:
+            self.history = False
 
     def _message(self, pid: int, msg: str, stamp: str | None = None) -> bool:
         """Apply one message (``stamp``: the line's timestamp text, if any); False when it is one of ours but does
