@@ -80,7 +80,7 @@ def _counters(what: str, where: str, msg: Message, speed_bps: float, interval_ns
     packet bound."""
     for fd, value in msg.ListFields():
         if fd.message_type is not None and fd.message_type.full_name == common_pb2.Counter.DESCRIPTOR.full_name:
-            octets = fd.name.endswith("octets")
+            octets = "octets" in fd.name  # in_octets, octets_forwarded, dropped_octets, ...
             limit = byte_bound(speed_bps, interval_ns) if octets else packet_bound(speed_bps, interval_ns)
             _at_most(what, f"{where}.{fd.name}.delta", value.delta, limit,
                      f"{'bytes' if octets else 'packets'} a {speed_bps / 1e9:g} Gbit/s port can carry in "

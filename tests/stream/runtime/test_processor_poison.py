@@ -165,3 +165,17 @@ def test_the_flows_stage_saturates_sums_of_bytes_it_was_given(proc: Processor) -
     stage.add_flows(fb, object(), NOW)
     out = stage.finalize(LATER)
     assert out.path_loads and max(p.bytes for p in out.path_loads) == 2**63 - 1
+
+
+def test_what_healthy_sources_send_at_line_rate_is_accepted(proc: Processor) -> None:
+    """The bounds leave room: a leaf's uplink and its next hop at 400G line rate for the second, and a flow at line
+    rate with its NIC's port totals, are accepted (a next hop's ``octets_forwarded`` was once held to the packet
+    bound: its name does not end in octets)."""
+    line_rate = 50_000_000_000  # 400 Gbit/s for 1 s
+    cb = counters(proc, "leaf01", {"Ethernet3": line_rate})
+    cb.next_hops.add(interval_ns=S, octets_forwarded=common_pb2.Counter(value=line_rate, delta=line_rate, status=1),
+                     packets_forwarded=common_pb2.Counter(value=line_rate // 4096, delta=line_rate // 4096, status=1))
+    fb = batch(proc, "host01", [flow(proc, "host01", "host03", 0x100, line_rate)])
+    fb.ports.add(rdma_device="mlx5_0", port=1, tx_bytes=line_rate, tx_packets=line_rate // 4096)
+    _, _, dead = run(proc, [(topics.COUNTERS.name, "leaf01", cb), (topics.FLOWS.name, fb.leaf, fb)])
+    assert dead == []
