@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
+from kafka_records import topic_records
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.schemas import topics
@@ -24,16 +25,6 @@ S = 1_000_000_000
 POISON = 2**63 + 1
 COLL = ("{host}:4242:4242 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 18446744073709551616 "
         "datatype 7 op 0 root 0 comm 0x55 [nranks=8] stream 0x9\n")
-
-
-def _records(bootstrap: str, *names: str) -> dict[str, list[bytes]]:
-    out: dict[str, list[bytes]] = {n: [] for n in names}
-    consumer = KafkaConsumer(*names, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=4000, enable_auto_commit=False)
-    for m in consumer:
-        out[m.topic].append(m.value)
-    consumer.close()
-    return out
 
 
 def test_poisoned_records_mid_run_are_dead_lettered_and_every_stage_stays_up(tmp_path: Path) -> None:
@@ -67,7 +58,7 @@ def test_poisoned_records_mid_run_are_dead_lettered_and_every_stage_stays_up(tmp
                 f.write(COLL.format(host=host))
         pipeline.wait(12)  # raises if any stage (processor, agent, collector) exited
         pipeline.stop_stages()
-        got = _records(pipeline.bootstrap, topics.DEAD_LETTER.name, topics.LINK_LOADS.name)
+        got = topic_records(pipeline.bootstrap, topics.DEAD_LETTER.name, topics.LINK_LOADS.name)
     letters = [analytics_pb2.DeadLetter.FromString(v) for v in got[topics.DEAD_LETTER.name]]
     # nothing the healthy sources sent was refused (a next hop's octets_forwarded once was: a bound named by suffix)
     assert all(d.topic == topics.FLOWS.name for d in letters), {(d.topic, d.reason[:300]) for d in letters}
