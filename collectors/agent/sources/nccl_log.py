@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from flowtracer.collectors.agent.collective_profile import call_bytes
+from flowtracer.collectors.agent.sources.rdma_json import PID_MAX, QPN_MASK
 from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, bounded_int
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,6 @@ _TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
 _CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
 MAX_PIDS = 4096
 """Processes remembered at once (``NcclLog.max_pids``)."""
-PID_MAX = 1 << 22
-"""Linux's largest pid (``PID_MAX_LIMIT``): a line naming a larger one is malformed."""
 MAX_CHANNEL = 1 << 16
 """Channels and ports a line may name (NCCL has at most 64 channels)."""
 MAX_NET_DEVS = 1024
@@ -83,8 +82,6 @@ MAX_SENDS = 8192
 """Channel [send] lines per process waiting for their QP line (``NcclLog.max_sends``); the oldest goes first."""
 MAX_TAGS = 1 << 16
 """QP tags held per host between two ``retain`` calls (``NcclLog.max_tags``); the oldest goes first."""
-QPN_MAX = (1 << 24) - 1
-"""QP numbers are 24 bits."""
 #: What ``NcclLog`` tells of each COLL line: pid, rank, comm id, operation, count, datatype, root, nranks, t_ns.
 CallSink = Callable[[int, int, str, str, int, int, int, int, int], None]
 
@@ -306,7 +303,7 @@ class NcclLog:
             if m is None:
                 return False
             self._qpn(pid, _int(m.group(1), MAX_NET_DEVS), _int(m.group(2), MAX_NET_DEVS),
-                      _int(m.group(3), MAX_CHANNEL), _int(m.group(4), QPN_MAX))
+                      _int(m.group(3), MAX_CHANNEL), _int(m.group(4), QPN_MASK))
             return True
         if msg.startswith("comm 0x") or msg.endswith(("Init START", "Init COMPLETE", "Destroy COMPLETE")):
             return self._init(pid, msg)
