@@ -205,6 +205,10 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         for records, topic, key_field in keyed:
             for r in records:
                 futures.append(await send(topic.name, topics.key(getattr(r, key_field)), r.SerializeToString()))
+        for dl in e.dead_letters:  # the input records of windows that failed (stages/emitted.py, failed_window)
+            dl.worker, dl.received_ns = proc.worker, started_ns
+            futures.append(await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()))
+        proc.metrics.dead_letters.inc(len(e.dead_letters))
         for dest, ab in e.attributions:
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:

@@ -26,7 +26,7 @@ from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, TraceConsumer
-from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.emitted import Emitted, failed_window
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
 #: How long a stage waits for a required upstream source that is missing (a failover in progress);
@@ -132,7 +132,10 @@ class FlowsStage:
         out = Emitted()
         for end in self.tracker.due(now_ns, unread):
             items, tokens, _ = self.tracker.pop(end)
-            out.extend(self._window(end, items))
+            try:
+                out.extend(self._window(end, items))
+            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
+                out.extend(failed_window(self.tracker.name, end, items, e))
             out.tokens.extend(tokens)
             out.windows += 1
         if out.windows and self._trace_tokens:

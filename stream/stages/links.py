@@ -33,7 +33,7 @@ from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.congestion_cause import congested, congested_link
 from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_records, group_drift
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.emitted import Emitted, failed_window
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
@@ -135,7 +135,10 @@ class LinksStage:
         out = Emitted()
         for end in self.tracker.due(now_ns, unread, upstream):
             items, tokens, _ = self.tracker.pop(end)
-            out.extend(self._window(end, items))
+            try:
+                out.extend(self._window(end, items))
+            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
+                out.extend(failed_window(self.tracker.name, end, items, e))
             out.tokens.extend(tokens)
             out.windows += 1
         return out

@@ -179,3 +179,34 @@ def test_what_healthy_sources_send_at_line_rate_is_accepted(proc: Processor) -> 
     fb.ports.add(rdma_device="mlx5_0", port=1, tx_bytes=line_rate, tx_packets=line_rate // 4096)
     _, _, dead = run(proc, [(topics.COUNTERS.name, "leaf01", cb), (topics.FLOWS.name, fb.leaf, fb)])
     assert dead == []
+
+
+def test_a_window_whose_computation_raises_is_dead_lettered_and_the_next_one_is_published(
+        proc: Processor, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Behind every check: whatever still makes a window's computation raise (here the resolver, once) costs that
+    window (its input records become DeadLetters naming the stage, window and error, and are released for acking),
+    never the worker; the next window is computed as usual."""
+    stage = proc.flows_stage(partition_for("leaf01", P))
+    resolve = stage.resolver.resolve
+    calls = []
+
+    def once(*a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("Value out of range: 18446744073709551618")
+        return resolve(*a, **kw)
+
+    monkeypatch.setattr(stage.resolver, "resolve", once)
+    out, _, dead = run(proc, window(proc))
+    assert not dead
+    mine = [d for d in out.dead_letters if d.window_end_ns == END]
+    assert {d.topic for d in mine} == {topics.FLOWS.name, topics.COUNTERS.name}
+    assert all(f"flows stage of partition {stage.partition}: window ending {END} failed: ValueError" in d.reason
+               for d in mine)
+    assert flows_pb2.FlowBatch.FromString(next(d.value for d in mine if d.topic == topics.FLOWS.name)).host
+    assert out.tokens and "records are dead-lettered and the worker goes on" in caplog.text
+    assert not [p for p in out.path_loads if p.src_host == "host01"]  # leaf01's window: no outputs
+    nxt = batch(proc, "host01", [flow(proc, "host01", "host03", 0x100, GB)])
+    nxt.window_start_ns, nxt.window_end_ns = END, END + S
+    stage.add_flows(nxt, object(), NOW + S)
+    assert [p.src_host for p in stage.finalize(LATER + S).path_loads] == ["host01"]  # the next window as usual
