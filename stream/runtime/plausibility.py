@@ -132,8 +132,9 @@ def check_congestion_batch(msg: counters_pb2.CongestionBatch, fabric: Fabric) ->
 
 
 def check_flow_batch(msg: flows_pb2.FlowBatch, fabric: Fabric, nic_speed_bps: int) -> None:
-    """A host and leaf the topology knows, cabled together; a sane window; every flow's bytes and packets (and
-    their sum per NIC) within the NIC's speed times the window; collective profiles within what a GPU can hold."""
+    """A host and leaf the topology knows, cabled together; a sane window; every flow from one of the host's own
+    addresses (when the topology knows the address), its bytes and packets (and their sum per NIC) within the
+    NIC's speed times the window; collective profiles within what a GPU can hold."""
     what = f"FlowBatch from host {msg.host} (leaf {msg.leaf})"
     if msg.leaf not in fabric.switch_names:
         raise BadRecord(f"{what}: leaf {msg.leaf!r} is not in the topology")
@@ -155,6 +156,10 @@ def check_flow_batch(msg: flows_pb2.FlowBatch, fabric: Fabric, nic_speed_bps: in
                             ("byte_error_bound", byte_bound(speed, window)),
                             ("tx_packets", packet_bound(speed, window)), ("rx_packets", packet_bound(speed, window))):
             _at_most(what, f"flows[{i}].{name}", getattr(f, name), limit, why)
+        owner = fabric.nic_by_ip.get(f.src_ip) if f.src_ip else None
+        if owner is not None and owner.host != msg.host:
+            raise BadRecord(f"{what}: flows[{i}].src_ip {f.src_ip} is {owner.name}'s address, not a NIC of host "
+                            f"{msg.host}: a host's flows leave from its own NICs")
         sent[f.rdma_device] += f.tx_bytes
         speed_limit = byte_bound(speed, window)
         _at_most(what, f"flows[..{i}].tx_bytes summed on {f.rdma_device}", sent[f.rdma_device], speed_limit,

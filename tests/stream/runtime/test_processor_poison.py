@@ -210,3 +210,11 @@ def test_a_window_whose_computation_raises_is_dead_lettered_and_the_next_one_is_
     nxt.window_start_ns, nxt.window_end_ns = END, END + S
     stage.add_flows(nxt, object(), NOW + S)
     assert [p.src_host for p in stage.finalize(LATER + S).path_loads] == ["host01"]  # the next window as usual
+
+
+def test_a_flow_from_another_hosts_address_is_dead_lettered(proc: Processor) -> None:
+    forged = flow(proc, "host05" if "host05:mlx5_0" in proc.fabric.nics else "host04", "host03", 0x200, GB)
+    forged.rdma_device = "mlx5_7"  # a device host02 does not have: the processor would place it by its source IP
+    bad = batch(proc, "host02", [forged])
+    _, _, dead = run(proc, window(proc, {"host02": bad}))
+    assert len(dead) == 1 and "flows[0].src_ip" in dead[0] and "not a NIC of host host02" in dead[0], dead
