@@ -29,7 +29,7 @@ from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace, event_time
-from flowtracer.stream.runtime.plausibility import check, fastest_nic_bps
+from flowtracer.stream.runtime.plausibility import Plausibility
 from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks, reading
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.fabric import STREAMS as FABRIC_STREAMS
@@ -144,7 +144,7 @@ class Processor:
         self.saved_state = saved_state
         self.fabric = fabric
         self.links = LinkIndex(fabric)
-        self.nic_speed_bps = fastest_nic_bps(fabric)  # assumed for a NIC the topology does not list
+        self.plausible = Plausibility(fabric)  # what the topology and physics allow of an input record
         self.resolver_cls = resolver_cls
         self.uses_traces = issubclass(resolver_cls, TraceConsumer)
         self.flows: dict[int, FlowsStage] = {}
@@ -236,11 +236,11 @@ class Processor:
         if topic == topics.PATH_TRACES.name:
             flow_id, trace = decode_trace(key, value)
             if trace is not None:
-                check(trace, self.fabric, self.nic_speed_bps)
+                self.plausible.check(trace)
             return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
         msg = decode(topic, value)
         if topic in self.input_topics:
-            check(msg, self.fabric, self.nic_speed_bps)  # BadRecord naming the field: what no source could send
+            self.plausible.check(msg)  # BadRecord naming the field: what no source could send
             # Read before the check: a clock far ahead is dead-lettered, and this is where its skew shows.
             self._read_clock(msg, partition, now_ns)
             # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
