@@ -218,3 +218,16 @@ def test_a_flow_from_another_hosts_address_is_dead_lettered(proc: Processor) -> 
     bad = batch(proc, "host02", [forged])
     _, _, dead = run(proc, window(proc, {"host02": bad}))
     assert len(dead) == 1 and "flows[0].src_ip" in dead[0] and "not a NIC of host host02" in dead[0], dead
+
+
+def test_a_record_that_trips_a_bug_before_the_stages_is_a_dead_letter(proc: Processor,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is held before the stages, so any exception up to them (here in the checks themselves) makes the
+    record a dead letter naming the error, never a worker that exits."""
+    def broken(msg: Any) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(proc.plausible, "check", broken)
+    fb = batch(proc, "host01")
+    with pytest.raises(BadRecord, match=r"cannot check this flowtracer\.flows\.v1 record: RecursionError"):
+        proc.accept(topics.FLOWS.name, partition_for(fb.leaf, P), fb.SerializeToString(), object(), NOW)
