@@ -16,7 +16,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from flowtracer.schemas.bounds import INT32_MAX, MAX_CALL_BYTES, MAX_NRANKS, MAX_PROFILES
+from flowtracer.schemas.bounds import INT32_MAX, INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, MAX_PROFILES
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2, traces_pb2
 from flowtracer.stream.runtime.inputs import BadRecord
@@ -26,8 +26,10 @@ MARGIN = 2.0
 of a delta, PSN estimates, headers the NIC counts apart)."""
 MIN_FRAME_BYTES = 64
 """The smallest Ethernet frame: packets in an interval are at most its bytes over this."""
-MAX_WINDOW_NS = 600_000_000_000
-"""The longest agent window or counter interval accepted (10 min; agents and collectors sample every second)."""
+UNSET_INTERVAL_NS = 600_000_000_000
+"""The interval a counter without one is bounded over (10 min). Long intervals are accepted: an agent's window after
+it stopped, or a switch's first delta after an outage, spans the gap, its bound with it (every bound is at most
+2^63 - 1, InfluxDB's integer, so no interval can let a value through that an encoder refuses)."""
 MAX_FLOWS_PER_BATCH = 1 << 16
 """Flows (QPs) in one FlowBatch: 65,536, far above the QPs a host's NICs hold for training."""
 MAX_RANK_BYTES_PER_S = 1 << 46
@@ -121,15 +123,15 @@ class Plausibility:
         read, at, other_at = _reader(counters_pb2.InterfaceCounters.DESCRIPTOR, ("name", "interval_ns", "speed_bps"))
         for i, itf in enumerate(msg.interfaces):
             v = read(itf)
-            interval = v[1] or MAX_WINDOW_NS
+            interval = v[1] or UNSET_INTERVAL_NS
             speed = port_speed.get((sw, v[0])) or v[2] or fastest
-            if not 0 < interval <= MAX_WINDOW_NS or _over(v, at, other_at, *_bounds(speed, interval)):
+            if interval <= 0 or _over(v, at, other_at, *_bounds(speed, interval)):
                 where = f"interfaces[{i}] ({itf.name})"
                 _interval(what, f"{where}.interval_ns", interval)
                 _counters(what, where, itf, speed, interval)
         for i, nh in enumerate(msg.next_hops):
-            interval = nh.interval_ns or MAX_WINDOW_NS
-            if not 0 < interval <= MAX_WINDOW_NS or _item_over(nh, *_bounds(fastest, interval)):
+            interval = nh.interval_ns or UNSET_INTERVAL_NS
+            if interval <= 0 or _item_over(nh, *_bounds(fastest, interval)):
                 _interval(what, f"next_hops[{i}].interval_ns", interval)
                 _counters(what, f"next_hops[{i}]", nh, fastest, interval)
 
@@ -139,9 +141,9 @@ class Plausibility:
         self._switch(what, msg.switch)
         for name, items in (("queues", msg.queues), ("pfc", msg.pfc)):
             for i, item in enumerate(items):
-                interval = item.interval_ns or MAX_WINDOW_NS
+                interval = item.interval_ns or UNSET_INTERVAL_NS
                 speed = self._port(msg.switch, item.interface, 0)
-                if not 0 < interval <= MAX_WINDOW_NS or _item_over(item, *_bounds(speed, interval)):
+                if interval <= 0 or _item_over(item, *_bounds(speed, interval)):
                     where = f"{name}[{i}] ({item.interface})"
                     _interval(what, f"{where}.interval_ns", interval)
                     _counters(what, where, item, speed, interval)
@@ -244,8 +246,8 @@ class Plausibility:
 
 
 def byte_bound(speed_bps: float, interval_ns: int) -> int:
-    """Most bytes a port of ``speed_bps`` can move in ``interval_ns``, with ``MARGIN``."""
-    return math.ceil(speed_bps / 8 * interval_ns / 1e9 * MARGIN)
+    """Most bytes a port of ``speed_bps`` can move in ``interval_ns``, with ``MARGIN`` (at most 2^63 - 1)."""
+    return min(math.ceil(speed_bps / 8 * interval_ns / 1e9 * MARGIN), INT64_MAX)
 
 
 def packet_bound(speed_bps: float, interval_ns: int) -> int:
@@ -254,8 +256,8 @@ def packet_bound(speed_bps: float, interval_ns: int) -> int:
 
 
 def _interval(what: str, where: str, interval_ns: int) -> None:
-    if not 0 < interval_ns <= MAX_WINDOW_NS:
-        raise BadRecord(f"{what}: {where} = {interval_ns} ns is not an interval (0, {MAX_WINDOW_NS} ns]")
+    if interval_ns <= 0:
+        raise BadRecord(f"{what}: {where} = {interval_ns} ns is not an interval (must be > 0)")
 
 
 def _at_most(what: str, where: str, value: int, limit: int, why: str) -> None:
@@ -281,12 +283,13 @@ def check_collective(what: str, where: str, p: flows_pb2.CollectiveProfile, wind
     _at_most(what, f"{where}.call_bytes", p.call_bytes, MAX_CALL_BYTES, "one call's buffers fit one GPU's memory")
     _at_most(what, f"{where}.count", p.count, MAX_CALL_BYTES, "elements of one call")
     _at_most(what, f"{where}.datatype_bytes", p.datatype_bytes, MAX_DATATYPE_BYTES, "the widest NCCL datatype")
+    seconds = max(window_ns, 1_000_000_000) / 1e9
     _at_most(what, f"{where}.calls x call_bytes", p.calls * p.call_bytes,
-             math.ceil(MAX_RANK_BYTES_PER_S * max(window_ns, 1_000_000_000) / 1e9),
-             "what one rank can move in the window")
-    _at_most(what, f"{where}.calls", p.calls, max(window_ns, 1_000_000_000) // 100, "one call per 100 ns")
-    _at_most(what, f"{where}.timed_calls", p.timed_calls, max(window_ns, 1_000_000_000) // 100 * 1024,
+             min(math.ceil(MAX_RANK_BYTES_PER_S * seconds), INT64_MAX), "what one rank can move in the window")
+    _at_most(what, f"{where}.calls", p.calls, min(math.ceil(seconds * 1e7), INT64_MAX), "one call per 100 ns")
+    _at_most(what, f"{where}.timed_calls", p.timed_calls, min(math.ceil(seconds * 1e7) * 1024, INT64_MAX),
              "one call per 100 ns per local rank")
+    _at_most(what, f"{where}.timed_ns", p.timed_ns, INT64_MAX, "a duration in ns")
     if not 0 <= p.nranks <= MAX_NRANKS:
         raise BadRecord(f"{what}: {where}.nranks = {p.nranks} is outside [0, {MAX_NRANKS}]")
     for name, ranks in (("ranks", p.ranks), ("peers", p.peers)):

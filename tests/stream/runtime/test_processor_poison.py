@@ -231,3 +231,25 @@ def test_a_record_that_trips_a_bug_before_the_stages_is_a_dead_letter(proc: Proc
     fb = batch(proc, "host01")
     with pytest.raises(BadRecord, match=r"cannot check this flowtracer\.flows\.v1 record: RecursionError"):
         proc.accept(topics.FLOWS.name, partition_for(fb.leaf, P), fb.SerializeToString(), object(), NOW)
+
+
+def test_long_intervals_after_an_outage_are_accepted_with_their_bounds_and_negative_ones_are_not(
+        proc: Processor) -> None:
+    """An agent's window after it was stopped 15 minutes, and a switch's first delta after a 15-minute outage, span
+    the gap at line rate: accepted (the bound grows with the interval, never beyond 2^63 - 1). A negative interval
+    is nothing a collector measures."""
+    gap = 900 * S
+    cb = counters(proc, "leaf01", {"Ethernet3": 50_000_000_000 * 900})
+    for itf in cb.interfaces:
+        itf.interval_ns = gap
+    fb = batch(proc, "host01", [flow(proc, "host01", "host03", 0x100, 50_000_000_000 * 900)])
+    fb.window_start_ns = END - gap
+    _, _, dead = run(proc, [(topics.COUNTERS.name, "leaf01", cb), (topics.FLOWS.name, fb.leaf, fb)])
+    assert dead == []
+    cb.interfaces[0].interval_ns = -S
+    with pytest.raises(BadRecord, match=r"interfaces\[0\] \(\S+\)\.interval_ns = -1000000000 ns is not an interval"):
+        proc.accept(topics.COUNTERS.name, partition_for("leaf01", P), cb.SerializeToString(), object(), NOW)
+    cb.interfaces[0].interval_ns = 2**62  # a forged interval cannot let a value through that no encoder writes
+    cb.interfaces[0].out_octets.delta = 2**63
+    with pytest.raises(BadRecord, match=r"out_octets\.delta = 9223372036854775808 exceeds 9223372036854775807"):
+        proc.accept(topics.COUNTERS.name, partition_for("leaf01", P), cb.SerializeToString(), object(), NOW)
