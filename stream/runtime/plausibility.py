@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from functools import cache
+from functools import cache, lru_cache
 from operator import attrgetter
 from typing import Any
 
@@ -35,6 +35,7 @@ MAX_FLOWS_PER_BATCH = 1 << 16
 MAX_RANK_BYTES_PER_S = 1 << 46
 """Bytes one rank's calls can move per second (70 TB/s, about 9x the fastest HBM): calls x call_bytes bound."""
 MAX_DATATYPE_BYTES = 16
+"""The widest NCCL datatype's element (bytes; 8 today)."""
 MAX_TRACE_HOPS = 64
 """Hops of a path trace: the TTL field allows 255, a Clos fabric has a handful."""
 MAX_QUEUE_BYTES = 1 << 36
@@ -69,7 +70,7 @@ def _item_over(item: Message, nbytes: int, npackets: int) -> bool:
     return _over(read(item), at, other_at, nbytes, npackets)
 
 
-@cache
+@lru_cache(maxsize=1024)  # bounded: intervals come from the inputs
 def _bounds(speed_bps: int, interval_ns: int) -> tuple[int, int]:
     """(bytes, packets) a port of ``speed_bps`` can move in ``interval_ns``, with ``MARGIN``."""
     return byte_bound(speed_bps, interval_ns), packet_bound(speed_bps, interval_ns)

@@ -36,6 +36,10 @@ the line's pid, the communicator's rank and id, the operation, count, datatype, 
 since the epoch, 0 without one).
 
 Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
+
+Why one module over 400 lines: the line formats, the bounds every number they give must keep (a line beyond is one
+malformed line, never a value that later overflows a protobuf field) and the bounded per-process state they feed
+are one parser; split, each part would have to know the others' rules.
 """
 
 from __future__ import annotations
