@@ -32,6 +32,9 @@ it stopped, or a switch's first delta after an outage, spans the gap, its bound 
 2^63 - 1, InfluxDB's integer, so no interval can let a value through that an encoder refuses)."""
 MAX_FLOWS_PER_BATCH = 1 << 16
 """Flows (QPs) in one FlowBatch: 65,536, far above the QPs a host's NICs hold for training."""
+MAX_ITEMS_PER_BATCH = 1 << 16
+"""Interfaces, next hops, queues or PFC entries in one switch batch, ports in one FlowBatch (a switch has at most a
+few hundred ports)."""
 MAX_RANK_BYTES_PER_S = 1 << 46
 """Bytes one rank's calls can move per second (70 TB/s, about 9x the fastest HBM): calls x call_bytes bound."""
 MAX_DATATYPE_BYTES = 16
@@ -120,6 +123,8 @@ class Plausibility:
         """A switch the topology knows; every delta within its port's speed times its interval."""
         what = f"CounterBatch from switch {msg.switch}"
         self._switch(what, msg.switch)
+        _at_most(what, "len(interfaces)", len(msg.interfaces), MAX_ITEMS_PER_BATCH, "ports a switch can have")
+        _at_most(what, "len(next_hops)", len(msg.next_hops), MAX_ITEMS_PER_BATCH, "next hops a switch can have")
         port_speed, fastest, sw = self.port_speed, self.switch_fastest[msg.switch], msg.switch
         read, at, other_at = _reader(counters_pb2.InterfaceCounters.DESCRIPTOR, ("name", "interval_ns", "speed_bps"))
         for i, itf in enumerate(msg.interfaces):
@@ -140,6 +145,8 @@ class Plausibility:
         """A switch the topology knows; queue and PFC counters within their port's speed times the interval."""
         what = f"CongestionBatch from switch {msg.switch}"
         self._switch(what, msg.switch)
+        _at_most(what, "len(queues)", len(msg.queues), MAX_ITEMS_PER_BATCH, "queues a switch can have")
+        _at_most(what, "len(pfc)", len(msg.pfc), MAX_ITEMS_PER_BATCH, "PFC entries a switch can have")
         for name, items in (("queues", msg.queues), ("pfc", msg.pfc)):
             for i, item in enumerate(items):
                 interval = item.interval_ns or UNSET_INTERVAL_NS
@@ -169,6 +176,7 @@ class Plausibility:
         _interval(what, "window_end_ns - window_start_ns", window)
         _at_most(what, "len(flows)", len(msg.flows), MAX_FLOWS_PER_BATCH, "QPs one host can hold")
         _at_most(what, "len(collectives)", len(msg.collectives), MAX_PROFILES, "profiles per batch")
+        _at_most(what, "len(ports)", len(msg.ports), MAX_ITEMS_PER_BATCH, "RDMA ports a host can have")
         fastest = max(speeds.values())
         flows = msg.flows
         if flows:

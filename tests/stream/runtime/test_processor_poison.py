@@ -253,3 +253,15 @@ def test_long_intervals_after_an_outage_are_accepted_with_their_bounds_and_negat
     cb.interfaces[0].out_octets.delta = 2**63
     with pytest.raises(BadRecord, match=r"out_octets\.delta = 9223372036854775808 exceeds 9223372036854775807"):
         proc.accept(topics.COUNTERS.name, partition_for("leaf01", P), cb.SerializeToString(), object(), NOW)
+
+
+def test_a_batch_with_more_entries_than_any_device_has_is_dead_lettered(proc: Processor) -> None:
+    from flowtracer.stream.runtime.plausibility import MAX_FLOWS_PER_BATCH, MAX_ITEMS_PER_BATCH
+
+    cb = counters_pb2.CounterBatch(schema_version=1, switch="leaf01", timestamp_ns=END, received_ns=END)
+    cb.interfaces.extend(counters_pb2.InterfaceCounters(name="Ethernet1") for _ in range(MAX_ITEMS_PER_BATCH + 1))
+    with pytest.raises(BadRecord, match=rf"len\(interfaces\) = {MAX_ITEMS_PER_BATCH + 1} exceeds"):
+        proc.accept(topics.COUNTERS.name, partition_for("leaf01", P), cb.SerializeToString(), object(), NOW)
+    fb = batch(proc, "host01", [flows_pb2.Flow(rdma_device="mlx5_0")] * (MAX_FLOWS_PER_BATCH + 1))
+    with pytest.raises(BadRecord, match=rf"len\(flows\) = {MAX_FLOWS_PER_BATCH + 1} exceeds"):
+        proc.accept(topics.FLOWS.name, partition_for(fb.leaf, P), fb.SerializeToString(), object(), NOW)
