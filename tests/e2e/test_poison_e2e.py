@@ -58,7 +58,7 @@ def test_poisoned_records_mid_run_are_dead_lettered_and_every_stage_stays_up(tmp
                 f.write(COLL.format(host=host))
         pipeline.wait(12)  # raises if any stage (processor, agent, collector) exited
         pipeline.stop_stages()
-        got = topic_records(pipeline.bootstrap, topics.DEAD_LETTER.name, topics.LINK_LOADS.name)
+        got = topic_records(pipeline.bootstrap, topics.DEAD_LETTER.name, topics.LINK_LOADS.name, topics.FLOWS.name)
     letters = [analytics_pb2.DeadLetter.FromString(v) for v in got[topics.DEAD_LETTER.name]]
     # nothing the healthy sources sent was refused (a next hop's octets_forwarded once was: a bound named by suffix)
     assert all(d.topic == topics.FLOWS.name for d in letters), {(d.topic, d.reason[:300]) for d in letters}
@@ -68,4 +68,7 @@ def test_poisoned_records_mid_run_are_dead_lettered_and_every_stage_stays_up(tmp
     assert len(reasons) == 2, reasons
     loads = [analytics_pb2.LinkLoad.FromString(v) for v in got[topics.LINK_LOADS.name]]
     after = {ll.window_end_ns for ll in loads if ll.window_end_ns > end + 2 * S and ll.measured_valid}
-    assert len(after) >= 5, (end, sorted({ll.window_end_ns for ll in loads})[-5:])  # the fabric's windows go on  # the fabric's windows go on after the poisoned one
+    assert len(after) >= 5, (end, sorted({ll.window_end_ns for ll in loads})[-5:])  # the fabric's windows go on
+    batches = [flows_pb2.FlowBatch.FromString(v) for v in got[topics.FLOWS.name]]
+    counted = {b.host for b in batches if b.agent_id and b.window_end_ns > now and b.malformed_records}
+    assert counted == {"host01", "host02"}, counted  # the agent counted each host's poisoned NCCL line, and went on  # the fabric's windows go on after the poisoned one
