@@ -137,12 +137,16 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     stop = threading.Event()
     exchange = None
     if cfg.exchanges_peers and cfg.kafka:
+        from flowtracer.collectors.agent.peers.ends import MAX_AHEAD_NS
         from flowtracer.collectors.agent.peers.exchange import PeerExchange
 
+        # Only the topology's addresses of the host a table names are taken; its time may lead ours by a window.
+        addresses = {h.name: {n.rdma_device: n.ip for n in h.nics} for h in topo.hosts} if topo else None
         exchange = PeerExchange(cfg.kafka, sink, src.hosts(), [h.name for h in topo.hosts] if topo else [],
                                 cfg.agent_id, refresh_ns=round(cfg.peer_refresh.total_seconds() * 1e9),
                                 max_age_ns=round(cfg.peer_max_age.total_seconds() * 1e9), topic=cfg.peer_topic,
-                                client_config=client_config).start()
+                                client_config=client_config, addresses=addresses,
+                                max_ahead_ns=cfg.interval_ns + MAX_AHEAD_NS).start()
     tracer = None
     feedback: list[GroupWatch | RequestWatch] = []
     if cfg.tracing.enabled:

@@ -8,7 +8,8 @@ host whose sample failed gets no batch; its next batch spans from its last good 
 the agent falls more than one interval behind, it skips to the latest boundary and the next
 window covers the gap (still aligned, longer than one interval). A read that raises inside the
 source costs that part of one window (``sources/guard.py``), and a ``sample()`` that raises as a
-whole costs one window: counted in ``flowtracer_agent_source_failures_total{part}``, logged once
+whole costs one window, as does a host's sample that makes its pipeline raise (parts ``prepare`` and
+``window``: that host only): counted in ``flowtracer_agent_source_failures_total{part}``, logged once
 per cause, and the agent goes on.
 """
 
@@ -131,7 +132,8 @@ class AgentMetrics:
             peer_malformed=Counter("flowtracer_agent_peer_tables_malformed", "QP tables of other hosts skipped as "
                                    "malformed.", registry=r),
             nccl_forgotten=Gauge("flowtracer_agent_nccl_forgotten", "NCCL log state forgotten by its bounds "
-                                 "(cumulative): processes over the limit, tags of QPs gone.", ["what"], registry=r),
+                                 "(cumulative): processes, communicators, queued sends, QP tags and collective calls "
+                                 "over their limits, tags of QPs gone.", ["what"], registry=r),
         )
 
 
@@ -220,13 +222,20 @@ class Agent:
         version = ex.remote.version if ex is not None else 0  # what the directory below holds, at least
         peers = PeerDirectory(remote=ex.directory(boundary) if ex is not None else None)
         published = 0
+        prepared = []
         for s in samples:
             p = self.pipelines.get(s.host)
             if p is None:
                 p = self.pipelines[s.host] = HostPipeline(s.host, self.inventory, self._pc)
-            p.prepare(s, peers)
+            try:
+                p.prepare(s, peers)
+            except Exception as e:  # the boundary: a host's sample that trips a bug costs its window, never the agent
+                self._guard.fail("prepare", e)
+                continue
+            prepared.append(s)
             if ex is not None and p.qp_ends is not None:
                 published += ex.publish(s.host, p.qp_ends, boundary)
+        samples = prepared
         if ex is not None:
             self._await_peers(ex, peers, boundary, version)
         sent = 0
@@ -235,7 +244,11 @@ class Agent:
         for s in samples:
             seen.add(s.host)
             start = self._last_ok.get(s.host, boundary)
-            batches, ws = self.pipelines[s.host].window_encoded(s, start, boundary, peers, read_ns)
+            try:
+                batches, ws = self.pipelines[s.host].window_encoded(s, start, boundary, peers, read_ns)
+            except Exception as e:  # the same boundary: no batch for the host; its next window spans the gap
+                self._guard.fail("window", e)
+                continue
             self._last_ok[s.host] = boundary
             for b in batches:
                 self.sink.send(self.cfg.topic, topic_key(b.leaf or b.host), b.value)
@@ -256,8 +269,9 @@ class Agent:
                 self.metrics.sample_errors.inc(missing)
             self.metrics.window_seconds.observe(time.perf_counter() - t0)
             logs = [p.nccl for p in self.pipelines.values()]
-            self.metrics.nccl_forgotten.labels("pids").set(sum(n.forgotten_pids for n in logs))
-            self.metrics.nccl_forgotten.labels("qps").set(sum(n.forgotten_qps for n in logs))
+            for what in ("pids", "qps", "comms", "sends", "tags"):
+                self.metrics.nccl_forgotten.labels(what).set(sum(getattr(n, f"forgotten_{what}") for n in logs))
+            self.metrics.nccl_forgotten.labels("calls").set(sum(p.collectives.dropped for p in self.pipelines.values()))
             self.metrics.lag_seconds.set(max(0, self.source.now_ns() - boundary) / 1e9)
             self.metrics.windows.inc()
             if ex is not None:

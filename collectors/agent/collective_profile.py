@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from flowtracer.schemas.bounds import MAX_PROFILES
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import flows_pb2 as pb
 
@@ -87,8 +88,14 @@ class _Open:
 class CollectiveProfiler:
     """The window's COLL lines of one host, by (pid, rank, communicator, operation, datatype, count)."""
 
-    def __init__(self, max_open: int = MAX_OPEN) -> None:
+    def __init__(self, max_open: int = MAX_OPEN, max_keys: int = MAX_PROFILES) -> None:
         self.max_open = max_open
+        #: (pid, rank, communicator, operation, datatype, count) keys aggregated per window; a call of a new key
+        #: beyond them is dropped (counted in ``dropped``): the window's profiles stay within what the processor
+        #: accepts (``MAX_PROFILES``).
+        self.max_keys = max_keys
+        #: Calls dropped because the window already held ``max_keys`` keys (cumulative).
+        self.dropped = 0
         self._stats: dict[_Key, _Stats] = {}
         self._open: dict[tuple[int, int, str], _Open] = {}  # (pid, rank, comm) -> its latest calls
         #: COLL lines seen, in total.
@@ -101,6 +108,9 @@ class CollectiveProfiler:
         key = _Key(pid, rank, comm_id, operation, datatype, count, nranks)
         s = self._stats.get(key)
         if s is None:
+            if len(self._stats) >= self.max_keys:
+                self.dropped += 1
+                return
             s = self._stats[key] = _Stats()
         s.lines += 1
         if operation in ("Send", "Recv") and root >= 0:
@@ -128,6 +138,9 @@ class CollectiveProfiler:
         for k, n in o.lines.items():
             s = self._stats.get(k)
             if s is None:
+                if len(self._stats) >= self.max_keys:
+                    self.dropped += n
+                    continue
                 s = self._stats[k] = _Stats()
             s.timed_calls += n
             s.timed_ns += interval_ns * weights[k] / total

@@ -94,6 +94,8 @@ class HostPipeline:
                 self._ends.pop(key, None)
         if sample.nccl_lines:
             self.nccl.feed(sample.nccl_lines)
+        for chunk in sample.nccl_chunks:
+            self.nccl.feed(chunk.lines, chunk.path, chunk.first_line, chunk.history)
         self.qp_ends = None
         if sample.qps is None:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from flowtracer.collectors.agent.sources.log_tail import LogChunk
 from flowtracer.collectors.agent.sources.rdma_json import QpCounter, QpRecord
 from flowtracer.collectors.agent.sources.sysfs import SysfsView
 
@@ -33,6 +34,9 @@ class HostSample:
     #: Scheduler job of each QP-owning pid that has one (``sources.proc_jobs``); the others get
     #: ``PipelineConfig.job_id``.
     jobs: dict[int, str] = field(default_factory=dict)
+    #: NCCL log lines with their file and line numbers (what sources that follow files give; fed after
+    #: ``nccl_lines``), history first (``log_tail.LogChunk``).
+    nccl_chunks: list[LogChunk] = field(default_factory=list)
 
 
 @dataclass(slots=True)

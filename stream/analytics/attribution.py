@@ -11,6 +11,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.v1 import common_pb2
 from flowtracer.stream.resolvers.contract import TRACE_METHOD, TRUSTED_METHODS, FlowObs, Placement
 
@@ -272,7 +273,7 @@ def flow_ref(flow: FlowObs, nbytes: float, placement: Placement | None = None) -
         key=common_pb2.FlowKey(src_ip=flow.src_ip, dst_ip=flow.dst_ip, ip_proto=17, udp_src_port=flow.udp_src_port,
                                udp_dst_port=flow.udp_dst_port, dst_qpn=flow.rqpn),
         src_host=flow.src_host, dst_host=flow.dst_host, lqpn=flow.lqpn, job_id=flow.job_id,
-        collective=flow.collective, comm_id=flow.comm_id, bytes=round(nbytes),
+        collective=flow.collective, comm_id=flow.comm_id, bytes=saturating_round(nbytes),
         confidence=placement.confidence if placement is not None else 0.0,
         link_share=min(1.0, nbytes / flow.bytes) if placement is not None and flow.bytes else 0.0,
         method=placement.method if placement is not None else "")

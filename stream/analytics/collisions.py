@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.fabric import EcmpGroup
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
@@ -112,7 +113,8 @@ def _sample(wg: WeightedGroup, basis: int, x: np.ndarray, flows: np.ndarray | No
         schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, group=group.id,
         switch=group.switch, basis=basis, members=len(links), fim=im.fim,
         fim_flows=fim(flows, wg.weights) if flows is not None else 0.0, max_mean_ratio=im.max_mean_ratio, cv=im.cv,
-        total_bytes=round(im.total), member_links=links, member_bytes=[round(v) for v in x],
+        total_bytes=saturating_round(im.total), member_links=links,
+        member_bytes=[saturating_round(v) for v in x],
         member_weights=list(wg.weights), group_source=wg.source)
 
 

@@ -39,13 +39,14 @@ from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime import broker_link, changelog_end, faust_seek
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.stream.runtime.dead_letters import rejected_dead_letters
+from flowtracer.stream.runtime.dead_letters import drop_unwritable, rejected_dead_letters
 from flowtracer.stream.runtime.inputs import BadRecord
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Metrics, Processor
 from flowtracer.stream.runtime.read_positions import ReadPositions
 from flowtracer.stream.runtime.stall_clock import StallClock
 from flowtracer.stream.runtime.web import web_settings
 from flowtracer.stream.sinks.base import Rejected
+from flowtracer.stream.sinks.line_protocol import PointError
 from flowtracer.stream.stages.emitted import Emitted
 
 __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state_changelog_topic"]
@@ -185,6 +186,15 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         # minute must count as unacknowledged output, or the window clock would not stand still (stall_clock.py).
         started_ns = time.time_ns()
         futures = []
+        try:
+            text = lines(e)
+        except PointError:  # an output no encoder can write: dead-lettered alone, the window is written
+            letters = drop_unwritable(e, proc.worker, started_ns)
+            proc.metrics.dead_letters.inc(len(letters))
+            log.warning("dead letters: %d outputs cannot be written: %s", len(letters),
+                        "; ".join(dl.reason for dl in letters[:3]))
+            futures += [await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
+            text = lines(e)
         # (records, output topic, the field that is each record's key), in the order they are sent
         keyed = ((e.link_loads, topics.LINK_LOADS, "link"), (e.path_loads, topics.PATH_LOADS, "path_id"),
                  (e.fims, topics.FIM, "group"), (e.collisions, topics.COLLISIONS, "group"),
@@ -196,11 +206,15 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         for records, topic, key_field in keyed:
             for r in records:
                 futures.append(await send(topic.name, topics.key(getattr(r, key_field)), r.SerializeToString()))
+        for dl in e.dead_letters:  # the input records of windows that failed (stages/emitted.py, failed_window)
+            dl.worker, dl.received_ns = proc.worker, started_ns
+            futures.append(await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()))
+        proc.metrics.dead_letters.inc(len(e.dead_letters))
         for dest, ab in e.attributions:
             futures.append(await send(topics.ATTRIBUTIONS.name, None, ab.SerializeToString(), dest))
         for gb in e.group_fims:
             futures.append(await send(topics.GROUP_FIM.name, None, gb.SerializeToString(), 0))
-        ticket = await commits.write(lines(e))  # waits out sink backpressure: nothing is dropped
+        ticket = await commits.write(text)  # waits out sink backpressure: nothing is dropped
         commits.published(ticket, futures, e.tokens, proc.states_to_save(), at_ns=started_ns)
         for observe in proc.observers:
             observe(e)

@@ -1,4 +1,4 @@
-"""DeadLetter records for points a sink refused for good (pure): one record per window.
+"""DeadLetter records for points a sink refused for good, and for outputs no encoder can write (pure).
 
 A refused batch may span windows (a batch holds up to ``batch_size`` points of consecutive
 finalizations); every point is stamped with its window end, so the lines are grouped by their
@@ -10,6 +10,14 @@ from __future__ import annotations
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.sinks.base import Rejected
+from flowtracer.stream.sinks.line_protocol import ENCODERS, PointError
+from flowtracer.stream.stages.emitted import Emitted
+
+OUTPUT_LISTS = {"link_loads": topics.LINK_LOADS, "path_loads": topics.PATH_LOADS, "fims": topics.FIM,
+                "collisions": topics.COLLISIONS, "link_congestion": topics.LINK_CONGESTION,
+                "nic_congestion": topics.NIC_CONGESTION, "ecmp_drift": topics.ECMP_DRIFT,
+                "congestion_causes": topics.CONGESTION_CAUSE, "collective_profiles": topics.COLLECTIVE_PROFILE}
+"""The ``Emitted`` lists the sink writes, and the output topic of each."""
 
 
 def line_timestamp_ns(line: str) -> int:
@@ -27,3 +35,27 @@ def rejected_dead_letters(rejected: Rejected, sink: str, worker: str, now_ns: in
                                      reason=rejected.reason, received_ns=now_ns, worker=worker, sink=sink,
                                      http_status=rejected.status, window_end_ns=end)
             for end, lines in sorted(windows.items())]
+
+
+def drop_unwritable(e: Emitted, worker: str, now_ns: int) -> list[analytics_pb2.DeadLetter]:
+    """Remove from ``e`` every output its line encoder refuses (PointError: a value no InfluxDB integer holds, an
+    empty tag) and return one DeadLetter per such output, naming its topic, window and the encoder's reason.
+
+    The rest of the window is written as usual: one implausible record that slipped past the input checks costs
+    its own output, never the worker (an exception here would be replayed into every worker of the group).
+    """
+    letters = []
+    for name, topic in OUTPUT_LISTS.items():
+        kept = []
+        for msg in getattr(e, name):
+            try:
+                ENCODERS[type(msg)](msg)
+            except PointError as err:
+                letters.append(analytics_pb2.DeadLetter(
+                    schema_version=topics.SCHEMA_VERSION, topic=topic.name, value=msg.SerializeToString(),
+                    reason=f"output not written: {err}", received_ns=now_ns, worker=worker,
+                    window_end_ns=getattr(msg, "window_end_ns", 0)))
+                continue
+            kept.append(msg)
+        setattr(e, name, kept)
+    return letters

@@ -8,14 +8,11 @@ from google.protobuf.message import DecodeError, Message
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2, traces_pb2
+from flowtracer.stream.stages.emitted import INPUT_TOPIC
 
 _TYPES: dict[str, type[Message]] = {
-    topics.COUNTERS.name: counters_pb2.CounterBatch,
-    topics.SWITCH_CONGESTION.name: counters_pb2.CongestionBatch,
-    topics.FLOWS.name: flows_pb2.FlowBatch,
+    **{topic: cls for cls, topic in INPUT_TOPIC.items()},
     topics.PATH_TRACES.name: traces_pb2.PathTrace,
-    topics.ATTRIBUTIONS.name: internal_pb2.AttributionBatch,
-    topics.GROUP_FIM.name: internal_pb2.GroupFimBatch,
 }
 
 

@@ -28,7 +28,8 @@ from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.stream.runtime.inputs import check_event_time, decode, decode_trace, event_time
+from flowtracer.stream.runtime.inputs import BadRecord, check_event_time, decode, decode_trace, event_time
+from flowtracer.stream.runtime.plausibility import Plausibility
 from flowtracer.stream.runtime.record_origin import OriginCheck
 from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks, reading
 from flowtracer.stream.stages.emitted import Emitted
@@ -144,6 +145,7 @@ class Processor:
         self.saved_state = saved_state
         self.fabric = fabric
         self.links = LinkIndex(fabric)
+        self.plausible = Plausibility(fabric)  # what the topology and physics allow of an input record
         self.resolver_cls = resolver_cls
         self.uses_traces = issubclass(resolver_cls, TraceConsumer)
         self.flows: dict[int, FlowsStage] = {}
@@ -239,20 +241,30 @@ class Processor:
         Raises BadRecord for records that belong in the dead-letter topic.
         """
         self.metrics.records.labels(topic).inc()
-        if topic == topics.PATH_TRACES.name:
-            flow_id, trace = decode_trace(key, value)
+        try:  # nothing is held yet: whatever goes wrong up to the stages makes the record a dead letter
+            if topic == topics.PATH_TRACES.name:
+                flow_id, trace = decode_trace(key, value)
+                if self.origin is not None:
+                    self.origin.check(topic, key, value, headers, trace)
+                if trace is not None:
+                    self.plausible.check(trace)
+                return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
+            msg = decode(topic, value)
             if self.origin is not None:
-                self.origin.check(topic, key, value, headers, trace)
-            return int(self.flows_stage(partition).add_trace(flow_id, trace, token)) if self.uses_traces else 0
-        msg = decode(topic, value)
-        if self.origin is not None:
-            self.origin.check(topic, key, value, headers, msg)
-        if topic in self.input_topics:
-            # Read before the check: a clock far ahead is dead-lettered, and this is where its skew shows.
-            self._read_clock(msg, partition, now_ns)
-            # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
-            ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
-            self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
+                self.origin.check(topic, key, value, headers, msg)
+            if topic in self.input_topics:
+                self.plausible.check(msg)  # BadRecord naming the field: what no source could send
+                # Read before the check: a clock far ahead is dead-lettered, and this is where its skew shows.
+                self._read_clock(msg, partition, now_ns)
+                # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
+                ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
+                self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
+        except BadRecord:
+            raise
+        except Exception as e:  # a bug on a record nobody foresaw: that record's, never the worker's
+            log.error("a %s record could not be checked (%s: %s); dead-lettered", topic, type(e).__name__, e,
+                      exc_info=e)
+            raise BadRecord(f"cannot check this {topic} record: {type(e).__name__}: {e}") from None
         late_before = self._late()
         now_ns = now_ns if clock_ns is None else clock_ns
         holds = 0

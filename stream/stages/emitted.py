@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowtracer.schemas.v1 import analytics_pb2, flows_pb2, internal_pb2, traces_pb2
+from google.protobuf.message import Message
+
+from flowtracer.schemas import topics
+from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
+
+log = logging.getLogger(__name__)
+
+INPUT_TOPIC: dict[type[Message], str] = {
+    counters_pb2.CounterBatch: topics.COUNTERS.name, counters_pb2.CongestionBatch: topics.SWITCH_CONGESTION.name,
+    flows_pb2.FlowBatch: topics.FLOWS.name, internal_pb2.AttributionBatch: topics.ATTRIBUTIONS.name,
+    internal_pb2.GroupFimBatch: topics.GROUP_FIM.name}
+"""The (contract) topic each kind of record a stage buffers comes in (runtime/inputs.py decodes by it)."""
 
 
 @dataclass
@@ -26,6 +38,8 @@ class Emitted:
     #: (destination partition, batch) of the internal attributions topic
     attributions: list[tuple[int, internal_pb2.AttributionBatch]] = field(default_factory=list)
     group_fims: list[internal_pb2.GroupFimBatch] = field(default_factory=list)
+    #: Input records of windows whose computation failed (``failed_window``): to the dead-letter topic.
+    dead_letters: list[analytics_pb2.DeadLetter] = field(default_factory=list)
     tokens: list[Any] = field(default_factory=list)
     windows: int = 0
 
@@ -35,3 +49,17 @@ class Emitted:
                 self.windows += other.windows
             else:
                 getattr(self, name).extend(getattr(other, name))
+
+
+def failed_window(stage: str, end_ns: int, items: list[Any], exc: Exception) -> Emitted:
+    """What a window whose computation raised produces: no outputs, and each of its input records as a DeadLetter
+    naming the stage, the window and the error. Whatever slipped past the input checks costs that window, never the
+    worker (an exception in ``finalize`` would be replayed into every worker of the group); logged with the
+    traceback, for the bug it is."""
+    log.error("%s: window ending %d failed (%s: %s); its %d input records are dead-lettered and the worker goes on",
+              stage, end_ns, type(exc).__name__, exc, len(items), exc_info=exc)
+    reason = f"{stage}: window ending {end_ns} failed: {type(exc).__name__}: {exc}"
+    return Emitted(dead_letters=[analytics_pb2.DeadLetter(
+        schema_version=topics.SCHEMA_VERSION, topic=INPUT_TOPIC.get(type(m), type(m).__name__),
+        value=m.SerializeToString(), reason=reason, window_end_ns=end_ns)
+        for m in items if isinstance(m, Message)])

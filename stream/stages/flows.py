@@ -14,6 +14,7 @@ from operator import attrgetter
 from typing import Any
 
 from flowtracer.schemas import topics
+from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
@@ -25,7 +26,7 @@ from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, RetraceRequester, TraceConsumer
-from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.emitted import Emitted, failed_window
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
 #: How long a stage waits for a required upstream source that is missing (a failover in progress);
@@ -131,7 +132,10 @@ class FlowsStage:
         out = Emitted()
         for end in self.tracker.due(now_ns, unread):
             items, tokens, _ = self.tracker.pop(end)
-            out.extend(self._window(end, items))
+            try:
+                out.extend(self._window(end, items))
+            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
+                out.extend(failed_window(self.tracker.name, end, items, e))
             out.tokens.extend(tokens)
             out.windows += 1
         if out.windows and self._trace_tokens:
@@ -192,13 +196,13 @@ class FlowsStage:
             m.CopyFrom(tmpl)
             m.window_start_ns = start
             m.window_end_ns = end
-            m.bytes = round(b)
+            m.bytes = saturating_round(b)  # sums of input bytes saturate, never overflow the field
             m.flow_count = pcount[i]
             m.confidence = pconf[i] / b if b else 1.0
             if ptraced[i]:
-                m.traced_bytes = round(ptraced[i])
+                m.traced_bytes = saturating_round(ptraced[i])
             if puntrusted[i]:
-                m.untrusted_bytes = round(puntrusted[i])
+                m.untrusted_bytes = saturating_round(puntrusted[i])
             if pjobs[i]:
                 m.jobs.extend(sorted(pjobs[i]))
             path_loads.append(m)
@@ -217,7 +221,7 @@ class FlowsStage:
             i = lrow[lid]
             owner = owner_of[lid]
             b = lbytes[i]
-            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=round(b), flow_count=lcount[i],
+            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=saturating_round(b), flow_count=lcount[i],
                                                confidence=lconf[i] / b if b else 1.0)
             ends = ends_of.get(lid)
             if ends is not None:  # how many send to how many over the link: incast is many to one

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.schemas import topics
+from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
@@ -41,7 +42,7 @@ from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.congestion_cause import congested, congested_link
 from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_records, group_drift
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.emitted import Emitted, failed_window
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
@@ -146,7 +147,10 @@ class LinksStage:
         out = Emitted()
         for end in self.tracker.due(now_ns, unread, upstream):
             items, tokens, _ = self.tracker.pop(end)
-            out.extend(self._window(end, items))
+            try:
+                out.extend(self._window(end, items))
+            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
+                out.extend(failed_window(self.tracker.name, end, items, e))
             out.tokens.extend(tokens)
             out.windows += 1
         return out
@@ -243,9 +247,9 @@ class LinksStage:
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
             share = shares.get(lid)
-            attributed = round(share.bytes) if share else 0
+            attributed = saturating_round(share.bytes) if share else 0
             valid = lid in measured
-            meas = measured.get(lid, 0)
+            meas = saturating_round(measured.get(lid, 0))
             out.link_loads.append(analytics_pb2.LinkLoad(
                 schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, link=lid,
                 src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
+from kafka_records import topic_records
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.schemas import topics
@@ -74,14 +75,7 @@ def _metrics(port: int) -> dict[str, float]:
 
 
 def _consume(bootstrap: str) -> dict[str, list[bytes]]:
-    got: dict[str, list[bytes]] = defaultdict(list)
-    names = (topics.LINK_LOADS.name, topics.PATH_LOADS.name, topics.DEAD_LETTER.name)
-    consumer = KafkaConsumer(*names, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=4000, enable_auto_commit=False)
-    for m in consumer:
-        got[m.topic].append(m.value)
-    consumer.close()
-    return got
+    return topic_records(bootstrap, topics.LINK_LOADS.name, topics.PATH_LOADS.name, topics.DEAD_LETTER.name)
 
 
 def _options(tmp: Path, clock_skew: str | None) -> tuple[PipelineOptions, int]:

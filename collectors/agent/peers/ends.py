@@ -10,11 +10,17 @@ the latest table of every other host (``RemoteEnds``), from which it builds the 
 What a table is worth: it is the host's QPs as of ``time_ns``, so a connection made after its
 publisher's last window boundary is unknown until the next one; a table older than ``max_age``
 (its agent stopped) is dropped, because QP numbers are reused.
+
+What a table may say: its ports' ``ip`` must be IP addresses, and, with the topology's addresses, the named
+host's own (the address of that RDMA device): a record naming another host's or a made-up address would
+otherwise become flows' ``dst_ip`` and probe destinations. Its ``time_ns`` is clamped to the agent's clock plus
+``max_ahead_ns``: a table stamped in the future would otherwise win over every real one until it expired.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import threading
 from collections.abc import Collection, Mapping
@@ -33,6 +39,8 @@ Ends = Mapping[Endpoint, tuple[np.ndarray, np.ndarray]]
 """A host's connected QPs per NIC port: (lqpns, rqpns), equal length."""
 
 _MAX_QPN = 1 << 24  # QP numbers are 24 bits on the wire (BTH DestQP)
+MAX_AHEAD_NS = 10_000_000_000
+"""How far (ns) a QP table's time may be ahead of the agent's clock; beyond, it is clamped (``RemoteEnds``)."""
 
 
 class BadQpEnds(ValueError):
@@ -96,11 +104,17 @@ def decode(value: bytes) -> HostEnds:
             raise BadQpEnds(f"{where}: {len(p.lqpn)} lqpn but {len(p.rqpn)} rqpn")
         if not p.ip:
             raise BadQpEnds(f"{where}: ip is empty")
+        try:
+            ip = str(ipaddress.ip_address(p.ip))  # one spelling per address, as the topology's
+        except ValueError:
+            raise BadQpEnds(f"{where}: ip {p.ip[:64]!r} is not an IP address") from None
         lq = np.array(p.lqpn, np.int64)
         rq = np.array(p.rqpn, np.int64)
         if len(lq) and max(int(lq.max()), int(rq.max())) >= _MAX_QPN:
             raise BadQpEnds(f"{where}: a QP number is not 24 bits")
-        ends[Endpoint(msg.host, p.rdma_device, p.port, p.ip)] = (lq, rq)
+        ends[Endpoint(msg.host, p.rdma_device, p.port, ip)] = (lq, rq)
+    if msg.time_ns <= 0:
+        raise BadQpEnds(f"host {msg.host!r}: time_ns {msg.time_ns} is not a time")
     return HostEnds(msg.host, msg.time_ns, ends)
 
 
@@ -115,15 +129,26 @@ class RemoteEnds:
         known_hosts: when not empty, only these hosts' tables are kept (the topology's inventory):
             a stray publisher cannot grow this agent's memory.
         max_age_ns: a table older than this (by its publisher's clock) is dropped.
+        addresses: the topology's address of each host's RDMA devices (host -> device -> IP); when given, only
+            its hosts' tables are kept (as ``known_hosts``), a table is skipped (as malformed) if a port names
+            another address than its device's, and ports of devices it does not list are left out.
+        max_ahead_ns: a table's ``time_ns`` is clamped to the agent's clock (the latest ``directory`` call)
+            plus this, so one stamped in the future cannot pin its host's table.
     """
 
     def __init__(self, local_hosts: Collection[str], known_hosts: Collection[str] = (),
-                 max_age_ns: int = 90_000_000_000) -> None:
+                 max_age_ns: int = 90_000_000_000, addresses: Mapping[str, Mapping[str, str]] | None = None,
+                 max_ahead_ns: int = MAX_AHEAD_NS) -> None:
         self.local_hosts = frozenset(local_hosts)
-        self.known_hosts = frozenset(known_hosts)
+        self.addresses = {h: {d: str(ipaddress.ip_address(ip)) for d, ip in devs.items()}
+                          for h, devs in (addresses or {}).items()}
+        self.known_hosts = frozenset(known_hosts) | frozenset(self.addresses)
         self.max_age_ns = max_age_ns
+        self.max_ahead_ns = max_ahead_ns
+        self._clock_ns: int | None = None  # the agent's clock at the latest ``directory``; None before the first
         self.malformed = 0
         self.ignored = 0  # records of local or unknown hosts
+        self.unknown_ports = 0  # ports of RDMA devices the topology does not list, left out of tables
         self._tables: dict[str, HostEnds] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -143,7 +168,14 @@ class RemoteEnds:
         if he.host in self.local_hosts or (self.known_hosts and he.host not in self.known_hosts):
             self.ignored += 1
             return False
+        wrong = self._foreign_address(he)
+        if wrong:
+            self.malformed += 1
+            if self.malformed <= 20:
+                log.warning("skipping a QpEnds record: %s", wrong)
+            return False
         with self._lock:
+            he = self._clamped(he)
             old = self._tables.get(he.host)
             if old is not None and old.time_ns >= he.time_ns:
                 return False  # a redelivered or reordered older table
@@ -154,6 +186,29 @@ class RemoteEnds:
                 self._changed.notify_all()
                 return True
             return False
+
+    def _foreign_address(self, he: HostEnds) -> str:
+        """Why ``he`` names an address that is not its host's in the topology; "" when it does not (or no
+        addresses are known). Ports of RDMA devices the topology does not list are dropped from ``he`` (counted in
+        ``unknown_ports``): no flow of the fabric can go to them, and a host may have such NICs (storage)."""
+        own = self.addresses.get(he.host)
+        if own is None:
+            return ""
+        for end in list(he.ends):
+            ip = own.get(end.device)
+            if ip is None:
+                del he.ends[end]
+                self.unknown_ports += 1
+            elif ip != end.ip:
+                return (f"host {he.host!r} {end.device}/{end.port}: ip {end.ip!r} is not the topology's address of "
+                        f"{he.host}:{end.device} ({ip})")
+        return ""
+
+    def _clamped(self, he: HostEnds) -> HostEnds:
+        """``he`` with its time at most the agent's clock plus ``max_ahead_ns`` (as is before the first window)."""
+        if self._clock_ns is None or he.time_ns <= self._clock_ns + self.max_ahead_ns:
+            return he
+        return HostEnds(he.host, self._clock_ns + self.max_ahead_ns, he.ends)
 
     def wait_newer(self, version: int, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for a change after ``version``; True when there was one."""
@@ -168,6 +223,9 @@ class RemoteEnds:
     def directory(self, now_ns: int) -> PeerDirectory | None:
         """The other hosts' ends as of ``now_ns`` (tables older than ``max_age_ns`` dropped), or None."""
         with self._lock:
+            self._clock_ns = now_ns if self._clock_ns is None else max(self._clock_ns, now_ns)
+            for h, t in self._tables.items():  # tables taken before the first window, clamped now
+                self._tables[h] = self._clamped(t)
             stale = [h for h, t in self._tables.items() if now_ns - t.time_ns > self.max_age_ns]
             for h in stale:
                 log.info("dropping the QP table of %s: none for more than %.0f s", h, self.max_age_ns / 1e9)

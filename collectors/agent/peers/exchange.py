@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
-from flowtracer.collectors.agent.peers.ends import Ends, Publisher, RemoteEnds, digest, encode
+from flowtracer.collectors.agent.peers.ends import MAX_AHEAD_NS, Ends, Publisher, RemoteEnds, digest, encode
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.topic_reader import TopicReader
 from flowtracer.schemas.topics import QP_ENDS, key
@@ -34,16 +34,19 @@ class PeerExchange:
         refresh_ns: republish an unchanged table at least this often (ns).
         max_age_ns: drop another host's table this old (ns, by the publisher's clock).
         topic: the exchange topic.
+        addresses: the topology's host -> RDMA device -> IP; a table naming another address is skipped.
+        max_ahead_ns: how far a table's time may lead this agent's clock before it is clamped (``RemoteEnds``).
     """
 
     def __init__(self, bootstrap: str, sink: Sink, local_hosts: Collection[str], known_hosts: Collection[str],
                  agent_id: str, refresh_ns: int, max_age_ns: int, topic: str = QP_ENDS.name,
-                 client_config: Mapping[str, Any] | None = None) -> None:
+                 client_config: Mapping[str, Any] | None = None,
+                 addresses: Mapping[str, Mapping[str, str]] | None = None, max_ahead_ns: int = MAX_AHEAD_NS) -> None:
         self.bootstrap = bootstrap
         self.sink = sink
         self.topic = topic
         self.agent_id = agent_id
-        self.remote = RemoteEnds(local_hosts, known_hosts, max_age_ns)
+        self.remote = RemoteEnds(local_hosts, known_hosts, max_age_ns, addresses, max_ahead_ns)
         self.publisher = Publisher(refresh_ns)
         self.reader = TopicReader(bootstrap, topic, self.remote.offer, f"flowtracer-agent-{agent_id}",
                                   "QP ends of other hosts", client_config)

@@ -36,15 +36,26 @@ the line's pid, the communicator's rank and id, the operation, count, datatype, 
 since the epoch, 0 without one).
 
 Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
+
+Why one module over 400 lines: the line formats, the bounds every number they give must keep (a line beyond is one
+malformed line, never a value that later overflows a protobuf field) and the bounded per-process state they feed
+are one parser; split, each part would have to know the others' rules.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from flowtracer.collectors.agent.collective_profile import call_bytes
+from flowtracer.collectors.agent.sources.rdma_json import PID_MAX, QPN_MASK
+from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, bounded_int
+
+log = logging.getLogger(__name__)
 
 _PREFIX = re.compile(r"^(?:\[([^\]]*)\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
 _USING = re.compile(r"^NET/IB : Using((?: \[\d+\][^\s:]+:\d+/\w+)*)")
@@ -65,6 +76,16 @@ _TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
 _CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
 MAX_PIDS = 4096
 """Processes remembered at once (``NcclLog.max_pids``)."""
+MAX_CHANNEL = 1 << 16
+"""Channels and ports a line may name (NCCL has at most 64 channels)."""
+MAX_NET_DEVS = 1024
+"""NCCL net and IB device indices a line may name (NCCL drives at most a few dozen NICs per process)."""
+MAX_COMMS = 1024
+"""Communicators remembered per process (``NcclLog.max_comms``); the least recently used is forgotten first."""
+MAX_SENDS = 8192
+"""Channel [send] lines per process waiting for their QP line (``NcclLog.max_sends``); the oldest goes first."""
+MAX_TAGS = 1 << 16
+"""QP tags held per host between two ``retain`` calls (``NcclLog.max_tags``); the oldest goes first."""
 #: What ``NcclLog`` tells of each COLL line: pid, rank, comm id, operation, count, datatype, root, nranks, t_ns.
 CallSink = Callable[[int, int, str, str, int, int, int, int, int], None]
 
@@ -88,6 +109,23 @@ def timestamp_ns(text: str | None, cache: dict[str, int]) -> int:
         cache[m.group(1)] = sec
     frac = m.group(2) or ""
     return sec * 1_000_000_000 + int(frac.ljust(9, "0")) if frac else sec * 1_000_000_000
+
+def _int(text: str, high: int, low: int = 0) -> int:
+    """The decimal number ``text`` within [``low``, ``high``]; ValueError (the line is malformed) otherwise. Every
+    number the parser keeps goes through here: a line of 2^64 or a thousand digits is one bad line, never a value
+    that later overflows a protobuf field and takes the agent down."""
+    n = bounded_int(text, low, high)
+    if n is None:
+        raise ValueError(f"{text[:32]!r} is outside [{low}, {high}]")
+    return n
+
+
+def _hex(text: str, high: int) -> int:
+    """The hex number ``text`` within [0, ``high``]; ValueError otherwise."""
+    if len(text) > len(f"{high:x}") or int(text, 16) > high:
+        raise ValueError(f"0x{text[:32]} is above {high:#x}")
+    return int(text, 16)
+
 
 @dataclass(slots=True)
 class CommInfo:
@@ -126,9 +164,10 @@ class _Send:
 @dataclass(slots=True)
 class _Proc:
     ib_devs: dict[int, tuple[str, int]] = field(default_factory=dict)
-    comms: dict[str, CommInfo] = field(default_factory=dict)  # by pointer
+    comms: dict[str, CommInfo] = field(default_factory=dict)  # by pointer, least recently used first
     current: CommInfo | None = None
     pending: dict[int, deque[_Send]] = field(default_factory=dict)  # by NCCL net device
+    queued: int = 0  # sends in ``pending``
     last: dict[int, _Send] = field(default_factory=dict)
     traffic_class: int | None = None
 
@@ -140,10 +179,14 @@ class NcclLog:
     qp``. ``malformed`` counts claimed lines that did not parse (never raises on input).
     """
 
-    def __init__(self, max_pids: int = MAX_PIDS, on_call: CallSink | None = None) -> None:
-        if max_pids < 1:
-            raise ValueError(f"max_pids must be at least 1, not {max_pids}")
+    def __init__(self, max_pids: int = MAX_PIDS, on_call: CallSink | None = None, max_comms: int = MAX_COMMS,
+                 max_sends: int = MAX_SENDS, max_tags: int = MAX_TAGS) -> None:
+        for name, v in (("max_pids", max_pids), ("max_comms", max_comms), ("max_sends", max_sends),
+                        ("max_tags", max_tags)):
+            if v < 1:
+                raise ValueError(f"{name} must be at least 1, not {v}")
         self.max_pids = max_pids
+        self.max_comms, self.max_sends, self.max_tags = max_comms, max_sends, max_tags
         self.on_call = on_call
         self._seconds: dict[str, int] = {}
         self._procs: dict[int, _Proc] = {}  # least recently logging first
@@ -154,10 +197,18 @@ class NcclLog:
         self._fresh_pid: set[tuple[int, int]] = set()
         self.malformed = 0
         self.lines = 0
+        #: While True, COLL lines teach communicators but are not calls (``on_call``): a log's history.
+        self.history = False
         #: Processes forgotten because more than ``max_pids`` logged.
         self.forgotten_pids = 0
         #: QP tags forgotten by ``retain`` because the QP was gone.
         self.forgotten_qps = 0
+        #: Communicators forgotten because a process had more than ``max_comms``.
+        self.forgotten_comms = 0
+        #: Channel [send] lines dropped because a process had ``max_sends`` waiting for their QP line.
+        self.forgotten_sends = 0
+        #: QP tags dropped because ``max_tags`` were held between two ``retain`` calls.
+        self.forgotten_tags = 0
 
     def _proc(self, pid: int) -> _Proc:
         p = self._procs.pop(pid, None)
@@ -192,27 +243,50 @@ class NcclLog:
         self._fresh_pid.clear()
 
     def _comm(self, p: _Proc, pointer: str, rank: int, nranks: int) -> CommInfo:
-        c = p.comms.get(pointer)
+        c = p.comms.pop(pointer, None)
         if c is None or c.rank != rank or c.nranks != nranks:
-            c = p.comms[pointer] = CommInfo(pointer, rank, nranks)  # a freed pointer reused by a new comm
+            c = CommInfo(pointer, rank, nranks)  # new, or a freed pointer reused by a new comm
+        return self._keep_comm(p, c)
+
+    def _keep_comm(self, p: _Proc, c: CommInfo) -> CommInfo:
+        """``c`` as ``p``'s most recently used communicator, the least recently used forgotten beyond
+        ``max_comms`` (a process that creates communicators without destroying them)."""
+        p.comms.pop(c.pointer, None)
+        if len(p.comms) >= self.max_comms:
+            del p.comms[next(iter(p.comms))]
+            self.forgotten_comms += 1
+        p.comms[c.pointer] = c
         return c
 
-    def feed(self, lines: list[str]) -> None:
-        """Consume log lines (with or without trailing newlines)."""
-        for line in lines:
-            self.lines += 1
-            if "NCCL INFO" not in line:
-                continue
-            m = _PREFIX.match(line.rstrip("\r\n"))
-            if m is None:
-                self.malformed += 1
-                continue
-            try:
-                ok = self._message(int(m.group(3)), m.group(6), m.group(1))
-            except ValueError:  # a number int() refuses (thousands of digits): one bad line, not a dead agent
-                ok = False
-            if not ok:
-                self.malformed += 1
+    def feed(self, lines: list[str], where: str = "", first_line: int = 1, history: bool = False) -> None:
+        """Consume log lines (with or without trailing newlines): ``lines[i]`` is line ``first_line + i`` of
+        ``where`` (a file name, for the log). ``history``: lines the log held before the agent first read it
+        (``log_tail.LogChunk.history``): they teach communicators and QPs, but their COLL lines are not calls of
+        this window and their malformed lines are not counted again. Never raises: a line that does not parse,
+        whose numbers are out of bounds or that trips a bug here is skipped and counted in ``malformed``; the
+        first is logged with its ``file:line``."""
+        self.history = history
+        try:
+            for i, line in enumerate(lines):
+                self.lines += 1
+                if "NCCL INFO" not in line:
+                    continue
+                m = _PREFIX.match(line.rstrip("\r\n"))
+                try:
+                    ok = m is not None and self._message(_int(m.group(3), PID_MAX), m.group(6), m.group(1))
+                    why = "does not parse"
+                except ValueError as e:  # a number out of its bounds (``_int``): one bad line, not a dead agent
+                    ok, why = False, str(e)
+                except Exception as e:  # the boundary: a bug on one line costs that line
+                    ok, why = False, f"{type(e).__name__}: {e}"
+                if not ok and not history:
+                    self.malformed += 1
+                    if self.malformed == 1:
+                        log.warning("%s:%d: NCCL log line skipped (%s), counted as malformed; further ones are only "
+                                    "counted (flowtracer_agent_malformed_records_total): %.200r",
+                                    where or "NCCL log", first_line + i, why, line)
+        finally:
+            self.history = False
 
     def _message(self, pid: int, msg: str, stamp: str | None = None) -> bool:
         """Apply one message (``stamp``: the line's timestamp text, if any); False when it is one of ours but does
@@ -222,15 +296,18 @@ class NcclLog:
             if m is None:
                 return "via NET/" not in msg  # P2P / SHM channels are not ours
             if m.group(4) == "send":
+                send = _Send(None, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_NRANKS),
+                             _int(m.group(3), MAX_NRANKS))
                 p = self._proc(pid)
-                p.pending.setdefault(int(m.group(5)), deque()).append(
-                    _Send(p.current, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+                send.comm = p.current
+                self._queue(p, _int(m.group(5), MAX_NET_DEVS), send)
             return True
         if msg.startswith("NET/IB: NCCL "):
             m = _QPN.match(msg)
             if m is None:
                 return False
-            self._qpn(pid, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            self._qpn(pid, _int(m.group(1), MAX_NET_DEVS), _int(m.group(2), MAX_NET_DEVS),
+                      _int(m.group(3), MAX_CHANNEL), _int(m.group(4), QPN_MASK))
             return True
         if msg.startswith("comm 0x") or msg.endswith(("Init START", "Init COMPLETE", "Destroy COMPLETE")):
             return self._init(pid, msg)
@@ -238,15 +315,18 @@ class NcclLog:
             m = _COLL.match(msg)
             if m is None:
                 return False
+            op, op_count, nranks = m.group(1), _hex(m.group(2), INT64_MAX), _int(m.group(8), MAX_NRANKS)
+            count, datatype, root = _int(m.group(3), MAX_CALL_BYTES), _int(m.group(4), 255), \
+                _int(m.group(6), MAX_NRANKS, -1)
+            if call_bytes(op, count, datatype, nranks) > MAX_CALL_BYTES:
+                return False  # no GPU holds such a call: a corrupt or forged line
             p = self._proc(pid)
-            c = p.comms.get(m.group(7))
-            if c is None:
-                c = p.comms[m.group(7)] = CommInfo(m.group(7), -1, int(m.group(8)))
-            c.collective, c.op_count = m.group(1), int(m.group(2), 16)
+            c = self._keep_comm(p, p.comms.get(m.group(7)) or CommInfo(m.group(7), -1, nranks))
+            c.collective, c.op_count = op, op_count
             p.current = c
-            if self.on_call is not None:
-                self.on_call(pid, c.rank, c.id, c.collective, int(m.group(3)), int(m.group(4)), int(m.group(6)),
-                             int(m.group(8)), timestamp_ns(stamp, self._seconds))
+            if self.on_call is not None and not self.history:
+                self.on_call(pid, c.rank, c.id, c.collective, count, datatype, root, nranks,
+                             timestamp_ns(stamp, self._seconds))
             return True
         if msg.startswith("NET/IB : Using"):
             m = _USING.match(msg)
@@ -254,13 +334,13 @@ class NcclLog:
                 return False
             devs = self._proc(pid).ib_devs
             for d in _USING_DEV.finditer(m.group(1)):
-                devs[int(d.group(1))] = (d.group(2), int(d.group(3)))
+                devs[_int(d.group(1), MAX_NET_DEVS)] = (d.group(2), _int(d.group(3), MAX_CHANNEL))
             return True
         if msg.startswith("NCCL_IB_TC"):
             m = _TC.match(msg)
             if m is None:
                 return False
-            self._proc(pid).traffic_class = int(m.group(1))
+            self._proc(pid).traffic_class = _int(m.group(1), 255)
             return True
         return not msg.startswith(_CLAIMED)
 
@@ -273,7 +353,7 @@ class NcclLog:
                 if p.current is c:
                     p.current = None
                 return True
-            c = self._comm(p, m.group(1), int(m.group(2)), int(m.group(3)))
+            c = self._comm(p, m.group(1), _int(m.group(2), MAX_NRANKS), _int(m.group(3), MAX_NRANKS))
             cid = _COMM_ID.search(msg)
             if cid is not None:
                 c.comm_id = cid.group(1).lower()
@@ -283,7 +363,7 @@ class NcclLog:
         m = _COMM_START.match(msg)
         if m is None:
             return not msg.startswith("comm 0x")
-        p.current = self._comm(p, m.group(1), int(m.group(2)), int(m.group(3)))
+        p.current = self._comm(p, m.group(1), _int(m.group(2), MAX_NRANKS), _int(m.group(3), MAX_NRANKS))
         return True
 
     def _qpn(self, pid: int, net_dev: int, ib_dev: int, port: int, qpn: int) -> None:
@@ -291,6 +371,7 @@ class NcclLog:
         queue = p.pending.get(net_dev)
         if queue:
             send = queue.popleft()
+            p.queued -= 1
             p.last[net_dev] = send
         else:
             send = p.last.get(net_dev)  # another QP of the last connection (QPS_PER_CONNECTION > 1)
@@ -300,11 +381,38 @@ class NcclLog:
         tag = QpTag(comm, send.channel if send else -1, send.peer if send else -1)
         device = p.ib_devs.get(ib_dev, ("", port))[0]
         if device:
+            if len(self._by_dev) >= self.max_tags and (device, qpn) not in self._by_dev:
+                old = next(iter(self._by_dev))
+                del self._by_dev[old]
+                self._fresh_dev.discard(old)
+                self.forgotten_tags += 1
             self._by_dev[(device, qpn)] = tag
             self._fresh_dev.add((device, qpn))
+        if len(self._by_pid) >= self.max_tags and (pid, qpn) not in self._by_pid:
+            old_pid, old_qpn = old = next(iter(self._by_pid))
+            del self._by_pid[old]
+            self._fresh_pid.discard(old)
+            qpns = self._pid_qpns.get(old_pid)
+            if qpns is not None:
+                qpns.discard(old_qpn)
+                if not qpns:
+                    del self._pid_qpns[old_pid]
+            self.forgotten_tags += 1
         self._by_pid[(pid, qpn)] = tag
         self._fresh_pid.add((pid, qpn))
         self._pid_qpns.setdefault(pid, set()).add(qpn)
+
+    def _queue(self, p: _Proc, net_dev: int, send: _Send) -> None:
+        """Queue a Channel [send] line for the next QP line of its net device; beyond ``max_sends`` waiting in the
+        process the oldest of that device (else of the longest queue) is dropped: its QP line never came."""
+        queue = p.pending.setdefault(net_dev, deque())
+        if p.queued >= self.max_sends:
+            victim = queue if queue else max(p.pending.values(), key=len)
+            victim.popleft()
+            p.queued -= 1
+            self.forgotten_sends += 1
+        queue.append(send)
+        p.queued += 1
 
     def knows_anything(self) -> bool:
         """False while no ``tag`` or ``traffic_class`` can be anything but None (no NCCL lines yet)."""

@@ -39,6 +39,10 @@ except ImportError:  # optional: the stdlib path gives the same records, slower
     msgspec = None
 
 QPN_MASK = 0xFFFFFF
+PID_MAX = 1 << 22
+"""Linux's largest pid (``PID_MAX_LIMIT``): an entry naming a larger one is malformed (Flow.pid is 32 bits)."""
+PORT_MAX = 255
+"""RDMA port numbers are 8 bits."""
 """QP numbers and PSNs are 24-bit."""
 
 
@@ -180,21 +184,22 @@ def _load(text: str | bytes) -> tuple[list[Any], int]:
 
 if msgspec is not None:
     _Qpn = Annotated[int, msgspec.Meta(ge=0, le=QPN_MASK)]
-    _Unsigned = Annotated[int, msgspec.Meta(ge=0)]
+    _Port = Annotated[int, msgspec.Meta(ge=0, le=PORT_MAX)]
+    _Pid = Annotated[int, msgspec.Meta(ge=0, le=PID_MAX)]
 
     class _QpEntry(msgspec.Struct, gc=False, kw_only=True):
         """One entry as ``parse_res_qp`` accepts it, fields in ``QpRecord`` order (strict: no
         bool or float for an int, no null)."""
 
         device: Annotated[str, msgspec.Meta(min_length=1)] = msgspec.field(name="ifname")
-        port: _Unsigned = 0
+        port: _Port = 0
         lqpn: _Qpn
         rqpn: _Qpn | None = None
         qp_type: str = msgspec.field(name="type")
         state: str
         rq_psn: _Qpn | None = msgspec.field(default=None, name="rq-psn")
         sq_psn: _Qpn = msgspec.field(name="sq-psn")
-        pid: _Unsigned = 0
+        pid: _Pid = 0
         comm: Any = ""
 
     _QP_DECODER = msgspec.json.Decoder(list[_QpEntry])
@@ -252,7 +257,7 @@ def parse_res_qp(text: str | bytes) -> Parsed:
         port, rqpn, rq_psn, pid, comm = get("port", 0), get("rqpn"), get("rq-psn"), get("pid", 0), get("comm", "")
         if (type(lqpn) is not int or type(sq_psn) is not int or type(port) is not int or type(pid) is not int
                 or type(dev) is not str or type(qp_type) is not str or type(state) is not str or not dev
-                or not (0 <= lqpn <= m and 0 <= sq_psn <= m and port >= 0 and pid >= 0)
+                or not (0 <= lqpn <= m and 0 <= sq_psn <= m and 0 <= port <= PORT_MAX and 0 <= pid <= PID_MAX)
                 or (rqpn is not None and (type(rqpn) is not int or not 0 <= rqpn <= m))
                 or (rq_psn is not None and (type(rq_psn) is not int or not 0 <= rq_psn <= m))):
             bad += 1
@@ -283,7 +288,8 @@ def parse_stat_qp(text: str | bytes) -> Parsed:
         if type(lqpns) is int:
             lqpns = [lqpns]
         if not (type(dev) is str and dev and type(cntn) is int and type(lqpns) is list and type(port) is int
-                and type(pid) is int and all(type(q) is int and 0 <= q <= m for q in lqpns)):
+                and type(pid) is int and 0 <= port <= PORT_MAX and 0 <= pid <= PID_MAX
+                and all(type(q) is int and 0 <= q <= m for q in lqpns)):
             bad += 1
             continue
         qp_type, comm = get("qp-type", ""), get("comm", "")

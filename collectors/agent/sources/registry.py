@@ -23,7 +23,7 @@ from flowtracer.collectors.agent.config import AgentConfig, ConfigError
 from flowtracer.collectors.agent.host_window import HostSample
 from flowtracer.collectors.agent.sources.ethtool_stats import parse_ethtool_stats, pfc_stats, read_ethtool_stats
 from flowtracer.collectors.agent.sources.guard import PartGuard
-from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogTail
+from flowtracer.collectors.agent.sources.log_tail import GlobTail, LogChunk, LogTail
 from flowtracer.collectors.agent.sources.proc_jobs import ProcJobs
 from flowtracer.collectors.agent.sources.rdma_json import Parsed, parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.rdma_tool import RdmaToolError, RdmaUnavailable, run_rdma
@@ -103,7 +103,8 @@ class LinuxSource:
         self._stat_ok = cfg.qp_counters and not cfg.sysfs_only
         self._stat_retry_ns = 0
         self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
-        self._nccl = GlobTail(cfg.nccl_log) if cfg.nccl_log else None
+        # What the logs hold at start is history (log_tail.py): a restarted agent resumes at their ends.
+        self._nccl = GlobTail(cfg.nccl_log, catch_up=True) if cfg.nccl_log else None
         self.guard = PartGuard(f"agent {self.host}")
         self._netdevs: dict[tuple[str, int], str] = {}  # (device, port) -> netdev, from the last GID read
         self._jobs = ProcJobs(cfg.proc_root)
@@ -162,9 +163,9 @@ class LinuxSource:
         sysfs = g.read("sysfs", lambda: read_sysfs(root, gids=gids), None)
         if sysfs is None:
             return []  # no port view this window (ports, addresses, MTU): skip it like a missing QP view
-        lines: list[str] = []
+        chunks: list[LogChunk] = []
         if self._nccl is not None:
-            lines = g.read("nccl_log", self._nccl.read_lines, [])
+            chunks = g.read("nccl_log", self._nccl.read_chunks, [])
             malformed += self._nccl.take_dropped()  # over-long log lines
         pfc: dict[tuple[str, int], dict[int, dict[int, int]]] = {}
         if self.cfg.ethtool_pfc:
@@ -175,8 +176,8 @@ class LinuxSource:
                     malformed += bad
                     pfc[key] = pfc_stats(stats)
         jobs = g.read("proc", lambda: self._jobs.jobs(q.pid for q in qps), {}) if qps else {}
-        return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, lines, malformed + sysfs.malformed,
-                           sysfs_before=before, pfc=pfc, jobs=jobs)]
+        return [HostSample(self.host, time.time_ns(), qps, counters, sysfs, [], malformed + sysfs.malformed,
+                           sysfs_before=before, pfc=pfc, jobs=jobs, nccl_chunks=chunks)]
 
     def _port_netdevs(self, sysfs: SysfsView) -> dict[tuple[str, int], str]:
         """Each port's netdev, from this read's GID tables or the last that had them (GIDs are re-read rarely)."""
@@ -356,10 +357,10 @@ class SimSource:
             if stat_text is not None and self.cfg.qp_counters:
                 p = parse_stat_qp(stat_text)
                 counters, malformed = p.records, malformed + p.malformed
-            lines = self._tails[host].read_lines()
+            chunks = self._tails[host].read_chunks()
             malformed += self._tails[host].take_dropped()  # over-long log lines
             jobs = self._jobs[host].jobs(q.pid for q in parsed.records)
-            return HostSample(host, ts, parsed.records, counters, sysfs, lines, malformed, jobs=jobs)
+            return HostSample(host, ts, parsed.records, counters, sysfs, [], malformed, jobs=jobs, nccl_chunks=chunks)
         return None
 
     def close(self) -> None:

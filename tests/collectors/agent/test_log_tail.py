@@ -57,3 +57,27 @@ def test_deleted_files_are_forgotten_with_their_drops_counted(tmp_path: Path) ->
         assert tail.read_lines() == []
         assert tail._tails == {}
     assert tail.take_dropped() == 100 and tail.take_dropped() == 0
+
+
+def test_chunks_name_their_file_and_lines_and_what_was_there_at_the_first_read_is_history(tmp_path: Path) -> None:
+    path = tmp_path / "nccl.1"
+    path.write_bytes(b"old 1\nold 2\n" + b"x" * 20 + b"\nold 4\nhalf")  # line 3 is over-long: dropped, numbered
+    tail = GlobTail(str(tmp_path / "nccl.*"), max_line_bytes=16, catch_up=True)
+    [old] = tail.read_chunks()
+    assert (old.path, old.first_line, old.lines, old.history) == (str(path), 1, ["old 1", "old 2", "old 4"], True)
+    with path.open("ab") as f:
+        f.write(b" done\nnew 6\n")
+    [new] = tail.read_chunks()  # the half line was completed after the first read: news
+    assert (new.first_line, new.lines, new.history) == (5, ["half done", "new 6"], False)
+    (tmp_path / "nccl.2").write_text("later 1\n")  # a file that appears later is news from its first line
+    [later] = tail.read_chunks()
+    assert (later.path, later.first_line, later.history) == (str(tmp_path / "nccl.2"), 1, False)
+    path.unlink()
+    path.write_text("rotated 1\n")  # replaced: all news
+    assert [(c.first_line, c.lines, c.history) for c in tail.read_chunks()] == [(1, ["rotated 1"], False)]
+
+
+def test_without_catch_up_everything_is_news(tmp_path: Path) -> None:
+    path = tmp_path / "nccl.log"
+    path.write_text("a\nb\n")
+    assert [(c.first_line, c.history) for c in LogTail(path).read_chunks()] == [(1, False)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -70,3 +71,17 @@ def test_sysfs_files_never_raise(tmp_path: Path, files: dict[str, bytes]) -> Non
     for name, data in files.items():
         (port / name).write_bytes(data)
     read_sysfs(tmp_path / "infiniband")
+
+
+@pytest.mark.parametrize("entry", [{"pid": 2**40}, {"port": 2**40}, {"pid": 2**32}, {"port": 256}])
+def test_a_qp_with_a_pid_or_port_no_kernel_gives_is_malformed(entry: dict[str, int]) -> None:
+    """A pid or port that does not fit Flow's 32-bit fields once made the window's Flow raise (every window: the host
+    had no batches while the entry stayed); it is one malformed entry."""
+    qp = {"ifname": "mlx5_0", "port": 1, "lqpn": 418, "rqpn": 948, "type": "RC", "state": "RTS", "sq-psn": 100,
+          "rq-psn": 1, "pid": 4242, "comm": "x"}
+    ok = parse_res_qp(json.dumps([qp]))
+    assert (len(ok.records), ok.malformed) == (1, 0)
+    bad = parse_res_qp(json.dumps([{**qp, **entry}, qp]))
+    assert (len(bad.records), bad.malformed) == (1, 1)
+    stat = {"ifname": "mlx5_0", "port": 1, "cntn": 4, "pid": 4242, "lqpn": [418], "rdma_tx_bytes": 1}
+    assert parse_stat_qp(json.dumps([{**stat, **entry}, stat])).malformed == 1

@@ -103,3 +103,53 @@ def test_publisher_sends_changed_tables_and_refreshes_unchanged_ones() -> None:
     assert p.due("h", b"t2", 3 * S)
     assert not p.due("h", b"t2", 32 * S) and p.due("h", b"t2", 33 * S)
     assert p.last("other") is None
+
+
+def test_an_ip_that_is_not_an_address_is_a_bad_record() -> None:
+    msg = pb.QpEnds(schema_version=1, host="host-b", time_ns=S, ports=[pb.PortQpEnds(
+        rdma_device="mlx5_0", port=1, ip="not-an-ip; rm -rf /", lqpn=[1], rqpn=[2])])
+    with pytest.raises(BadQpEnds, match=re.escape("ports[0] (mlx5_0/1): ip 'not-an-ip; rm -rf /' is not an IP address")):
+        decode(msg.SerializeToString())
+    for t in (0, -5):
+        with pytest.raises(BadQpEnds, match="time_ns"):
+            decode(pb.QpEnds(schema_version=1, host="host-b", time_ns=t).SerializeToString())
+
+
+ADDRESSES = {"host-a": {"mlx5_0": "10.0.0.1"}, "host-b": {"mlx5_0": "10.0.0.2", "mlx5_1": "10.0.1.2"},
+             "host-c": {"mlx5_0": "10.0.0.3"}}
+
+
+def test_a_table_is_kept_only_with_the_named_hosts_topology_addresses() -> None:
+    r = RemoteEnds(local_hosts=["host-a"], addresses=ADDRESSES, max_age_ns=90 * S)
+    forged = Endpoint("host-b", "mlx5_0", 1, "10.0.0.3")  # host-c's address, in a table that says host-b
+    assert not r.offer(encode("host-b", S, "x", _ends(forged, [(0x20, 0x10)]))[1])
+    assert not r.offer(encode("host-z", S, "x", _ends(C, [(1, 2)]))[1])  # not in the topology at all
+    assert r.malformed == 1 and r.ignored == 1 and r.directory(2 * S) is None
+    storage = Endpoint("host-b", "mlx5_9", 1, "10.0.9.2")  # a NIC the topology does not list: left out
+    assert r.offer(encode("host-b", S, "b", {**_ends(B, [(0x20, 0x10)]), **_ends(B2, [(0x30, 0x11)]),
+                                             **_ends(storage, [(0x40, 0x12)])})[1])
+    d = r.directory(2 * S)
+    assert d is not None and d.peer(A, 0x10, 0x20) == B and d.peer(A, 0x11, 0x30) == B2
+    assert d.peer(A, 0x12, 0x40) is None and r.unknown_ports == 1
+
+
+def test_a_table_stamped_in_the_future_cannot_pin_the_host() -> None:
+    """A forged table stamped a year ahead used to win over every real one (older by its stamp) until it expired;
+    its time is clamped to the agent's clock plus ``max_ahead_ns``, so the real tables take over within that."""
+    r = RemoteEnds(local_hosts=["host-a"], addresses=ADDRESSES, max_age_ns=90 * S, max_ahead_ns=5 * S)
+    assert r.directory(100 * S) is None  # the agent's clock: 100 s
+    year = 365 * 24 * 3600 * S
+    assert r.offer(encode("host-b", 100 * S + year, "forger", _ends(B, [(0x66, 0x10)]))[1])
+    assert r.seen() == {"host-b": 105 * S}  # clamped
+    assert not r.offer(encode("host-b", 101 * S, "b", _ends(B, [(0x20, 0x10)]))[1])  # within the clamp: not yet
+    assert r.directory(106 * S) is not None
+    assert r.offer(encode("host-b", 106 * S, "b", _ends(B, [(0x20, 0x10)]))[1])  # the real table takes over
+    d = r.directory(106 * S)
+    assert d is not None and d.peer(A, 0x10, 0x20) == B and d.peer(A, 0x10, 0x66) is None
+
+
+def test_a_table_offered_before_the_agents_first_window_is_clamped_at_that_window() -> None:
+    r = RemoteEnds(local_hosts=["host-a"], max_age_ns=90 * S, max_ahead_ns=5 * S)
+    assert r.offer(encode("host-b", 10**18 * 9, "forger", _ends(B, [(0x66, 0x10)]))[1])
+    r.directory(100 * S)
+    assert r.seen() == {"host-b": 105 * S}

@@ -78,7 +78,7 @@ def test_one_failing_part_costs_that_part_of_one_window(
     monkeypatch.setattr(registry, "parse_res_qp", faults.wrap("rdma_qp", registry.parse_res_qp))
     src = LinuxSource(cfg)
     assert src._nccl is not None
-    monkeypatch.setattr(src._nccl, "read_lines", faults.wrap("nccl_log", src._nccl.read_lines))
+    monkeypatch.setattr(src._nccl, "read_chunks", faults.wrap("nccl_log", src._nccl.read_chunks))
     sink, metrics = ListSink(), SelfMetrics()
     agent = Agent(cfg, src, sink, metrics=metrics)
 
@@ -143,3 +143,23 @@ def test_a_source_whose_sample_raises_costs_one_window_and_the_agent_runs_on(
     assert stats.windows == 4 and len(sink.batches) == 4 and src.calls == 7
     assert stats.source_failures == {"sample": 2}
     assert caplog.text.count("reading sample failed") == 1
+
+
+def test_a_host_whose_pipeline_raises_costs_that_window_and_the_agent_runs_on(
+        fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind the parsers' own guards: a bug in a host's pipeline (prepare or window) costs that host's window,
+    counted per part; the next window spans the gap."""
+    from flowtracer.collectors.agent.host_pipeline import HostPipeline
+
+    cfg = AgentConfig(source="linux", host="node01", sysfs_root=fixtures / "sysfs" / "class" / "infiniband",
+                      rdma_command=[str(_rdma_script(tmp_path, fixtures))], agent_id="t")
+    faults = Faults()
+    monkeypatch.setattr(HostPipeline, "prepare", faults.wrap("prepare", HostPipeline.prepare))
+    monkeypatch.setattr(HostPipeline, "window_encoded", faults.wrap("window", HostPipeline.window_encoded))
+    sink = ListSink()
+    agent = Agent(cfg, LinuxSource(cfg), sink)
+    for k, failing in enumerate(((), (), ("prepare",), ("window",), ())):
+        faults.parts = set(failing)
+        agent.window(T0 + k * S)
+    assert [(b.window_start_ns, b.window_end_ns) for b in sink.batches] == [(T0, T0 + S), (T0 + S, T0 + 4 * S)]
+    assert agent.stats.source_failures == {"prepare": 1, "window": 1}

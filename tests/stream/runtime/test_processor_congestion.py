@@ -4,24 +4,19 @@ the finalized windows' LinkCongestion and NicCongestionSample records checked, d
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
-from flowtracer.stream.resolvers.registry import RESOLVERS
-from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.processor import Processor
 from flowtracer.stream.runtime.worker import emitted_lines
 from flowtracer.stream.stages.emitted import Emitted
 
 S = 1_000_000_000
-P = 2
+P = 2  # conftest.PARTITIONS: the ``proc`` fixture's
 END = 1_900_000_000 * S  # the window (END - S, END]
 NOW = END + S // 10  # the worker's clock when the records arrive
 UPLINK = "leaf01:Ethernet3>spine01:Ethernet1"  # leaf01's port Ethernet3 transmits on it
@@ -30,15 +25,6 @@ HOST_UP = "host01:mlx5_0>leaf01:Ethernet1"
 
 def cell(delta: int, status: int = common_pb2.DELTA_STATUS_OK) -> common_pb2.Counter:
     return common_pb2.Counter(value=10_000 + delta, delta=delta, status=status)
-
-
-@pytest.fixture
-def proc(tmp_path: Path) -> Processor:
-    fabric = Fabric(generate(FabricSpec(hosts=4, leaves=2, spines=2, name="cong4")))
-    topo = tmp_path / "fabric.yaml"
-    topo.write_text(fabric.topology.to_yaml())
-    cfg = ProcessorConfig(topology=topo, kafka="127.0.0.1:9", partitions=P, data_dir=tmp_path)
-    return Processor(cfg, fabric, RESOLVERS["hash"])
 
 
 def deliver(proc: Processor, topic: str, key: str, msg: Any) -> None:
