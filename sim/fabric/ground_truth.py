@@ -80,6 +80,12 @@ class GroundTruthWriter:
         self._w("ticks", record)
 
     def counters(self, t_ns: int, switches: dict[str, dict[str, object]]) -> None:
+        """The tick's counters, written last: a reader that sees them sees the whole tick. The tick's other lines
+        are flushed first, since a counters line larger than the file buffer reaches the disk as it is written
+        (a loaded test once read the counters of a tick whose link bytes were not on disk yet)."""
+        for name, f in self._f.items():
+            if name != "counters":
+                f.flush()
         self._w("counters", {"t_ns": t_ns, "switches": switches})
         for f in self._f.values():
             f.flush()
