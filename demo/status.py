@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowtracer.demo.window_rows import Columns, WindowRows
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.assembly import TOPICS as ASSEMBLED
@@ -43,6 +44,23 @@ demo that runs for days holds an hour, not every window since the start (issue 2
 PRUNE_EVERY_NS = 60 * S
 """Windows older than the kept span are dropped at most once per this much window time."""
 """With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
+
+
+class _RowsByWindow(dict[int, WindowRows]):
+    """window end ns -> :class:`WindowRows`, created on first use over one shared :class:`Columns`."""
+
+    def __init__(self, columns: Columns) -> None:
+        super().__init__()
+        self.columns = columns
+
+    def __missing__(self, end: int) -> WindowRows:
+        rows = self[end] = WindowRows(self.columns)
+        return rows
+
+
+def keyed_rows(ints: tuple[bool, ...]) -> dict[int, WindowRows]:
+    """An empty window end -> rows map whose windows share one column table (``ints``: the int fields)."""
+    return _RowsByWindow(Columns(ints))
 
 
 @dataclass
@@ -89,9 +107,10 @@ class Observed:
     records: int = 0
     newest_end_ns: int = 0
     #: window end ns -> directed link -> (measured, attributed, unexplained) bytes, every link with a trusted delta
-    link_loads: dict[int, dict[str, tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(dict))
+    #: (packed rows over one shared column table: demo/window_rows.py)
+    link_loads: dict[int, WindowRows] = field(default_factory=lambda: keyed_rows((True, True, True)))
     #: window end ns -> path id -> (bytes placed, bytes placed by traces, confidence 0..1)
-    path_loads: dict[int, dict[str, tuple[int, int, float]]] = field(default_factory=lambda: defaultdict(dict))
+    path_loads: dict[int, WindowRows] = field(default_factory=lambda: keyed_rows((True, True, False)))
     #: resolver names the outputs carry; placement methods of the flows in collisions (method -> flow-windows)
     resolvers: set[str] = field(default_factory=set)
     collision_methods: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -147,8 +166,7 @@ class Observed:
                 self._link_load(analytics_pb2.LinkLoad.FromString(value or b""), kafka_ts_ms)
             elif topic == topics.PATH_LOADS.name:
                 pl = analytics_pb2.PathLoad.FromString(value or b"")
-                self.path_loads[pl.window_end_ns][sys.intern(pl.path_id)] = (pl.bytes, pl.traced_bytes,
-                                                                              pl.confidence)
+                self.path_loads[pl.window_end_ns][pl.path_id] = (pl.bytes, pl.traced_bytes, pl.confidence)
                 self._advance(pl.window_end_ns)
                 if pl.resolver:
                     self.resolvers.add(pl.resolver)
@@ -233,7 +251,7 @@ class Observed:
         if not ll.measured_valid:
             return
         link = sys.intern(ll.link)  # one string per link, not one per record
-        self.link_loads[ll.window_end_ns][link] = (ll.measured_bytes, ll.attributed_bytes, ll.unexplained_bytes)
+        self.link_loads[ll.window_end_ns][ll.link] = (ll.measured_bytes, ll.attributed_bytes, ll.unexplained_bytes)
         # The switch that measures a link: its transmitter, or the leaf a host transmits to.
         measurer = ll.src_node if ll.src_node in self.switch_names else ll.dst_node
         self.switches[ll.window_end_ns].add(sys.intern(measurer))
