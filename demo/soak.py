@@ -193,8 +193,9 @@ def run(duration_s: float, run_dir: Path, sample_every_s: float, extra: Sequence
     report: dict[str, Any] = {
         "duration_s": duration_s, "ran_s": round(ran_s, 1), "exit_code": proc.returncode,
         "slope_from_s": slope_from,
-        "rss_mb_per_min": {n: _r(slope_mb_per_min(s, slope_from), 3) for n, s in sorted(rss.items())},
-        "rss_mb_first_last": {n: (_r(s[0][1], 1), _r(s[-1][1], 1)) for n, s in sorted(rss.items()) if s},
+        # processes seen in fewer than 3 samples (the simulator's short-lived `ip` calls) only in rss.json
+        "rss_mb_per_min": {n: _r(slope_mb_per_min(s, slope_from), 3) for n, s in sorted(rss.items()) if len(s) >= 3},
+        "rss_mb_first_last": {n: (_r(s[0][1], 1), _r(s[-1][1], 1)) for n, s in sorted(rss.items()) if len(s) >= 3},
         "path_load_reader_error": reader.error if reader else "no --kafka seen in the demo's output",
     }
     report |= score(run_dir, demo_dir, reader.path_loads if reader else {})
