@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps demo test test-loaded lint bench proto reproduce clean
+.PHONY: setup system-deps demo test test-loaded lint bench soak proto reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,13 @@ demo: setup
 # Every benchmark of bench/, one table, regenerates docs/benchmarks.md (about 7 minutes).
 bench: setup system-deps
 	$(BIN)/python bench/run_all.py
+
+# The long run (not in CI; issue 27): the whole pipeline on the kernel data plane with the trace resolver for
+# DURATION seconds (30 minutes), then per-process RSS slopes (MB/min from minute 5), traced share and placement
+# accuracy per 5-minute slice, and the incidents (flowtracer.demo.soak; report in .ft-soak/soak.json). Root.
+DURATION ?= 1800
+soak: setup
+	$(BIN)/python -m flowtracer.demo.soak --duration $(DURATION) --run-dir .ft-soak
 
 lint: setup
 	$(BIN)/ruff check .

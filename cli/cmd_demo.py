@@ -34,8 +34,13 @@ from flowtracer.testbed.managed_process import check_port_free
 
 if TYPE_CHECKING:
     from flowtracer.demo.scenario import Scenario
+    from flowtracer.testbed.tansu import TansuBroker
 
 ROLLING_S = 10.0
+BROKER_MEMORY_LIMIT_MB = 2048.0
+"""The embedded broker's resident memory at which the demo stops, MB: Tansu's memory storage frees no record
+(docs/operations.md, "The embedded broker's memory"), so without a limit a demo left running would take the
+machine's memory (about 1 GB an hour at 16 hosts); 2 GB is two hours of the default demo."""
 HOP_S = 1.0
 PARTITIONS = 4
 MARKER = ".flowtracer-demo-run"
@@ -87,6 +92,18 @@ class _Stop:
         self.event.set()
 
 
+def broker_over_limit(broker: TansuBroker | None, limit_mb: float) -> str | None:
+    """Why the demo must stop when the broker's resident memory exceeds ``limit_mb`` MB (0: no limit), else None."""
+    if not limit_mb or broker is None:
+        return None
+    rss = broker.resident_bytes()
+    if rss is None or rss <= limit_mb * 1e6:
+        return None
+    return (f"the embedded broker holds {rss / 1e6:.0f} MB, over --broker-memory-limit {limit_mb:g} MB: its memory "
+            "storage frees no record (docs/operations.md, \"The embedded broker's memory\"); stopping. For longer runs "
+            "raise the limit, or run the stages against Apache Kafka with retention (deploy/)")
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -125,10 +142,13 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--trace-max-age", "trace_max_age_s", type=float, default=None,
               help="trace resolver: passed to the processor's --trace-max-age (seconds a path trace places its flow) "
                    "[default: the processor's].")
+@click.option("--broker-memory-limit", type=float, default=BROKER_MEMORY_LIMIT_MB, show_default=True,
+              help="Stop the demo when the embedded broker's resident memory exceeds this many MB (its memory "
+                   "storage frees nothing: docs/operations.md); 0 = no limit.")
 def demo(duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
          line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float,
          status_every: float, dataplane: str, resolver: str, topology_file: Path | None, workload: str,
-         warmup: float, trace_max_age_s: float | None) -> None:
+         warmup: float, trace_max_age_s: float | None, broker_memory_limit: float) -> None:
     """Run the whole pipeline on the embedded default, with a live status and dashboard.
 
     Simulated FlowTracer-like 16-node fabric (NCCL ring all-reduce with an ECMP collision, a link
@@ -158,6 +178,8 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
             _fail(EXIT_BAD_INPUT, f"cannot bind 127.0.0.1:{web_port} (dashboard, --web-port): {e.strerror or e}")
     if warmup < 0:
         _fail(EXIT_BAD_INPUT, f"--warmup {warmup}: must be 0 or more seconds")
+    if broker_memory_limit < 0:
+        _fail(EXIT_BAD_INPUT, f"--broker-memory-limit {broker_memory_limit}: must be 0 (no limit) or more MB")
     if dataplane == "kernel":
         from flowtracer.sim.kernel.netns import missing_capability
 
@@ -184,16 +206,18 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
     code = run_demo(duration=duration, web_port=web_port, influx_url=influx_url, influx_org=influx_org,
                     influx_bucket=influx_bucket, line_protocol_file=line_protocol_file, summary_json=summary_json,
                     run_dir=run_dir, scenario=scenario, status_every=status_every, dataplane=dataplane,
-                    resolver=resolver, warmup_s=warmup, trace_max_age_s=trace_max_age_s)
+                    resolver=resolver, warmup_s=warmup, trace_max_age_s=trace_max_age_s,
+                    broker_memory_limit_mb=broker_memory_limit)
     sys.exit(code)
 
 
 def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
              status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0,
-             trace_max_age_s: float | None = None) -> int:
+             trace_max_age_s: float | None = None, broker_memory_limit_mb: float = 0.0) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns.
-    ``trace_max_age_s``: the processor's ``--trace-max-age`` (s), None for its default."""
+    ``trace_max_age_s``: the processor's ``--trace-max-age`` (s), None for its default; ``broker_memory_limit_mb``:
+    stop when the embedded broker's resident memory passes it (MB; 0: no limit)."""
     from flowtracer.demo.incidents import IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
@@ -289,6 +313,10 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
             except PipelineError as e:
                 failure = _explain(str(e))
                 stop.reason = "stage-failure"
+                break
+            if now >= next_status and (over := broker_over_limit(pipeline.broker, broker_memory_limit_mb)):
+                failure = over
+                stop.reason = "broker-memory-limit"
                 break
             if now >= next_status:
                 with watcher.lock:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 import statistics
+import sys
 import threading
 import time
+from array import array
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowtracer.demo.window_rows import Columns, WindowRows
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.diagnosis.assembly import TOPICS as ASSEMBLED
@@ -36,7 +39,29 @@ WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topi
            topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name,
            topics.COLLECTIVE_PROFILE.name)
 FLOW_BATCHES_KEPT = 8192
+KEEP_WINDOWS_S = 3600.0
+"""Per-window detail (FIM samples, link and path loads, latencies) is kept for the newest hour of windows, so a
+demo that runs for days holds an hour, not every window since the start (issue 27); the summary covers those."""
+PRUNE_EVERY_NS = 60 * S
+"""Windows older than the kept span are dropped at most once per this much window time."""
 """With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
+
+
+class _RowsByWindow(dict[int, WindowRows]):
+    """window end ns -> :class:`WindowRows`, created on first use over one shared :class:`Columns`."""
+
+    def __init__(self, columns: Columns) -> None:
+        super().__init__()
+        self.columns = columns
+
+    def __missing__(self, end: int) -> WindowRows:
+        rows = self[end] = WindowRows(self.columns)
+        return rows
+
+
+def keyed_rows(ints: tuple[bool, ...]) -> dict[int, WindowRows]:
+    """An empty window end -> rows map whose windows share one column table (``ints``: the int fields)."""
+    return _RowsByWindow(Columns(ints))
 
 
 @dataclass
@@ -74,16 +99,19 @@ class Observed:
     link_bytes: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
     #: window end ns -> switches that measured at least one link
     switches: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
-    #: (window end ns, seconds from the window's end, the switch sample instant, to its LinkLoad reaching Kafka)
-    latencies: list[tuple[int, float]] = field(default_factory=list)
+    #: per LinkLoad: its window end ns, and seconds from the window's end (the switch sample instant) to the record
+    #: reaching Kafka (two flat arrays: 16 bytes a sample, not a tuple's ~100)
+    latency_ends: array[int] = field(default_factory=lambda: array("q"))
+    latency_s: array[float] = field(default_factory=lambda: array("d"))
     dead_letters: int = 0
     dead_letter_reasons: list[str] = field(default_factory=list)
     records: int = 0
     newest_end_ns: int = 0
     #: window end ns -> directed link -> (measured, attributed, unexplained) bytes, every link with a trusted delta
-    link_loads: dict[int, dict[str, tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(dict))
+    #: (packed rows over one shared column table: demo/window_rows.py)
+    link_loads: dict[int, WindowRows] = field(default_factory=lambda: keyed_rows((True, True, True)))
     #: window end ns -> path id -> (bytes placed, bytes placed by traces, confidence 0..1)
-    path_loads: dict[int, dict[str, tuple[int, int, float]]] = field(default_factory=lambda: defaultdict(dict))
+    path_loads: dict[int, WindowRows] = field(default_factory=lambda: keyed_rows((True, True, False)))
     #: resolver names the outputs carry; placement methods of the flows in collisions (method -> flow-windows)
     resolvers: set[str] = field(default_factory=set)
     collision_methods: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -104,6 +132,13 @@ class Observed:
     ops_per_iteration: int = 1
     flow_batches: deque[flows_pb2.FlowBatch] = field(default_factory=lambda: deque(maxlen=FLOW_BATCHES_KEPT))
     host_samples: deque[HostSample] = field(default_factory=lambda: deque(maxlen=FLOW_BATCHES_KEPT))
+    #: per-window detail older than this many ns before the newest window end is dropped (:data:`KEEP_WINDOWS_S`)
+    keep_ns: int = round(KEEP_WINDOWS_S * S)
+    #: windows ending before this were dropped (0: none yet); the newest window end of any per-window record
+    pruned_before_ns: int = 0
+    newest_any_ns: int = 0
+    #: the next prune happens at the first window ending at or after this, ns
+    next_prune_ns: int = 0
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -135,6 +170,7 @@ class Observed:
             elif topic == topics.PATH_LOADS.name:
                 pl = analytics_pb2.PathLoad.FromString(value or b"")
                 self.path_loads[pl.window_end_ns][pl.path_id] = (pl.bytes, pl.traced_bytes, pl.confidence)
+                self._advance(pl.window_end_ns)
                 if pl.resolver:
                     self.resolvers.add(pl.resolver)
             elif topic == topics.INCIDENTS.name:
@@ -148,6 +184,27 @@ class Observed:
         except Exception:  # a status display must not die on one odd record
             self.undecodable += 1
 
+    def _advance(self, end_ns: int) -> None:
+        """Note a window end; drop per-window detail older than ``keep_ns`` (at most once per PRUNE_EVERY_NS)."""
+        if end_ns <= self.newest_any_ns:
+            return
+        self.newest_any_ns = end_ns
+        if end_ns < self.next_prune_ns:
+            return
+        self.next_prune_ns = end_ns + PRUNE_EVERY_NS
+        cutoff = end_ns - self.keep_ns
+        dropped = 0
+        for per_window in (self.fabric_fim, self.fabric_bytes, self.link_bytes, self.switches, self.link_loads,
+                           self.path_loads):
+            for end in [e for e in per_window if e < cutoff]:
+                del per_window[end]
+                dropped += 1
+        keep = next((i for i, e in enumerate(self.latency_ends) if e >= cutoff), len(self.latency_ends))
+        del self.latency_ends[:keep]
+        del self.latency_s[:keep]
+        if dropped or keep:
+            self.pruned_before_ns = cutoff
+
     def _fim(self, f: analytics_pb2.FimSample) -> None:
         basis = BASIS.get(f.basis)
         if basis is None:
@@ -155,6 +212,7 @@ class Observed:
         if f.group == "fabric":
             self.fabric_fim[f.window_end_ns][basis] = f.fim
             self.newest_end_ns = max(self.newest_end_ns, f.window_end_ns)
+            self._advance(f.window_end_ns)
         elif basis == "measured":
             old = self.group_fim.get(f.group)
             if old is None or f.window_end_ns >= old[0]:
@@ -187,18 +245,22 @@ class Observed:
             d["job_id"] = d["job_id"] or f.job_id
 
     def _link_load(self, ll: analytics_pb2.LinkLoad, kafka_ts_ms: int) -> None:
+        self._advance(ll.window_end_ns)
         if kafka_ts_ms > 0:
-            self.latencies.append((ll.window_end_ns, kafka_ts_ms / 1e3 - ll.window_end_ns / 1e9))
+            self.latency_ends.append(ll.window_end_ns)
+            self.latency_s.append(kafka_ts_ms / 1e3 - ll.window_end_ns / 1e9)
         if ll.resolver:
             self.resolvers.add(ll.resolver)
         if not ll.measured_valid:
             return
+        link = sys.intern(ll.link)  # one string per link, not one per record
         self.link_loads[ll.window_end_ns][ll.link] = (ll.measured_bytes, ll.attributed_bytes, ll.unexplained_bytes)
         # The switch that measures a link: its transmitter, or the leaf a host transmits to.
-        self.switches[ll.window_end_ns].add(ll.src_node if ll.src_node in self.switch_names else ll.dst_node)
+        measurer = ll.src_node if ll.src_node in self.switch_names else ll.dst_node
+        self.switches[ll.window_end_ns].add(sys.intern(measurer))
         if ll.src_node in self.switch_names and ll.dst_node in self.switch_names:
             self.fabric_bytes[ll.window_end_ns] += ll.measured_bytes
-            self.link_bytes[ll.window_end_ns][ll.link] = ll.measured_bytes
+            self.link_bytes[ll.window_end_ns][link] = ll.measured_bytes
 
     # -- views ----------------------------------------------------------------------------------
 
@@ -225,7 +287,7 @@ class Observed:
     def latency_stats(self, from_end_ns: int = 0) -> dict[str, float | int | None]:
         """p50 / p99 / max seconds from switch sample instant (window end) to the LinkLoad in Kafka,
         over windows ending at or after ``from_end_ns``."""
-        xs = sorted(v for end, v in self.latencies if end >= from_end_ns)
+        xs = sorted(v for end, v in zip(self.latency_ends, self.latency_s, strict=True) if end >= from_end_ns)
         if not xs:
             return {"p50_s": None, "p99_s": None, "max_s": None, "samples": 0}
         return {"p50_s": round(statistics.median(xs), 3), "p99_s": round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 3),

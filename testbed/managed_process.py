@@ -222,6 +222,19 @@ class ManagedProcess:
         """The server process's id while it is started (benchmarks read its CPU time); None when stopped."""
         return self._proc.pid if self._proc is not None else None
 
+    def resident_bytes(self) -> int | None:
+        """The server process's resident memory (``VmRSS``), bytes; None when it is not running."""
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024  # kB
+        except OSError:
+            return None
+        return None
+
     @property
     def port(self) -> int:
         """The listen port; raises ``_error`` when the server is not started."""

@@ -81,10 +81,14 @@ class HostState:
     nics: list[NicInfo] = field(default_factory=list)
     qps: dict[tuple[str, int], QpState] = field(default_factory=dict)  # (rdma_device, lqpn) -> QP
     ports: dict[tuple[str, int], PortCounters] = field(default_factory=dict)  # (rdma_device, port)
-    #: NCCL_DEBUG=INFO lines emitted so far (the writer appends new ones to the log file).
+    #: NCCL_DEBUG=INFO lines emitted and not yet handed to the view writer (which appends them to the log file);
+    #: without a runner (tests of the engine) every line emitted so far.
     nccl_log: list[str] = field(default_factory=list)
     #: Engine time of the last update, ns since the Unix epoch.
     timestamp_ns: int = 0
     #: False while the host's agent is stopped (fault ``agent_stop``): its view is not written this tick.
     reporting: bool = True
+    #: Lines emitted before ``nccl_log[0]``: the runner drops the lines it handed to the view writer, so a long
+    #: run keeps a tick's lines, not every line since the start (issue 27).
+    nccl_log_dropped: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)

@@ -344,8 +344,9 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         qps = [copy.copy(q) for q in qps]
         ports = {k: (p.tx_bytes, p.rx_bytes, p.tx_packets, p.rx_packets) for k, p in sorted(state.ports.items())}
         congestion = {k: p.congestion for k, p in state.ports.items()}  # replaced per tick, never mutated
-        new_lines = state.nccl_log[w.nccl_written:]
-        w.nccl_written = len(state.nccl_log)
+        # ``nccl_written`` counts lines since the start; the state holds those after ``nccl_log_dropped``.
+        new_lines = state.nccl_log[max(0, w.nccl_written - state.nccl_log_dropped):]
+        w.nccl_written = state.nccl_log_dropped + len(state.nccl_log)
     snaps_dir = hostdir / "snapshots"
     if not w.plans:  # first snapshot of this writer: leftovers of an earlier run are not reusable
         shutil.rmtree(hostdir / ".spare", ignore_errors=True)

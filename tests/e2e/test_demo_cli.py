@@ -57,6 +57,7 @@ def test_a_run_dir_that_is_not_a_demo_run_is_not_replaced(tmp_path: Path) -> Non
 @pytest.mark.parametrize("args, message", [
     (["--duration", "0", "--web-port", "0"], "--duration 0.0: must be positive"),
     (["--web-port", "70000"], "--web-port 70000: must be 0..65535"),
+    (["--broker-memory-limit", "-1", "--web-port", "0"], "--broker-memory-limit -1.0: must be 0 (no limit)"),
 ])
 def test_bad_flags_name_the_flag(tmp_path: Path, args: list[str], message: str) -> None:
     code, out = _run([*args, "--run-dir", str(tmp_path / "run")])

@@ -161,3 +161,22 @@ def test_a_missing_topology_password_is_logged_not_silent(tmp_path: Path, monkey
         pass
     assert ("topology defaults: credentials.password_env: environment variable T_SIM_GNMI_UNSET is not set; "
             "those simulated switches check no password") in caplog.text
+
+
+def test_host_states_keep_only_unwritten_nccl_lines(tmp_path: Path) -> None:
+    """A long run must not keep every NCCL line in memory (issue 27): the runner hands each tick's lines to the
+    view writer and forgets them; the log file still gets every line once, in order."""
+    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
+    wl = preset("ring-allreduce", size="16MiB", channels=2, compute_gap="20ms")
+    opts = RunnerOptions(tick_s=0.25, gnmi_ports="free", ground_truth=False, duration_s=3.0)
+    runner = SimRunner(topo, wl, tmp_path, opts)
+    runner.start()
+    assert runner.wait(20)  # 12 ticks
+    runner.stop()
+    assert runner.error is None and runner.engine is not None
+    for name, hs in runner.engine.host_states.items():
+        lines = (tmp_path / "hosts" / name / "nccl.log").read_text().splitlines()
+        ops = [int(line.split("opCount ")[1].split()[0], 16) for line in lines if "AllReduce: opCount" in line]
+        assert len(ops) > 12 and ops == sorted(ops), name  # every collective logged once, in order
+        assert hs.nccl_log_dropped + len(hs.nccl_log) >= len(lines)
+        assert len(hs.nccl_log) < len(lines) / 4, f"{name} keeps {len(hs.nccl_log)} of {len(lines)} lines"
