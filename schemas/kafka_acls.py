@@ -6,7 +6,8 @@ the processor's outputs, and a collector's cannot write flows:
 * collector: write counters and switch congestion;
 * agent (one shared user, or one per host ``<agent>-<host>``): write flows, path traces and QP ends, read QP
   ends, the processor's ECMP groups and trace requests (each read with no consumer group);
-* processor: read its inputs, write its outputs (dead letters included), and everything on the topics and
+* processor: read its inputs (and the incidents, for its dashboard), write its outputs (dead letters included),
+  and everything on the topics and
   the consumer group named by its app id (internal topics ``<app-id>.…``, changelogs ``<app-id>-…``, Faust's
   ``<app-id>-__assignor-__leader``): one PREFIXED ACL each, so a second deployment (another app id) gets
   its own;
@@ -81,6 +82,7 @@ def plan(app_ids: Sequence[str] = ("flowtracer-processor",), agent_users: Sequen
         out += _topic_acls(agent, READ, AGENT_READS)
     out += _topic_acls(processor_user, READ, topics.INPUT_TOPICS)
     out += _topic_acls(processor_user, WRITE, PROCESSOR_WRITES)
+    out += _topic_acls(processor_user, READ, (topics.INCIDENTS,))  # its dashboard's incident list
     for app in app_ids:
         out += [Acl(processor_user, ALL, TOPIC, app, PREFIXED), Acl(processor_user, READ, GROUP, app, PREFIXED)]
     out += _topic_acls(diagnose_user, READ, (*PROCESSOR_WRITES, topics.INCIDENTS))

@@ -39,7 +39,11 @@ def test_each_stage_writes_only_its_own_topics() -> None:
 
 
 def test_reads_and_groups() -> None:
-    assert may(ACLS, AGENT_USER, READ, TOPIC, topics.QP_ENDS.name)
+    # the agent reads the peer exchange and the processor's word on when to re-trace, nothing else
+    assert all(may(ACLS, AGENT_USER, READ, TOPIC, t.name)
+               for t in (topics.QP_ENDS, topics.ECMP_GROUPS, topics.TRACE_REQUESTS))
+    assert may(ACLS, PROCESSOR_USER, READ, TOPIC, topics.INCIDENTS.name)  # the dashboard's incident list
+    assert not may(ACLS, PROCESSOR_USER, WRITE, TOPIC, topics.INCIDENTS.name)  # the diagnosis writes them
     assert not may(ACLS, AGENT_USER, READ, TOPIC, topics.FLOWS.name)  # no host reads another's flows
     assert all(may(ACLS, PROCESSOR_USER, READ, TOPIC, t.name) for t in topics.INPUT_TOPICS)
     assert may(ACLS, PROCESSOR_USER, READ, GROUP, "flowtracer-processor")
