@@ -11,7 +11,7 @@ from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 from flowtracer.stream.analytics.congestion_cause import congestion_causes
 from flowtracer.stream.analytics.fim import fabric_fim
-from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.emitted import Emitted, failed_window
 from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
 
@@ -50,26 +50,35 @@ class FabricStage:
         out = Emitted()
         for end in self.tracker.due(now_ns, unread, upstream):
             items, tokens, _ = self.tracker.pop(end)
-            # In partition order, not arrival order: float sums must not depend on how the workers interleave.
-            items = sorted(items, key=lambda b: b.source_partition)
-            samples = [s for b in items for s in b.groups]
-            out.congestion_causes.extend(congestion_causes([c for b in items for c in b.congested],
-                                                           end - self.hop_ns, end))
-            for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
-                # A group of one member (what a withdrawal left of a group) cannot be imbalanced: docs/fim.md
-                # leaves it out of the fabric figure rather than let its FIM 0 dilute it.
-                mine = [s for s in samples if s.basis == basis and s.total_bytes > 0 and s.members >= 2]
-                if not mine:
-                    continue
-                total = sum(s.total_bytes for s in mine)
-                out.fims.append(analytics_pb2.FimSample(
-                    schema_version=SCHEMA_VERSION, window_start_ns=end - self.rolling_hops * self.hop_ns,
-                    window_end_ns=end, group=FABRIC, basis=basis, members=len(mine),
-                    fim=fabric_fim([s.fim for s in mine], [s.total_bytes for s in mine]),
-                    fim_flows=fabric_fim([s.fim_flows for s in mine], [s.total_bytes for s in mine]),
-                    max_mean_ratio=max(s.max_mean_ratio for s in mine),
-                    cv=fabric_fim([s.cv for s in mine], [s.total_bytes for s in mine]), total_bytes=total,
-                    resolver=mine[0].resolver))
+            try:
+                out.extend(self._window(end, items))
+            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
+                out.extend(failed_window(self.tracker.name, end, items, e))
             out.tokens.extend(tokens)
             out.windows += 1
+        return out
+
+    def _window(self, end: int, items: list[internal_pb2.GroupFimBatch]) -> Emitted:
+        """The fabric's congestion causes and FIM of the window ending at ``end`` (ns) from its group batches."""
+        out = Emitted()
+        # In partition order, not arrival order: float sums must not depend on how the workers interleave.
+        items = sorted(items, key=lambda b: b.source_partition)
+        samples = [s for b in items for s in b.groups]
+        out.congestion_causes.extend(congestion_causes([c for b in items for c in b.congested],
+                                                       end - self.hop_ns, end))
+        for basis in (analytics_pb2.LOAD_BASIS_MEASURED, analytics_pb2.LOAD_BASIS_ATTRIBUTED):
+            # A group of one member (what a withdrawal left of a group) cannot be imbalanced: docs/fim.md
+            # leaves it out of the fabric figure rather than let its FIM 0 dilute it.
+            mine = [s for s in samples if s.basis == basis and s.total_bytes > 0 and s.members >= 2]
+            if not mine:
+                continue
+            total = sum(s.total_bytes for s in mine)
+            out.fims.append(analytics_pb2.FimSample(
+                schema_version=SCHEMA_VERSION, window_start_ns=end - self.rolling_hops * self.hop_ns,
+                window_end_ns=end, group=FABRIC, basis=basis, members=len(mine),
+                fim=fabric_fim([s.fim for s in mine], [s.total_bytes for s in mine]),
+                fim_flows=fabric_fim([s.fim_flows for s in mine], [s.total_bytes for s in mine]),
+                max_mean_ratio=max(s.max_mean_ratio for s in mine),
+                cv=fabric_fim([s.cv for s in mine], [s.total_bytes for s in mine]), total_bytes=total,
+                resolver=mine[0].resolver))
         return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 from flowtracer.stream.stages.fabric import FabricStage
 
@@ -42,3 +44,30 @@ def test_fabric_fim_is_the_same_whatever_order_the_partitions_arrive_in() -> Non
         [sample] = _fabric_samples(batches)
         results.add(sample)
     assert len(results) == 1
+
+
+def test_a_fabric_window_whose_computation_raises_is_dead_lettered_and_the_next_is_computed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fabric stage has the same boundary as the flows and links stages: a window that trips a bug costs that
+    window (its GroupFimBatches become DeadLetters naming the stage and the error), never the worker."""
+    import flowtracer.stream.stages.fabric as fabric_mod
+
+    real, calls = fabric_mod.fabric_fim, []
+
+    def once(*a: object) -> float:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OverflowError("math range error")
+        return real(*a)
+
+    monkeypatch.setattr(fabric_mod, "fabric_fim", once)
+    stage = FabricStage(S, 3 * S, rolling_hops=10, senders=frozenset(range(P)))
+    for end in (S, 2 * S):
+        for b in _batches(random.Random(end)):
+            b.window_end_ns = end
+            stage.add(b, object(), now_ns=end)
+    out = stage.finalize(now_ns=2 * S)
+    assert out.windows == 2 and len(out.tokens) == 2 * P  # both windows released for acking
+    assert len(out.dead_letters) == P and all(d.window_end_ns == S and "OverflowError" in d.reason
+                                              for d in out.dead_letters)
+    assert {f.window_end_ns for f in out.fims} == {2 * S}  # the next window as usual
