@@ -166,7 +166,8 @@ def run(duration_s: float, run_dir: Path, sample_every_s: float, extra: Sequence
             out.flush()
             lines.append(line)
 
-    threading.Thread(target=pump, daemon=True).start()
+    pumping = threading.Thread(target=pump, daemon=True)
+    pumping.start()
     next_sample = 0.0
     while proc.poll() is None:
         now = time.monotonic() - t0
@@ -187,6 +188,7 @@ def run(duration_s: float, run_dir: Path, sample_every_s: float, extra: Sequence
         time.sleep(0.5)
     if reader is not None:
         reader.stop.set()
+    pumping.join(timeout=30)  # the demo's last lines (its summary) before the file closes
     out.close()
     ran_s = time.monotonic() - t0
     slope_from = min(300.0, ran_s / 2)
