@@ -40,6 +40,9 @@ FOLDS: dict[str, tuple[type, str]] = {
 """Each output topic a window is assembled from: its message and the :class:`WindowAssembler` method folding it."""
 TOPICS = tuple(FOLDS)
 """The output topics a window is assembled from."""
+BEHIND_GRACES = 4
+"""While the reader is behind, a window still completes once this many graces passed since its first record, so a
+partition that never catches up (a broker that keeps failing one fetch) delays the diagnosis, never stops it."""
 
 
 @dataclass
@@ -127,12 +130,15 @@ class WindowAssembler:
         """Complete windows not yet handed out, oldest first, each with why it is complete: ``fim`` (its or a
         later fabric sample arrived), ``grace`` or ``final`` (everything pending, when the input ended). A
         window without link loads (nothing measured) is dropped, not handed out. ``behind``: the reader has
-        records on some partition it has not read yet; nothing but ``final`` completes until it has."""
+        records on some partition it has not read yet; until it has, only ``final`` completes a window, or
+        ``BEHIND_GRACES`` graces since its first record."""
         out: list[tuple[WindowView, str]] = []
-        if behind and not final:
-            return out
         for end in sorted(self.pending):
-            if end <= self.fabric_until_ns:
+            if behind and not final:  # held while records wait unread, yet not for ever: a partition stuck behind
+                if now_ns - self.first_seen_ns[end] < BEHIND_GRACES * self.grace_ns:
+                    break
+                how = "grace"
+            elif end <= self.fabric_until_ns:
                 how = "fim"
             elif now_ns - self.first_seen_ns[end] >= self.grace_ns:
                 how = "grace"

@@ -2,8 +2,9 @@
 
 ``observe`` (each window's active flows), ``mark_contradicted`` and ``link_changed`` may be called
 from any thread. ``link_changed`` is called by the agent's ``GroupWatch`` when the processor's
-ecmp-groups topic says a switch's groups changed; nothing outside the agent calls ``mark_contradicted``
-yet (docs/tracing.md). Every published trace carries ``valid_until_ns`` (``TracePlanner.valid_until_ns``).
+ecmp-groups topic says a switch's groups changed; ``mark_contradicted`` by its ``RequestWatch`` when the
+processor's trace-requests topic names a flow whose trace the counters contradict (docs/tracing.md).
+Every published trace carries ``valid_until_ns`` (``TracePlanner.valid_until_ns``).
 """
 
 from __future__ import annotations

@@ -60,6 +60,10 @@ def test_while_the_reader_is_behind_a_later_fabric_sample_completes_nothing() ->
     out = a.complete(21 * S)
     assert _ends(out) == [(k, "fim") for k in range(5, 10)] and all(LINK in v.links for v, _ in out)
     assert a.late_records == 0
+    # a partition that never catches up delays the diagnosis by BEHIND_GRACES graces, never stops it
+    _load(a, 10, 30)
+    assert a.complete(69 * S, behind=True) == []
+    assert _ends(a.complete(70 * S, behind=True)) == [(10, "grace")]
 
 
 def test_without_fabric_samples_the_grace_completes_a_window_counted_from_its_first_record() -> None:
