@@ -32,10 +32,11 @@ def make_sink(influx_url: str | None, org: str, bucket: str, token_file: Path | 
 
 def emitted_lines(e: Emitted) -> list[str]:
     """Line protocol of every output in a finalization (see stream/sinks/line_protocol.py)."""
+    from flowtracer.stream.runtime.dead_letters import OUTPUT_LISTS
     from flowtracer.stream.sinks.line_protocol import to_lines
 
-    return to_lines([*e.link_loads, *e.path_loads, *e.fims, *e.collisions, *e.link_congestion, *e.nic_congestion,
-                     *e.ecmp_drift, *e.congestion_causes, *e.collective_profiles])
+    # The lists the sink writes are named once (OUTPUT_LISTS): drop_unwritable checks exactly these first.
+    return to_lines([m for name in OUTPUT_LISTS for m in getattr(e, name)])
 
 
 def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,
