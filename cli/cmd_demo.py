@@ -7,6 +7,9 @@ Output: InfluxDB with ``--influx-url``, else a line-protocol file. The terminal 
 status read from the output topics; the processor serves the dashboard on 127.0.0.1. At the end
 (``--duration`` or Ctrl-C) everything is stopped and a summary is printed (``--summary-json``
 writes it in full), with the fabric FIM set against the simulator's ground truth. docs/demo.md.
+
+Over 400 lines as one thing: the demo's options and the one run loop that starts, watches (status, incidents,
+broker memory) and stops them; the pieces it calls live in ``flowtracer.demo``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@
 nothing to rebalance on an embedded broker), and with ``Observed.watch_flows`` the agents' FlowBatches too (a
 heterogeneous job's iteration time, ``whatif/iterations.py``). It folds every record into :class:`Observed`, which
 is pure (tests feed it messages). :func:`status_lines` renders a compact status from it.
+
+Over 400 lines as one thing: what the demo reads from the output topics, the bounded state it keeps of them (an
+hour of windows, ``window_rows``) and the status drawn from that state, which change together.
 """
 
 from __future__ import annotations
