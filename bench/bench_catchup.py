@@ -63,7 +63,7 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topic_admin import ensure_topics
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.schemas.v1 import analytics_pb2, flows_pb2, traces_pb2
 from flowtracer.testbed.managed_process import free_port
 from flowtracer.testbed.tansu import TansuBroker
 
@@ -317,8 +317,9 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
     return result
 
 
-OUTPUT_TYPES = {t.name: getattr(analytics_pb2, t.message) for t in topics.OUTPUT_TOPICS
-                if hasattr(analytics_pb2, t.message)}
+OUTPUT_TYPES = {t.name: getattr(mod, t.message) for t in topics.OUTPUT_TOPICS
+                for mod in (analytics_pb2, flows_pb2, traces_pb2) if hasattr(mod, t.message)}
+"""Every output topic's message (trace requests are in traces.proto, collective profiles in flows.proto)."""
 
 
 def by_key_and_window(outputs: list[tuple[str, bytes | None, bytes]]) -> dict[tuple[str, bytes, int], set[bytes]]:
