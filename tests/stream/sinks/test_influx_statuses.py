@@ -37,7 +37,10 @@ def server() -> Iterator[WriteServer]:
 @pytest.fixture
 def sink(server: WriteServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[InfluxSink]:
     monkeypatch.setenv("FLOWTRACER_INFLUX_TOKEN", "t")
-    sink = InfluxSink(InfluxConfig(url=server.url, org="o", bucket="b", batch_size=2, flush_interval="20ms",
+    # Batches are cut by count (2 lines): influxdb-client also closes a batch after flush_interval, and on a busy
+    # machine 20 ms passed between the two lines of one write (a batch of 1 got the next batch's scripted answer).
+    # A lone line still leaves within 1 s.
+    sink = InfluxSink(InfluxConfig(url=server.url, org="o", bucket="b", batch_size=2, flush_interval="1s",
                                    retry_interval="50ms", max_retry_delay="200ms", max_retries=20, timeout="2s"))
     yield sink
     sink.close(timeout=0.5)
