@@ -79,8 +79,11 @@ class ObjectStore(ManagedProcess):
         assert self._tmpdir is not None
         self.data_dir = self._tmpdir / "objects"
         self.data_dir.mkdir()
-        argv = [str(binary), str(SCRIPT), "--directory", str(self.data_dir), "--address", HOST,
-                "--port", str(port), "--configure-bucket", self.bucket, "--silent"]
+        # s3rver makes ListObjectsV2 continuation tokens with DES, which Node's OpenSSL 3 has only in its legacy
+        # provider: without it every listing longer than a page (1000 keys) answers 500, and Tansu, which lists a
+        # partition's batch objects for each Fetch and ListOffsets, cannot serve a partition of over 1000 batches.
+        argv = [str(binary), "--openssl-legacy-provider", str(SCRIPT), "--directory", str(self.data_dir),
+                "--address", HOST, "--port", str(port), "--configure-bucket", self.bucket, "--silent"]
         return argv, {"cwd": self._tmpdir}
 
     def _probe(self) -> int:
