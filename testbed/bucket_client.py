@@ -3,7 +3,8 @@
 The embedded object store (s3rver 3.7.1, ``object_store.py``) accepts unsigned requests. Its listings have
 quirks that decide how this client lists:
 
-* ListObjects version 2 (``list-type=2``) unsigned answers InternalError: version 1 (``marker`` paging) is used.
+* ListObjects version 1 (``marker`` paging): version 2 pages on with a continuation token that s3rver makes with
+  DES, which answers InternalError unless node runs with its legacy OpenSSL provider (``object_store.py`` does).
 * It returns keys in the order it walks its directories, not in key order: ``t/p/1`` before ``t-b/p/1`` (``-``
   sorts before ``/``). A page cut there and continued after its last key skips ``t-b/...``. Listings are
   therefore made below one topic's ``partitions/``, where every name has the same form and the two orders agree.
