@@ -3,22 +3,12 @@
 
 PYTHON ?= python3
 VENV   := .venv
-OBJECTSTORE := testbed/objectstore
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps demo test test-loaded lint bench soak proto reproduce clean
 
-setup: $(VENV)/.installed $(OBJECTSTORE)/node_modules/.installed
-
-# The embedded broker's object store (testbed/object_store.py): s3rver from npm, pinned by package-lock.json.
-# node and npm come from Debian (nodejs, npm) when the machine has none.
-$(OBJECTSTORE)/node_modules/.installed: $(OBJECTSTORE)/package.json $(OBJECTSTORE)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "installing nodejs npm (Debian packages)"; \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
-	npm ci --prefix $(OBJECTSTORE) --no-audit --no-fund --loglevel=error
-	touch $@
+setup: $(VENV)/.installed
 
 # setup.py and native.pyx: an editable install compiles the extension once; edits need a rebuild.
 $(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx

@@ -44,6 +44,12 @@ BROKER_MEMORY_LIMIT_MB = 2048.0
 """The embedded broker's resident memory at which the demo stops, MB: Tansu's memory storage frees no record
 (docs/operations.md, "The embedded broker's memory"), so without a limit a demo left running would take the
 machine's memory (about 1 GB an hour at 16 hosts); 2 GB is two hours of the default demo."""
+BROKER_RETENTION_S = 240.0
+"""How long the embedded broker keeps inputs and outputs with ``--broker-storage objects``, s: four minutes, far more
+than any reader of the demo lags (the processor, the status and the dashboard read within seconds), and short enough
+that the store is full, and flat, well before minute 5 of a long run."""
+MIN_BROKER_RETENTION_S = 60.0
+"""The shortest retention allowed, s: every reader of the demo keeps within seconds; a minute is slack for a stall."""
 HOP_S = 1.0
 PARTITIONS = 4
 MARKER = ".flowtracer-demo-run"
@@ -102,8 +108,10 @@ def broker_over_limit(broker: TansuBroker | None, limit_mb: float) -> str | None
     rss = broker.resident_bytes()
     if rss is None or rss <= limit_mb * 1e6:
         return None
-    return (f"the embedded broker holds {rss / 1e6:.0f} MB, over --broker-memory-limit {limit_mb:g} MB: its memory "
-            "storage frees no record (docs/operations.md, \"The embedded broker's memory\"); stopping. For longer runs "
+    why = ("its memory storage frees no record; --broker-storage objects does" if broker.object_store is None
+           else "with its records in the object store it should not grow")
+    return (f"the embedded broker holds {rss / 1e6:.0f} MB, over --broker-memory-limit {limit_mb:g} MB: {why} "
+            "(docs/operations.md, \"The embedded broker's memory\"); stopping. For longer runs "
             "raise the limit, or run the stages against Apache Kafka with retention (deploy/)")
 
 
@@ -148,10 +156,18 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--broker-memory-limit", type=float, default=BROKER_MEMORY_LIMIT_MB, show_default=True,
               help="Stop the demo when the embedded broker's resident memory exceeds this many MB (its memory "
                    "storage frees nothing: docs/operations.md); 0 = no limit.")
+@click.option("--broker-storage", type=click.Choice(["objects", "memory"]), default="objects", show_default=True,
+              help="Where the embedded broker keeps records: 'objects', a local object store on disk whose topics' "
+                   "retention is applied (bounded for any run length); 'memory', the broker's memory, never freed "
+                   "(cheaper for a run of minutes). docs/operations.md, \"The embedded broker's memory\".")
+@click.option("--broker-retention", "broker_retention_s", type=float, default=BROKER_RETENTION_S, show_default=True,
+              help="With --broker-storage objects: seconds the embedded broker keeps inputs and outputs (compacted "
+                   "topics keep each key's latest record).")
 def demo(duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
          line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, degrade_at: float,
          status_every: float, dataplane: str, resolver: str, topology_file: Path | None, workload: str,
-         warmup: float, trace_max_age_s: float | None, broker_memory_limit: float) -> None:
+         warmup: float, trace_max_age_s: float | None, broker_memory_limit: float, broker_storage: str,
+         broker_retention_s: float) -> None:
     """Run the whole pipeline on the embedded default, with a live status and dashboard.
 
     Simulated FlowTracer-like 16-node fabric (NCCL ring all-reduce with an ECMP collision, a link
@@ -183,6 +199,9 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
         _fail(EXIT_BAD_INPUT, f"--warmup {warmup}: must be 0 or more seconds")
     if broker_memory_limit < 0:
         _fail(EXIT_BAD_INPUT, f"--broker-memory-limit {broker_memory_limit}: must be 0 (no limit) or more MB")
+    if not broker_retention_s >= MIN_BROKER_RETENTION_S:
+        _fail(EXIT_BAD_INPUT, f"--broker-retention {broker_retention_s:g}: must be at least "
+                              f"{MIN_BROKER_RETENTION_S:g} seconds (a stalled reader must not lose records)")
     if dataplane == "kernel":
         from flowtracer.sim.kernel.netns import missing_capability
 
@@ -210,17 +229,21 @@ def demo(duration: float | None, web_port: int, influx_url: str | None, influx_o
                     influx_bucket=influx_bucket, line_protocol_file=line_protocol_file, summary_json=summary_json,
                     run_dir=run_dir, scenario=scenario, status_every=status_every, dataplane=dataplane,
                     resolver=resolver, warmup_s=warmup, trace_max_age_s=trace_max_age_s,
-                    broker_memory_limit_mb=broker_memory_limit)
+                    broker_memory_limit_mb=broker_memory_limit, broker_storage=broker_storage,
+                    broker_retention_s=broker_retention_s)
     sys.exit(code)
 
 
 def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, influx_org: str, influx_bucket: str,
              line_protocol_file: Path | None, summary_json: Path | None, run_dir: Path, scenario: Scenario,
              status_every: float, dataplane: str = "model", resolver: str = "hash", warmup_s: float = 20.0,
-             trace_max_age_s: float | None = None, broker_memory_limit_mb: float = 0.0) -> int:
+             trace_max_age_s: float | None = None, broker_memory_limit_mb: float = 0.0,
+             broker_storage: str = "objects", broker_retention_s: float = BROKER_RETENTION_S) -> int:
     """Start, watch, stop, summarise. Returns the exit code; nothing is left running when it returns.
     ``trace_max_age_s``: the processor's ``--trace-max-age`` (s), None for its default; ``broker_memory_limit_mb``:
-    stop when the embedded broker's resident memory passes it (MB; 0: no limit)."""
+    stop when the embedded broker's resident memory passes it (MB; 0: no limit); ``broker_storage`` and
+    ``broker_retention_s``: :class:`~flowtracer.demo.local_pipeline.PipelineOptions`' ``broker_storage`` and
+    ``broker_retention_s``."""
     from flowtracer.demo.incidents import IncidentWatch, incident_lines
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
@@ -250,7 +273,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                               partitions=PARTITIONS, resolvers=(resolver,), influx_url=influx_url,
                               line_protocol_file=line_protocol_file, processor_args=processor_args,
                               sim_args=("--dataplane", dataplane), agent_tracing=resolver == "trace",
-                              switch_congestion=scenario.congestion)
+                              switch_congestion=scenario.congestion, broker_storage=broker_storage,
+                              broker_retention_s=broker_retention_s)
     pipeline = DemoPipeline(options, run_dir)
     dashboard = f"http://127.0.0.1:{web_port}/dashboard/" if web_port else None
     started_at = datetime.now(UTC)
@@ -345,6 +369,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                 incidents.advance(watcher.observed, final=True)
             if publisher is not None:
                 publisher.close()
+        broker_state = pipeline.broker_state()
         pipeline.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -373,7 +398,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                      "degrade": {"link": scenario.degrade_link, "at_s": scenario.degrade_at_s,
                                  "capacity": scenario.capacity} if scenario.degrade_link else None},
         "sink": sink, "dashboard": dashboard, "run_dir": str(run_dir), "stages": stages,
-        "watcher_error": watcher.error,
+        "watcher_error": watcher.error, "broker": broker_state,
     }
     if publisher is not None:
         extra["incident_records_published"] = publisher.sent

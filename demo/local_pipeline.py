@@ -16,11 +16,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from flowtracer.schemas.topic_admin import ensure_topics
+from flowtracer.schemas.topic_admin import ClusterPolicy, ensure_topics, plan
+from flowtracer.testbed.log_retention import RetentionPolicy, policies_from_plan
+from flowtracer.testbed.object_store import ObjectStore
+from flowtracer.testbed.object_sweeper import ObjectSweeper
 from flowtracer.testbed.tansu import TansuBroker
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,25 @@ class PipelineOptions:
     #: Kafka TLS/SASL settings file every stage is given (``--kafka-config``); then pass the broker that
     #: speaks them as ``LocalPipeline(broker=...)`` (its ``client_config`` creates the topics).
     kafka_config: Path | None = None
+    #: Where the embedded broker keeps records: ``memory`` (Tansu's memory storage: nothing is ever freed, fine
+    #: for a run of minutes) or ``objects`` (an object store, and the topics' retention applied by deleting batch
+    #: objects: bounded for a run of any length; docs/operations.md, "The embedded broker's memory").
+    broker_storage: str = "memory"
+    #: With ``objects``: how long the inputs, outputs and internal topics keep records, s; compacted topics and
+    #: changelogs keep each key's latest record, and a tombstone this long.
+    broker_retention_s: float = 240.0
+    #: With ``objects``: seconds between two sweeps of the store.
+    sweep_interval_s: float = 10.0
+
+
+def embedded_retention(partitions: int, app_ids: Sequence[str], retention_s: float) -> dict[str, RetentionPolicy]:
+    """The embedded broker's retention per topic: the one topic plan with ``retention_s`` on every delete-policy
+    topic, and tombstones of the compacted ones kept as long (Kafka's default day would keep a demo's for a day)."""
+    ms = round(retention_s * 1000)
+    topics = plan(partitions, app_ids, ClusterPolicy(retention_input_ms=ms, retention_output_ms=ms,
+                                                      retention_internal_ms=ms))
+    return {name: replace(p, delete_retention_ms=ms) if p.compact else p
+            for name, p in policies_from_plan(topics).items()}
 
 
 @dataclass
@@ -106,6 +128,8 @@ class LocalPipeline:
     options: PipelineOptions
     run_dir: Path
     broker: TansuBroker | None = None
+    object_store: ObjectStore | None = None
+    sweeper: ObjectSweeper | None = None
     stages: list[Stage] = field(default_factory=list)
     ready: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -179,9 +203,17 @@ class LocalPipeline:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             if self.broker is None:
-                self.broker = TansuBroker(log_dir=self.run_dir)
+                if o.broker_storage == "objects":
+                    self.object_store = ObjectStore(log_dir=self.run_dir).start()
+                self.broker = TansuBroker(log_dir=self.run_dir, object_store=self.object_store)
             self.broker.start()
             ensure_topics(self.bootstrap, o.partitions, client_config=self.broker.client_config)
+            if self.object_store is not None:
+                app_ids = [f"flowtracer-{r}" for r in o.resolvers]
+                self.sweeper = ObjectSweeper(
+                    self.object_store.endpoint, self.object_store.bucket, self.broker.cluster_id,
+                    embedded_retention(o.partitions, app_ids, o.broker_retention_s), interval_s=o.sweep_interval_s,
+                ).start()
             self._start_sim()
             sim_topology = self.ready["topology"]
             self.start_processors(o.resolvers)
@@ -286,8 +318,27 @@ class LocalPipeline:
             elif not stage.log_file.closed:
                 stage.log_file.close()
 
+    def broker_state(self) -> dict[str, Any]:
+        """Where the broker keeps records and what retention did: storage, retention (s), the broker's resident
+        memory (bytes), and with the object store the sweeper's counts and the store's bytes on disk."""
+        o = self.options
+        rss = self.broker.resident_bytes() if self.broker is not None else None
+        out: dict[str, Any] = {"storage": "objects" if self.object_store is not None else "memory",
+                               "broker_resident_bytes": rss}
+        if self.sweeper is not None and self.object_store is not None:
+            st = self.sweeper.stats()
+            out |= {"retention_s": o.broker_retention_s, "sweeps": st.sweeps, "objects_kept": st.objects_kept,
+                    "bytes_kept": st.bytes_kept, "objects_deleted": st.objects_deleted,
+                    "bytes_deleted": st.bytes_deleted, "sweep_errors": st.errors,
+                    "store_bytes": self.object_store.stats()["bytes"]}
+        return out
+
     def stop(self) -> None:
-        """Stop every stage, then the broker."""
+        """Stop every stage, then the broker (its sweeper first, its object store last)."""
         self.stop_stages()
+        if self.sweeper is not None:
+            self.sweeper.stop()
         if self.broker is not None:
             self.broker.stop()
+        if self.object_store is not None:
+            self.object_store.stop()

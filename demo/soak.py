@@ -59,11 +59,13 @@ def slices(ends_ns: Iterable[int], start_ns: int, first_s: float, slice_s: float
 
 
 def label(argv: Sequence[str]) -> str:
-    """A short name for a process from its argv: ``tansu``, ``demo``, the ``flowtracer`` subcommand
-    (``sim``, ``process``, ``collect``, ``agent``), else the program's base name."""
+    """A short name for a process from its argv: ``tansu``, ``object-store`` (the broker's S3 server), ``demo``,
+    the ``flowtracer`` subcommand (``sim``, ``process``, ``collect``, ``agent``), else the program's base name."""
     prog = Path(argv[0]).name if argv else "?"
     if prog == "tansu":
         return "tansu"
+    if "flowtracer.testbed.s3_server" in argv[1:3]:
+        return "object-store"
     for sub in ("demo", "sim", "process", "collect", "agent", "diagnose"):
         if sub in argv[1:8]:
             return sub

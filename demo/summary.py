@@ -295,7 +295,22 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     if cpu.get("machine_busy") is not None:
         lines.append(f"cpu: machine {cpu['machine_busy']:.0%} busy over {cpu['cores']} cores; stages used "
                      f"{cpu['stages_cpu_s']:.0f} CPU-s in {s.get('ran_s', 0):.0f} s")
+    lines += broker_lines(s.get("broker"))
     return lines
+
+
+def broker_lines(b: dict[str, Any] | None) -> list[str]:
+    """Where the embedded broker kept records and what its retention freed."""
+    if not b:
+        return []
+    rss = b.get("broker_resident_bytes")
+    resident = f"; broker resident {rss / 1e6:.0f} MB" if rss is not None else ""
+    if b.get("storage") != "objects":
+        return [f"broker: records in its memory, none ever freed{resident}"]
+    return [f"broker: records in the object store, retention {b['retention_s']:g} s: {b['objects_kept']:,} batch "
+            f"objects kept ({b['bytes_kept'] / 1e6:.1f} MB), {b['objects_deleted']:,} deleted "
+            f"({b['bytes_deleted'] / 1e6:.1f} MB) in {b['sweeps']} sweeps, {b['sweep_errors']} errors; store holds "
+            f"{b['store_bytes'] / 1e6:.0f} MB{resident}"]
 
 
 def node_group_lines(ng: dict[str, Any] | None) -> list[str]:

@@ -31,6 +31,7 @@ def test_slices_leave_out_the_first_minute() -> None:
     (["/x/python", "-m", "flowtracer", "--log-level", "info", "sim", "--topology", "t"], "sim"),
     (["/x/python", "-m", "flowtracer", "--log-level", "info", "process", "--topology"], "process"),
     (["/usr/bin/ip", "netns"], "ip"),
+    (["/x/.venv/bin/python3", "-m", "flowtracer.testbed.s3_server", "--host", "127.0.0.1"], "object-store"),
 ])
 def test_label(argv: list[str], name: str) -> None:
     assert label(argv) == name

@@ -1,0 +1,278 @@
+"""A small S3 server for the embedded broker: objects in memory under an ordered key index.
+
+Why our own: Tansu's ``s3`` storage engine lists every record-batch object of a partition on each fetch
+that has data to return (``DynoStore::fetch``, tansu-storage/src/dynostore.rs at v0.6.0). s3rver (npm), tried
+first, walks the directory tree and reads a metadata file per object for each listing: at the demo's 16 hosts
+it took half a core and grew with retention. Here a listing is a bisect into a sorted key list and a string
+join: cheap, whatever the retention. It serves only what Tansu's engine (the Rust ``object_store`` crate with
+``S3ConditionalPut::ETagMatch``) and the object sweeper use:
+
+* ``PUT /<bucket>/<key>`` with ``If-None-Match: *`` (create) or ``If-Match: <etag>`` (update) honoured, 412 else;
+* ``GET`` / ``HEAD`` with ``If-None-Match`` (304), ``If-Match`` (412) and one ``Range: bytes=a-b`` (206);
+* ``DELETE /<bucket>/<key>`` (204, also for a missing key, as S3) and ``POST /<bucket>?delete`` (DeleteObjects);
+* ``GET /<bucket>`` ListObjects v1 (``marker``) and v2 (``list-type=2``, ``continuation-token``, ``start-after``),
+  ``prefix``, ``delimiter``, ``max-keys`` (at most 1,000, as S3);
+* ``GET /_flowtracer/stats``: objects and bytes held (JSON), for the demo's summary and ``make soak``.
+
+Requests are not authenticated (it listens on 127.0.0.1 only, like every server of the test bed; clients may
+sign, the signature is not checked). One bucket, named on the command line. Memory is what is stored: the
+sweeper's retention bounds it.
+
+Run: ``python -m flowtracer.testbed.s3_server --port P --bucket B`` (``testbed/object_store.py`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import hashlib
+import json
+import re
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from email.utils import formatdate
+from xml.sax.saxutils import escape
+
+from aiohttp import web
+
+MAX_KEYS = 1000
+"""S3's page size limit for listings."""
+MAX_OBJECT_BYTES = 256 * 2**20
+"""Largest request body accepted, bytes (a Kafka batch is at most the broker's message.max.bytes, ~1 MB)."""
+NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object: its bytes, its ETag (quoted MD5, as S3) and when it was written (Unix s)."""
+
+    data: bytes
+    etag: str
+    modified_s: float
+
+
+class Bucket:
+    """Objects by key, and the keys in order (listings are ranges of it)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.objects: dict[str, StoredObject] = {}
+        self.keys: list[str] = []
+        self.bytes = 0
+
+    def put(self, key: str, data: bytes) -> StoredObject:
+        """Store ``data`` under ``key`` (replacing any), now."""
+        obj = StoredObject(data, f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"', time.time())
+        old = self.objects.get(key)
+        if old is None:
+            bisect.insort(self.keys, key)
+        else:
+            self.bytes -= len(old.data)
+        self.objects[key] = obj
+        self.bytes += len(data)
+        return obj
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is no error (S3 answers 204 too)."""
+        old = self.objects.pop(key, None)
+        if old is not None:
+            self.bytes -= len(old.data)
+            del self.keys[bisect.bisect_left(self.keys, key)]
+
+    def listing(self, prefix: str, after: str, delimiter: str, max_keys: int) -> tuple[list[str], list[str], bool]:
+        """Keys under ``prefix`` after ``after`` (exclusive), at most ``max_keys`` entries (keys and common
+        prefixes together), in order; with ``delimiter``, keys that hold it past the prefix roll up into common
+        prefixes. Returns (keys, common prefixes, truncated)."""
+        i = bisect.bisect_right(self.keys, after) if after >= prefix else bisect.bisect_left(self.keys, prefix)
+        keys: list[str] = []
+        prefixes: list[str] = []
+        while i < len(self.keys):
+            key = self.keys[i]
+            if not key.startswith(prefix):
+                break
+            if len(keys) + len(prefixes) >= max_keys:
+                return keys, prefixes, True
+            cut = key.find(delimiter, len(prefix)) if delimiter else -1
+            if cut >= 0:
+                common = key[:cut + len(delimiter)]
+                prefixes.append(common)
+                # skip every key under this common prefix
+                i = bisect.bisect_left(self.keys, common[:-1] + chr(ord(common[-1]) + 1))
+                continue
+            keys.append(key)
+            i += 1
+        return keys, prefixes, False
+
+
+def iso(t: float) -> str:
+    """``2026-11-28T07:28:47.123Z`` (ListBucketResult's LastModified)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def error(status: int, code: str, message: str, resource: str = "") -> web.Response:
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{escape(message)}'
+            f"</Message><Resource>{escape(resource)}</Resource></Error>")
+    return web.Response(status=status, body=body.encode(), content_type="application/xml")
+
+
+def object_headers(obj: StoredObject) -> dict[str, str]:
+    return {"ETag": obj.etag, "Last-Modified": formatdate(obj.modified_s, usegmt=True),
+            "Content-Type": "application/octet-stream", "Accept-Ranges": "bytes"}
+
+
+def etag_matches(header: str, etag: str) -> bool:
+    """Whether an If-Match / If-None-Match header value names ``etag`` (or is ``*``)."""
+    tags = [t.strip() for t in header.split(",")]
+    return "*" in tags or etag in tags or etag.strip('"') in tags
+
+
+class S3App:
+    """The request handlers over one :class:`Bucket`."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = Bucket(bucket)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_OBJECT_BYTES)
+        app.router.add_get("/_flowtracer/stats", self.stats)
+        app.router.add_route("*", "/{bucket}", self.on_bucket)
+        app.router.add_route("*", "/{bucket}/{key:.+}", self.on_object)
+        return app
+
+    async def stats(self, request: web.Request) -> web.Response:
+        b = self.bucket
+        return web.json_response({"bucket": b.name, "objects": len(b.objects), "bytes": b.bytes})
+
+    async def on_bucket(self, request: web.Request) -> web.Response:
+        name = request.match_info["bucket"]
+        if name != self.bucket.name:
+            return error(404, "NoSuchBucket", "The specified bucket does not exist", f"/{name}")
+        if request.method in ("GET", "HEAD") and "location" not in request.query:
+            return self.list_objects(request)
+        if request.method == "POST" and "delete" in request.query:
+            return await self.delete_objects(request)
+        if request.method in ("PUT", "HEAD", "GET"):  # create (exists), head, location
+            return web.Response(status=200)
+        return error(405, "MethodNotAllowed", f"{request.method} on a bucket is not supported", f"/{name}")
+
+    def list_objects(self, request: web.Request) -> web.Response:
+        q = request.query
+        v2 = q.get("list-type") == "2"
+        prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+        try:
+            max_keys = min(MAX_KEYS, int(q.get("max-keys", MAX_KEYS)))
+        except ValueError:
+            return error(400, "InvalidArgument", "max-keys must be an integer")
+        after = (q.get("continuation-token") or q.get("start-after", "")) if v2 else q.get("marker", "")
+        keys, prefixes, truncated = self.bucket.listing(prefix, after, delimiter, max_keys)
+        parts = [f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{NS}">',
+                 f"<Name>{escape(self.bucket.name)}</Name><Prefix>{escape(prefix)}</Prefix>",
+                 f"<MaxKeys>{max_keys}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"]
+        if delimiter:
+            parts.append(f"<Delimiter>{escape(delimiter)}</Delimiter>")
+        last = max(keys[-1:] + prefixes[-1:], default="")
+        if v2:
+            parts.append(f"<KeyCount>{len(keys) + len(prefixes)}</KeyCount>")
+            if truncated:
+                parts.append(f"<NextContinuationToken>{escape(last)}</NextContinuationToken>")
+        else:
+            parts.append(f"<Marker>{escape(after)}</Marker>")
+            if truncated:
+                parts.append(f"<NextMarker>{escape(last)}</NextMarker>")
+        objects = self.bucket.objects
+        for key in keys:
+            o = objects[key]
+            parts.append(f"<Contents><Key>{escape(key)}</Key><LastModified>{iso(o.modified_s)}</LastModified>"
+                         f"<ETag>{escape(o.etag)}</ETag><Size>{len(o.data)}</Size>"
+                         "<StorageClass>STANDARD</StorageClass></Contents>")
+        parts += [f"<CommonPrefixes><Prefix>{escape(p)}</Prefix></CommonPrefixes>" for p in prefixes]
+        parts.append("</ListBucketResult>")
+        return web.Response(body="".join(parts).encode(), content_type="application/xml")
+
+    async def delete_objects(self, request: web.Request) -> web.Response:
+        try:
+            root = ET.fromstring(await request.read())
+        except ET.ParseError as e:
+            return error(400, "MalformedXML", f"DeleteObjects body: {e}")
+        keys = [el.text or "" for el in root.iter() if el.tag.rsplit("}", 1)[-1] == "Key"]
+        for key in keys:
+            self.bucket.delete(key)
+        quiet = any(el.tag.rsplit("}", 1)[-1] == "Quiet" and (el.text or "").strip() == "true" for el in root.iter())
+        deleted = "" if quiet else "".join(f"<Deleted><Key>{escape(k)}</Key></Deleted>" for k in keys)
+        body = f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns="{NS}">{deleted}</DeleteResult>'
+        return web.Response(body=body.encode(), content_type="application/xml")
+
+    async def on_object(self, request: web.Request) -> web.StreamResponse:
+        name, key = request.match_info["bucket"], request.match_info["key"]
+        if name != self.bucket.name:
+            return error(404, "NoSuchBucket", "The specified bucket does not exist", f"/{name}")
+        resource = f"/{name}/{key}"
+        if request.method == "PUT":
+            return await self.put_object(request, key, resource)
+        if request.method == "DELETE":
+            self.bucket.delete(key)
+            return web.Response(status=204)
+        if request.method not in ("GET", "HEAD"):
+            return error(405, "MethodNotAllowed", f"{request.method} on an object is not supported", resource)
+        obj = self.bucket.objects.get(key)
+        if obj is None:
+            return error(404, "NoSuchKey", "The specified key does not exist.", resource)
+        headers = object_headers(obj)
+        if (m := request.headers.get("If-Match")) is not None and not etag_matches(m, obj.etag):
+            return error(412, "PreconditionFailed", "If-Match does not match", resource)
+        if (m := request.headers.get("If-None-Match")) is not None and etag_matches(m, obj.etag):
+            return web.Response(status=304, headers={"ETag": obj.etag, "Last-Modified": headers["Last-Modified"]})
+        body, status = obj.data, 200
+        if (r := request.headers.get("Range")) is not None:
+            span = byte_range(r, len(obj.data))
+            if span is None:
+                return error(416, "InvalidRange", f"Range {r!r} of a {len(obj.data)}-byte object", resource)
+            start, end = span
+            body, status = obj.data[start:end + 1], 206
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(obj.data)}"
+        if request.method == "HEAD":
+            headers["Content-Length"] = str(len(body))
+            return web.Response(status=status, headers=headers)
+        return web.Response(status=status, body=body, headers=headers)
+
+    async def put_object(self, request: web.Request, key: str, resource: str) -> web.Response:
+        data = await request.read()
+        existing = self.bucket.objects.get(key)
+        # Conditional writes: the s3 engine creates with If-None-Match: * and updates with If-Match: <etag>.
+        if (m := request.headers.get("If-None-Match")) is not None and existing is not None \
+                and etag_matches(m, existing.etag):
+            return error(412, "PreconditionFailed", "the object exists (If-None-Match)", resource)
+        if (m := request.headers.get("If-Match")) is not None and (existing is None
+                                                                    or not etag_matches(m, existing.etag)):
+            return error(412, "PreconditionFailed", "If-Match does not match", resource)
+        obj = self.bucket.put(key, data)
+        return web.Response(status=200, headers={"ETag": obj.etag})
+
+
+def byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """``bytes=a-b`` / ``bytes=a-`` / ``bytes=-n`` as inclusive (start, end) of ``size`` bytes; None: unsatisfiable."""
+    m = RANGE.match(header.strip())
+    if m is None or (not m.group(1) and not m.group(2)):
+        return None
+    if not m.group(1):
+        n = int(m.group(2))
+        return (max(0, size - n), size - 1) if n > 0 and size > 0 else None
+    start = int(m.group(1))
+    end = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
+    return (start, end) if start <= end and start < size else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m flowtracer.testbed.s3_server", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--bucket", required=True)
+    args = parser.parse_args(argv)
+    print(json.dumps({"listening": f"{args.host}:{args.port}", "bucket": args.bucket}), flush=True)
+    web.run_app(S3App(args.bucket).app(), host=args.host, port=args.port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()
