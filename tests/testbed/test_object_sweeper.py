@@ -1,4 +1,5 @@
-"""The object sweeper against the real parts, in compressed time: s3rver, Tansu on its ``s3`` engine, kafka-python.
+"""The object sweeper against the real parts, in compressed time: the object store, Tansu on its ``s3`` engine,
+kafka-python.
 
 Retention is 2 s and the sweep interval 0.5 s. Every wait is on something observed (a sweep completed, a record
 received, an object gone), with deadlines made of the settings plus ``PATIENCE_S`` for a loaded machine; no
@@ -94,11 +95,10 @@ class GroupReader(ConsumerRebalanceListener):
     ``passed`` the number of offsets it has got past (each partition's last offset received + 1, summed)."""
 
     def __init__(self, bed: Bed, topic: str, group: str) -> None:
-        # Offsets are committed once, at the end: Tansu keeps a group's state in one object that it updates with
-        # conditional PUTs, which s3rver does not honour, so concurrent commits and heartbeats could race.
         self.consumer = KafkaConsumer(
             bootstrap_servers=bed.broker.bootstrap, group_id=group, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+            enable_auto_commit=True, auto_commit_interval_ms=200, session_timeout_ms=6000,
+            heartbeat_interval_ms=1000)
         self.assignments = 0
         self.consumer.subscribe([topic], listener=self)
         self.received: dict[int, list[tuple[int, bytes, float]]] = {}
