@@ -1,13 +1,10 @@
 """The few S3 requests the object sweeper and its tests make, unsigned over plain HTTP (urllib, no SDK).
 
-The embedded object store (s3rver 3.7.1, ``object_store.py``) accepts unsigned requests. Its listings have
-quirks that decide how this client lists:
-
-* ListObjects version 2 (``list-type=2``) unsigned answers InternalError: version 1 (``marker`` paging) is used.
-* It returns keys in the order it walks its directories, not in key order: ``t/p/1`` before ``t-b/p/1`` (``-``
-  sorts before ``/``). A page cut there and continued after its last key skips ``t-b/...``. Listings are
-  therefore made below one topic's ``partitions/``, where every name has the same form and the two orders agree.
-* With a ``delimiter`` it finds no common prefix more than one level down, so there is no folder listing.
+The embedded object store (``s3_server.py``) takes unsigned requests. Listings are ListObjects version 1
+(``marker`` paging), which every S3 server pages the same way, and are made below one topic's ``partitions/``,
+where every key has the same form. (s3rver, the store tried first, needed both: it listed keys in the order it
+walked its directories, ``t/p/1`` before ``t-b/p/1``, so paging across differently named folders skipped keys,
+and its version 2 continuation tokens needed DES, which Node's OpenSSL 3 lacks.)
 """
 
 from __future__ import annotations
@@ -21,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 LAST_MODIFIED_RESOLUTION_S = 1.0
-"""S3's ListObjects (and s3rver, which keeps an HTTP date) gives LastModified in whole seconds, cut down: an
-object was written at most this long after the time it reports."""
+"""S3's ListObjects may give LastModified in whole seconds, cut down (S3 and s3rver do; ``s3_server.py`` gives ms):
+an object was written at most this long after the time it reports, s. Ages are judged with it, whatever the store."""
 
 
 ATTEMPTS = 3
@@ -62,7 +59,7 @@ class BucketClient:
         """The body of the answer to ``method`` on ``key`` (the bucket itself when empty).
 
         A server error (5xx) or a failed connection is tried again, :data:`ATTEMPTS` times in all (every request
-        made here is idempotent): s3rver answers a listing 500 now and then while objects are being written.
+        made here is idempotent; S3's own clients retry those too).
         """
         url = f"{self.endpoint}/{self.bucket}" + (f"/{urllib.parse.quote(key)}" if key else "")
         if query:
@@ -89,8 +86,7 @@ class BucketClient:
             raise BucketError(f"listing {prefix!r}: unreadable XML ({e})") from None
 
     def pages(self, prefix: str) -> list[ET.Element]:
-        """Every page of the listing of ``prefix``, following ``IsTruncated`` (see the module docstring for
-        where this is safe with s3rver)."""
+        """Every page of the listing of ``prefix``, following ``IsTruncated``."""
         out: list[ET.Element] = []
         marker = ""
         while True:

@@ -236,8 +236,8 @@ class ObjectSweeper:
     def batch_keys(self, o: ObjectInfo) -> tuple[KeyedRecord, ...] | None:
         """The records of object ``o``, read once and cached; None when it cannot be read or parsed now.
 
-        Failures are not cached: s3rver lists an object once its metadata is written, and may still be writing
-        its content, so a batch that does not parse is read again at the next sweep.
+        Failures are not cached, the object is read again at the next sweep: a failure may pass (s3rver, the store
+        tried first, listed an object before its content was all written).
         """
         if o.key in self.records:
             return self.records[o.key]
