@@ -16,6 +16,8 @@ Not run in CI: a soak takes as long as it is told to.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import re
 import subprocess
@@ -27,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from flowtracer.testbed.object_store import store_stats
 
 S = 1_000_000_000
 SLICE_S = 300.0
@@ -84,6 +88,27 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def store_endpoint(argv: Sequence[str]) -> str | None:
+    """``http://host:port`` of the object store run with ``argv`` (its ``--host`` and ``--port``), else None."""
+    args = dict(itertools.pairwise(argv))
+    return f"http://{args.get('--host', '127.0.0.1')}:{args['--port']}" if "--port" in args else None
+
+
+def store_growth(samples: Sequence[tuple[float, dict[str, Any]]], from_s: float) -> dict[str, Any] | None:
+    """What the object store held from ``from_s`` (s) to the end: the slope of its data (MB/min), and per topic
+    its bytes at the first sample from ``from_s`` and at the last (the topics that grew most first)."""
+    late = [(t, st) for t, st in samples if t >= from_s]
+    if len(late) < 3:
+        return None
+    first, last = late[0][1].get("topics", {}), late[-1][1].get("topics", {})
+    growth = {name: (first.get(name, {}).get("bytes", 0), last[name]["bytes"]) for name in last}
+    top = sorted(growth.items(), key=lambda kv: kv[1][0] - kv[1][1])[:8]
+    return {"data_mb_per_min": _r(slope_mb_per_min([(t, st["bytes"] / 2**20) for t, st in late], from_s), 3),
+            "data_mb_first_last": (_r(late[0][1]["bytes"] / 2**20, 1), _r(late[-1][1]["bytes"] / 2**20, 1)),
+            "objects_first_last": (late[0][1]["objects"], late[-1][1]["objects"]),
+            "topics_bytes_first_last": dict(top)}
 
 
 def descendants(root: int) -> list[int]:
@@ -170,6 +195,7 @@ def run(duration_s: float, run_dir: Path, sample_every_s: float, extra: Sequence
 
     pumping = threading.Thread(target=pump, daemon=True)
     pumping.start()
+    store: list[tuple[float, dict[str, Any]]] = []  # (t_s, the object store's stats by topic)
     next_sample = 0.0
     while proc.poll() is None:
         now = time.monotonic() - t0
@@ -186,6 +212,9 @@ def run(duration_s: float, run_dir: Path, sample_every_s: float, extra: Sequence
                 mb = rss_mb(pid)
                 if mb is not None:
                     rss[names[pid]].append((now, mb))
+                if names[pid] == "object-store" and (endpoint := store_endpoint(argv_of(pid))):
+                    with contextlib.suppress(OSError):  # starting or stopping
+                        store.append((now, store_stats(endpoint, topics=True)))
             next_sample += sample_every_s
         time.sleep(0.5)
     if reader is not None:
@@ -201,9 +230,11 @@ def run(duration_s: float, run_dir: Path, sample_every_s: float, extra: Sequence
         "rss_mb_per_min": {n: _r(slope_mb_per_min(s, slope_from), 3) for n, s in sorted(rss.items()) if len(s) >= 3},
         "rss_mb_first_last": {n: (_r(s[0][1], 1), _r(s[-1][1], 1)) for n, s in sorted(rss.items()) if len(s) >= 3},
         "path_load_reader_error": reader.error if reader else "no --kafka seen in the demo's output",
+        "object_store": store_growth(store, slope_from),
     }
     report |= score(run_dir, demo_dir, reader.path_loads if reader else {})
     (run_dir / "rss.json").write_text(json.dumps(rss) + "\n")
+    (run_dir / "store.json").write_text(json.dumps(store) + "\n")
     (run_dir / "soak.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
 
@@ -251,6 +282,11 @@ def report_lines(rep: dict[str, Any]) -> list[str]:
     for name, slope in rep["rss_mb_per_min"].items():
         first, last = rep["rss_mb_first_last"].get(name, (None, None))
         lines.append(f"  {name:16s} {'-' if slope is None else f'{slope:+.2f}':>8s}   ({first} -> {last})")
+    if (st := rep.get("object_store")) is not None:
+        lines.append(f"object store data: {st['data_mb_per_min']:+.2f} MB/min ({st['data_mb_first_last'][0]} -> "
+                     f"{st['data_mb_first_last'][1]} MB, {st['objects_first_last'][0]} -> {st['objects_first_last'][1]}"
+                     " objects); most grown topics (bytes first -> last):")
+        lines += [f"  {name}: {a:,} -> {b:,}" for name, (a, b) in st["topics_bytes_first_last"].items()]
     sl = rep.get("slices")
     if isinstance(sl, list):
         lines.append("per 5-minute slice of window ends (after the first minute):")

@@ -28,6 +28,16 @@ SECRET_KEY = "flowtracer"
 REGION = "us-east-1"
 
 
+def store_stats(endpoint: str, timeout_s: float = 5.0, topics: bool = False) -> dict[str, Any]:
+    """The stats of the store at ``endpoint`` (:meth:`ObjectStore.stats`); raises OSError when it does not answer."""
+    query = "?detail=topics" if topics else ""
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_flowtracer/stats{query}", timeout=timeout_s) as r:
+            return dict(json.loads(r.read()))
+    except (urllib.error.URLError, ValueError) as e:
+        raise OSError(f"object store stats at {endpoint}: {e}") from None
+
+
 class ObjectStoreError(RuntimeError):
     """The object store cannot start or does not become ready."""
 
@@ -81,13 +91,10 @@ class ObjectStore(ManagedProcess):
         return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
                 "AWS_DEFAULT_REGION": REGION, "AWS_ENDPOINT": self.endpoint, "AWS_ALLOW_HTTP": "true"}
 
-    def stats(self, timeout_s: float = 5.0) -> dict[str, Any]:
-        """``{"bucket", "objects", "bytes"}``: what the store holds now (bytes of object data)."""
-        try:
-            with urllib.request.urlopen(f"{self.endpoint}/_flowtracer/stats", timeout=timeout_s) as r:
-                return dict(json.loads(r.read()))
-        except (urllib.error.URLError, ValueError) as e:
-            raise OSError(f"object store stats: {e}") from None
+    def stats(self, timeout_s: float = 5.0, topics: bool = False) -> dict[str, Any]:
+        """``{"bucket", "objects", "bytes"}``: what the store holds now (bytes of object data); with ``topics``
+        also ``"topics"``: Tansu topic -> ``{"objects", "bytes"}``."""
+        return store_stats(self.endpoint, timeout_s, topics)
 
     def __repr__(self) -> str:
         state = f"endpoint={self.endpoint}" if self._port is not None else "stopped"

@@ -12,7 +12,8 @@ join: cheap, whatever the retention. It serves only what Tansu's engine (the Rus
 * ``DELETE /<bucket>/<key>`` (204, also for a missing key, as S3) and ``POST /<bucket>?delete`` (DeleteObjects);
 * ``GET /<bucket>`` ListObjects v1 (``marker``) and v2 (``list-type=2``, ``continuation-token``, ``start-after``),
   ``prefix``, ``delimiter``, ``max-keys`` (at most 1,000, as S3);
-* ``GET /_flowtracer/stats``: objects and bytes held (JSON), for the demo's summary and ``make soak``.
+* ``GET /_flowtracer/stats``: objects and bytes held (JSON), for the demo's summary and ``make soak``;
+  ``?detail=topics`` adds them per Tansu topic (``clusters/<id>/topics/<topic>/...``).
 
 Requests are not authenticated (it listens on 127.0.0.1 only, like every server of the test bed; clients may
 sign, the signature is not checked). One bucket, named on the command line. Memory is what is stored: the
@@ -24,12 +25,16 @@ Run: ``python -m flowtracer.testbed.s3_server --port P --bucket B`` (``testbed/o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import bisect
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import re
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from xml.sax.saxutils import escape
@@ -143,7 +148,17 @@ class S3App:
 
     async def stats(self, request: web.Request) -> web.Response:
         b = self.bucket
-        return web.json_response({"bucket": b.name, "objects": len(b.objects), "bytes": b.bytes})
+        out: dict[str, object] = {"bucket": b.name, "objects": len(b.objects), "bytes": b.bytes}
+        if request.query.get("detail") == "topics":
+            topics: dict[str, list[int]] = {}
+            for key, obj in b.objects.items():
+                parts = key.split("/", 4)  # clusters, <id>, topics, <topic>, rest
+                name = parts[3] if len(parts) > 4 and parts[2] == "topics" else "(other)"
+                entry = topics.setdefault(name, [0, 0])
+                entry[0] += 1
+                entry[1] += len(obj.data)
+            out["topics"] = {name: {"objects": n, "bytes": size} for name, (n, size) in sorted(topics.items())}
+        return web.json_response(out)
 
     async def on_bucket(self, request: web.Request) -> web.Response:
         name = request.match_info["bucket"]
@@ -264,6 +279,30 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None:
     return (start, end) if start <= end and start < size else None
 
 
+TRIM_EVERY_S = 30.0
+"""How often freed memory is handed back to the OS, s (glibc ``malloc_trim``)."""
+
+
+async def trim_forever(app: web.Application) -> AsyncIterator[None]:
+    """Give freed heap pages back every ``TRIM_EVERY_S``: objects of 1-40 kB come and go all the time, and glibc
+    keeps the holes they leave mapped, so without a trim the resident memory creeps though the data is bounded."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        yield
+        return
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(TRIM_EVERY_S)
+            trim(0)
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m flowtracer.testbed.s3_server", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -271,7 +310,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bucket", required=True)
     args = parser.parse_args(argv)
     print(json.dumps({"listening": f"{args.host}:{args.port}", "bucket": args.bucket}), flush=True)
-    web.run_app(S3App(args.bucket).app(), host=args.host, port=args.port, print=None, access_log=None)
+    app = S3App(args.bucket).app()
+    app.cleanup_ctx.append(trim_forever)
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 
 if __name__ == "__main__":

@@ -35,3 +35,22 @@ def test_slices_leave_out_the_first_minute() -> None:
 ])
 def test_label(argv: list[str], name: str) -> None:
     assert label(argv) == name
+
+
+def test_store_endpoint_and_growth() -> None:
+    from flowtracer.demo.soak import store_endpoint, store_growth
+
+    argv = ["/x/python3", "-m", "flowtracer.testbed.s3_server", "--host", "127.0.0.1", "--port", "4000", "--bucket", "b"]
+    assert store_endpoint(argv) == "http://127.0.0.1:4000"
+    assert store_endpoint(["/x/python3", "-m", "flowtracer.testbed.s3_server"]) is None
+
+    def at(mb: float, flows: int) -> dict[str, object]:
+        return {"objects": 10, "bytes": int(mb * 2**20),
+                "topics": {"flows": {"objects": 5, "bytes": flows}, "fim": {"objects": 5, "bytes": 7}}}
+
+    samples = [(t, at(1 + t / 60, 100 + t)) for t in (0.0, 300.0, 360.0, 420.0, 480.0)]
+    grown = store_growth(samples, 300.0)
+    assert grown is not None and grown["data_mb_per_min"] == 1.0
+    assert list(grown["topics_bytes_first_last"]) == ["flows", "fim"]
+    assert grown["topics_bytes_first_last"]["flows"] == (400, 580)
+    assert store_growth(samples[:3], 300.0) is None
