@@ -3,10 +3,10 @@
 Why: the embedded Tansu broker frees no record with its memory storage (docs/operations.md, "The
 embedded broker's memory"), but its ``s3`` storage engine keeps every record batch as one object in
 a bucket, and an object can be deleted. :class:`ObjectStore` runs the project's small S3 server
-(objects in memory, an ordered key index; why not s3rver: its docstring) with one bucket;
-:class:`~flowtracer.testbed.tansu.TansuBroker` stores its records there (``object_store=``), and the
-object sweeper (``testbed/object_sweeper.py``) applies each topic's retention and compaction by
-deleting batch objects. The broker then holds no record, and the store holds what retention keeps.
+(an ordered key index in memory, the objects in files of its temporary directory; why not s3rver:
+its docstring) with one bucket; :class:`~flowtracer.testbed.tansu.TansuBroker` stores its records
+there (``object_store=``), and the object sweeper (``testbed/object_sweeper.py``) applies each
+topic's retention and compaction by deleting batch objects. The broker then holds no record, and the store holds what retention keeps.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class ObjectStore(ManagedProcess):
     _what = "the object store"
     _log_name = "object-store.log"
     _tmp_prefix = "flowtracer-objects-"
+    _always_tmpdir = True  # the objects' files live there, also when the log is kept elsewhere
 
     @functools.cached_property
     def bucket(self) -> str:
@@ -67,8 +68,9 @@ class ObjectStore(ManagedProcess):
         return Path(sys.executable)
 
     def _command(self, binary: Path, port: int) -> tuple[list[str], dict[str, Any]]:
+        assert self._tmpdir is not None
         return [str(binary), "-m", "flowtracer.testbed.s3_server", "--host", HOST, "--port", str(port),
-                "--bucket", self.bucket], {}
+                "--bucket", self.bucket, "--directory", str(self._tmpdir / "objects")], {}
 
     def _probe(self) -> dict[str, Any]:
         """The store's stats: they name its bucket."""

@@ -6,6 +6,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,15 @@ def test_reads_deletes_and_listings_over_http(store: ObjectStore) -> None:
     assert store.stats()["objects"] == len(listed) and store.stats()["bytes"] == sum(map(int, listed))
     with urllib.request.urlopen(f"{store.endpoint}/{store.bucket}?prefix=l/", timeout=5) as r:
         assert re.findall(r"<Key>([^<]*)</Key>", r.read().decode()) == ["l/k0", "l/k2"]
+
+
+def test_a_bucket_with_a_directory_keeps_bytes_in_files_and_removes_them(tmp_path: Path) -> None:
+    b = Bucket("b", tmp_path)
+    b.put("k1", b"first")
+    b.put("k1", b"second")  # replaced: the first file goes
+    b.put("k2", b"x" * 40_000)
+    assert [b.read(b.objects[k]) for k in ("k1", "k2")] == [b"second", b"x" * 40_000]
+    assert len(list(tmp_path.iterdir())) == 2 and b.bytes == 6 + 40_000
+    b.delete("k1")
+    b.delete("k2")
+    assert list(tmp_path.iterdir()) == [] and b.bytes == 0 and b.keys == []
