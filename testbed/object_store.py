@@ -6,7 +6,8 @@ a bucket, and an object can be deleted. :class:`ObjectStore` runs the project's 
 (an ordered key index in memory, the objects in files of its temporary directory; why not s3rver:
 its docstring) with one bucket; :class:`~flowtracer.testbed.tansu.TansuBroker` stores its records
 there (``object_store=``), and the object sweeper (``testbed/object_sweeper.py``) applies each
-topic's retention and compaction by deleting batch objects. The broker then holds no record, and the store holds what retention keeps.
+topic's retention and compaction by deleting batch objects. The broker then holds no record, and
+the store holds what retention keeps.
 """
 
 from __future__ import annotations
