@@ -42,12 +42,12 @@ WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topi
            topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name,
            topics.COLLECTIVE_PROFILE.name)
 FLOW_BATCHES_KEPT = 8192
+"""With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
 KEEP_WINDOWS_S = 3600.0
 """Per-window detail (FIM samples, link and path loads, latencies) is kept for the newest hour of windows, so a
 demo that runs for days holds an hour, not every window since the start (issue 27); the summary covers those."""
 PRUNE_EVERY_NS = 60 * S
 """Windows older than the kept span are dropped at most once per this much window time."""
-"""With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
 
 
 class _RowsByWindow(dict[int, WindowRows]):
