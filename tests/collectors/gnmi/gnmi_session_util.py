@@ -12,7 +12,7 @@ from gnmi_switches import Ticker
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription, Target
-from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, STATUS_NAMES
+from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, STATUS_NAMES, WRAPPED
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, OperStatus
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
@@ -20,6 +20,8 @@ from flowtracer.sim.switches.state import INTERFACE_COUNTERS
 IF_FIELDS = ("in_octets", "out_octets", "in_pkts", "out_pkts", "in_unicast_pkts", "out_unicast_pkts",
              "in_discards", "out_discards", "in_errors", "out_errors")
 NH_FIELDS = ("octets_forwarded", "packets_forwarded")
+#: Statuses whose delta is the exact increase since the previous sample (GAP: over a longer span than expected).
+EXACT = (OK, GAP, WRAPPED)
 
 
 def fast_gnmi(interval_s: float = 0.2, **kw: Any) -> Gnmi:
