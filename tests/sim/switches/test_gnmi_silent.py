@@ -106,9 +106,15 @@ def test_silent_switch_keeps_its_sessions_sends_nothing_and_resumes() -> None:
         engine.step()
         assert next_stamp(silent) == next_stamp(other) == engine.now_ns  # the open session goes on
         assert next_stamp(late) == engine.now_ns  # and the new one gets its initial sync
+        # A 2 s sample interval: due at once after the silence, then every 2 s again. Each stream reads the
+        # switch's latest tick when its turn comes, so the test waits for every2's sample before the next
+        # step: on a busy machine its turn can come after another tick, which it would then sample instead.
+        assert next_stamp(every2) == t_resume + S
         for _ in range(3):
             engine.step()
             assert next_stamp(other) == next_stamp(silent) == engine.now_ns
-        # a 2 s sample interval: due at once after the silence, then every 2 s again
-        assert queued(every2) == [t_resume + S, t_resume + 3 * S]
+            if engine.now_ns == t_resume + 3 * S:
+                assert next_stamp(every2) == engine.now_ns  # nothing between: the queue is in order
+        engine.step()  # t_resume + 5 s: the next one, and nothing in between
+        assert next_stamp(every2) == engine.now_ns == t_resume + 5 * S
     engine.close()
