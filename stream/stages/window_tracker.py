@@ -120,6 +120,8 @@ class WindowTracker:
         #: (window end, source) found to hold the window last time: checked first, so that a window held on a
         #: backlog costs one lookup per call instead of a pass over its missing sources.
         self._holder: tuple[int, str] | None = None
+        self._added = False  # a record since the last ``due``: ``next_due_ns`` says to ask now
+        self._asked_ns = 0  # the worker time of the last ``due``, ns
 
     def add(self, window_end_ns: int, source: str, item: Any, token: Any, now_ns: int, identity: Any = None) -> bool:
         """Buffer ``item`` (and its ack ``token``); False (and counted) when the window was already released.
@@ -138,6 +140,7 @@ class WindowTracker:
         if item is not None:
             w.items[identity if identity is not None else ("#", len(w.tokens))] = item
         w.tokens.append(token)
+        self._added = True
         self._ever.add(source)
         if self._started_ns is None:
             self._started_ns = now_ns
@@ -250,6 +253,7 @@ class WindowTracker:
         ``upstream``: for sources a stage of this worker produces, the newest window end it has released (ns).
         """
         upstream = upstream or {}
+        self._added, self._asked_ns = False, now_ns
         for src, released in upstream.items():
             # A release upstream is news from that source: its output for the window is on its way (through Kafka).
             if released > self._upstream_released.get(src, 0):
@@ -299,6 +303,27 @@ class WindowTracker:
             out.append(end)
             expected = expected | w.sources
         return out
+
+    def next_due_ns(self) -> int | None:
+        """The earliest worker time (ns) at which ``due`` may release a window, if asked with the same ``unread`` and
+        ``upstream`` as last time; 0 when a record came since (ask now); None when no window is buffered.
+
+        A lower bound, so that a caller can skip ``due`` until then: a window is released without a new record only
+        once it is overdue (it has ended and waited the grace), once the start-up rule stops requiring the sources that
+        never reported, or once a source behind the others turns lagging (``lagging``); windows go in order, so only
+        the oldest one's grace counts.
+        """
+        if not self._windows:
+            return None
+        if self._added:
+            return 0
+        oldest = min(self._windows)
+        t = max(oldest, self._windows[oldest].first_seen_ns + self.grace_ns)
+        if self._started_ns is not None and self._asked_ns < self._started_ns + self.required_grace_ns:
+            t = min(t, self._started_ns + self.required_grace_ns)
+        for since_ns, _ in self._behind_since.values():
+            t = min(t, since_ns + 2 * self.grace_ns)
+        return t
 
     def _required_in(self, unread: frozenset[str]) -> frozenset[str]:
         if self._unread_required[0] != unread:
