@@ -183,6 +183,8 @@ class OutputProducer:
         """Append a record to its (topic, partition)'s batch; the future resolves when the broker acknowledged the
         batch (with its metadata) and fails if it did not. ``partition`` None: Kafka's default partitioner's."""
         count = self._counts.get(topic)
+        if count is None:
+            count = self._known_count(topic)
         if count is None or topic in self._waiting:
             return self._wait_for_count(topic, key, value, partition)
         return self._append(topic, count, key, value, partition)
@@ -244,12 +246,19 @@ class OutputProducer:
             p = self._sticky[topic] = random.randrange(count)
         return p
 
+    def _known_count(self, topic: str) -> int | None:
+        """The topic's partition count if the producer's metadata has it (aiokafka's bootstrap asks for every
+        topic's), kept for good."""
+        known = self.producer.client.cluster.partitions_for_topic(topic)
+        if not known:
+            return None
+        count = self._counts[topic] = len(known)
+        return count
+
     def _wait_for_count(self, topic: str, key: bytes | None, value: bytes,
                         partition: int | None) -> Future[RecordMetadata]:
         """Hold a record until the next flush has asked the topic's partition count (behind any held before); it
         gets a future of its own, tied to its batch's once placed (once per topic: the cost does not matter)."""
-        if self._producer is None:
-            raise RuntimeError("OutputProducer is not started")
         fut = _new_future()
         self._waiting.setdefault(topic, []).append((key, value, partition, fut))
         return fut

@@ -67,12 +67,12 @@ def count_produce_requests(op: OutputProducer) -> Counter[str]:
 def test_records_land_on_kafkas_partition_in_order_and_are_in_the_broker_when_acknowledged(
         kafka: TansuBroker, unique_id: str) -> None:
     topic, partitions = f"out-{unique_id}", 5
-    kafka.create_topics({topic: partitions})
     keys = [f"leaf-{i:02d}:Ethernet1/{i % 7}>spine-{i % 3}".encode() for i in range(40)]
 
     async def run() -> tuple[list[tuple[bytes, bytes, Any]], int]:
-        op = OutputProducer(settings(kafka.bootstrap, max_batch_size=1024))  # ~10 records a batch: many per flush
+        op = OutputProducer(settings(kafka.bootstrap, max_batch_size=1024))  # ~20 records a batch: many per flush
         await op.start()
+        kafka.create_topics({topic: partitions})  # after the start: not in the producer's metadata yet
         try:
             sent = []
             for i in range(600):
