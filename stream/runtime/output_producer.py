@@ -268,6 +268,8 @@ class OutputProducer:
         for topic in list(self._waiting):
             try:
                 count = len(await self.producer.partitions_for(topic))
+                if not count:  # Tansu creates a topic of 0 partitions when asked to
+                    raise KafkaError(f"topic {topic} has no partitions")
             except KafkaError as e:  # an unknown topic (Apache Kafka without auto-creation) after the request timeout
                 for *_, fut in self._waiting.pop(topic):
                     _fail(fut, e)
