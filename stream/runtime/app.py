@@ -48,6 +48,7 @@ from flowtracer.stream.runtime.web import web_settings
 from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.sinks.line_protocol import PointError
 from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.outputs import KEYED
 
 __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state_changelog_topic"]
 
@@ -195,17 +196,9 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                         "; ".join(dl.reason for dl in letters[:3]))
             futures += [await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
             text = lines(e)
-        # (records, output topic, the field that is each record's key), in the order they are sent
-        keyed = ((e.link_loads, topics.LINK_LOADS, "link"), (e.path_loads, topics.PATH_LOADS, "path_id"),
-                 (e.fims, topics.FIM, "group"), (e.collisions, topics.COLLISIONS, "group"),
-                 (e.link_congestion, topics.LINK_CONGESTION, "link"), (e.nic_congestion, topics.NIC_CONGESTION, "nic"),
-                 (e.ecmp_drift, topics.ECMP_DRIFT, "switch"),
-                 (e.ecmp_groups, topics.ECMP_GROUPS, "switch"), (e.trace_requests, topics.TRACE_REQUESTS, "flow_id"),
-                 (e.congestion_causes, topics.CONGESTION_CAUSE, "link"),
-                 (e.collective_profiles, topics.COLLECTIVE_PROFILE, "job_id"))
-        for records, topic, key_field in keyed:
-            for r in records:
-                futures.append(await send(topic.name, topics.key(getattr(r, key_field)), r.SerializeToString()))
+        for out in KEYED:  # the registry's order (stages/outputs.py)
+            for r in getattr(e, out.kind):
+                futures.append(await send(out.topic.name, topics.key(getattr(r, out.key)), r.SerializeToString()))
         for dl in e.dead_letters:  # the input records of windows that failed (stages/emitted.py, failed_window)
             dl.worker, dl.received_ns = proc.worker, started_ns
             futures.append(await send(topics.DEAD_LETTER.name, None, dl.SerializeToString()))
