@@ -12,7 +12,7 @@ Measures, each as the best of ``--repeat`` runs:
 * ``sink_pts_per_s``: :class:`InfluxSink` from the first ``write`` until ``durable`` is true for
   the last ticket (windows of ``--window`` lines, waiting on backpressure like the processor);
   ``sink_ratio`` = sink / raw.
-* ``encode_lines_per_s``: :func:`line_protocol.to_lines` on LinkLoad messages vs influxdb-client's
+* ``encode_lines_per_s``: :func:`outputs.to_lines` on LinkLoad messages vs influxdb-client's
   ``Point(...).to_line_protocol()`` for the same points (``encode_ratio``).
 * ``close_ms``: ``InfluxSink.close()`` with a partial batch open (flush interval 1 s).
 
@@ -30,9 +30,9 @@ from influxdb_client import InfluxDBClient, Point, WriteOptions, WritePrecision
 from reactivex.scheduler import ThreadPoolScheduler
 
 from flowtracer.schemas.v1 import analytics_pb2
-from flowtracer.stream.sinks import line_protocol
 from flowtracer.stream.sinks.base import SinkBackpressure
 from flowtracer.stream.sinks.influx import InfluxConfig, InfluxSink
+from flowtracer.stream.stages import outputs
 from flowtracer.testbed.victoriametrics import VictoriaMetrics
 
 T0 = 1_704_067_200_000_000_000  # 2024-01-01T00:00:00Z
@@ -109,7 +109,7 @@ def sink_rate(cfg: InfluxConfig, lines: list[str], window: int) -> tuple[float, 
 
 def close_ms(cfg: InfluxConfig) -> float:
     sink = InfluxSink(cfg)
-    ticket = sink.write(line_protocol.to_lines(link_loads(10, run=999)))
+    ticket = sink.write(outputs.to_lines(link_loads(10, run=999)))
     started = time.perf_counter()
     sink.close()
     assert sink.durable(ticket)
@@ -126,7 +126,7 @@ def main() -> dict[str, Any]:
 
     msgs = link_loads(args.points, run=0)
     started = time.perf_counter()
-    lines = line_protocol.to_lines(msgs)
+    lines = outputs.to_lines(msgs)
     encode = len(msgs) / (time.perf_counter() - started)
     started = time.perf_counter()
     point_lines = [point_line(m) for m in msgs]
@@ -138,8 +138,8 @@ def main() -> dict[str, Any]:
         cfg = InfluxConfig(url=vm.url, org="bench", bucket="bench", batch_size=BATCH,
                            flush_interval=FLUSH_MS / 1000, max_pending_points=max(100_000, BATCH))
         for run in range(args.repeat):  # alternate so drift hits both alike; distinct timestamps per run
-            raw = max(raw, raw_rate(vm.url, line_protocol.to_lines(link_loads(args.points, run=2 * run + 1))))
-            rate, w = sink_rate(cfg, line_protocol.to_lines(link_loads(args.points, run=2 * run + 2)), args.window)
+            raw = max(raw, raw_rate(vm.url, outputs.to_lines(link_loads(args.points, run=2 * run + 1))))
+            rate, w = sink_rate(cfg, outputs.to_lines(link_loads(args.points, run=2 * run + 2)), args.window)
             if rate > sink:
                 sink, waits = rate, w
         closing = close_ms(cfg)

@@ -180,14 +180,21 @@ def key(name: str) -> bytes:
 
 
 def partition_for(name: str, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives key ``name`` on a topic of ``partitions``.
+    """The partition Kafka's default partitioner gives key ``name`` on a topic of ``partitions``
+    (:func:`partition_for_key` of its key bytes), so the processor can tell which partition owns a switch or a leaf.
+    """
+    return partition_for_key(key(name), partitions)
+
+
+def partition_for_key(key_bytes: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a record keyed ``key_bytes`` on a topic of ``partitions``.
 
     murmur2 of the key bytes, positive, modulo the count: what the Java client, kafka-python and
-    aiokafka all do, so the processor can tell which partition owns a switch or a leaf.
+    aiokafka all do (aiokafka's ``DefaultPartitioner``).
     """
     from kafka.partitioner.default import murmur2
 
-    return (murmur2(key(name)) & 0x7FFFFFFF) % partitions
+    return (murmur2(key_bytes) & 0x7FFFFFFF) % partitions
 
 
 def trace_partition(src_leaf: str, partitions: int) -> int:

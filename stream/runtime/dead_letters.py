@@ -10,14 +10,9 @@ from __future__ import annotations
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.sinks.base import Rejected
-from flowtracer.stream.sinks.line_protocol import ENCODERS, PointError
+from flowtracer.stream.sinks.line_protocol import PointError
 from flowtracer.stream.stages.emitted import Emitted
-
-OUTPUT_LISTS = {"link_loads": topics.LINK_LOADS, "path_loads": topics.PATH_LOADS, "fims": topics.FIM,
-                "collisions": topics.COLLISIONS, "link_congestion": topics.LINK_CONGESTION,
-                "nic_congestion": topics.NIC_CONGESTION, "ecmp_drift": topics.ECMP_DRIFT,
-                "congestion_causes": topics.CONGESTION_CAUSE, "collective_profiles": topics.COLLECTIVE_PROFILE}
-"""The ``Emitted`` lists the sink writes, and the output topic of each."""
+from flowtracer.stream.stages.outputs import ENCODERS, WRITTEN
 
 
 def line_timestamp_ns(line: str) -> int:
@@ -45,17 +40,17 @@ def drop_unwritable(e: Emitted, worker: str, now_ns: int) -> list[analytics_pb2.
     its own output, never the worker (an exception here would be replayed into every worker of the group).
     """
     letters = []
-    for name, topic in OUTPUT_LISTS.items():
+    for out in WRITTEN:
         kept = []
-        for msg in getattr(e, name):
+        for msg in getattr(e, out.kind):
             try:
-                ENCODERS[type(msg)](msg)
+                ENCODERS[out.message](msg)
             except PointError as err:
                 letters.append(analytics_pb2.DeadLetter(
-                    schema_version=topics.SCHEMA_VERSION, topic=topic.name, value=msg.SerializeToString(),
+                    schema_version=topics.SCHEMA_VERSION, topic=out.topic.name, value=msg.SerializeToString(),
                     reason=f"output not written: {err}", received_ns=now_ns, worker=worker,
                     window_end_ns=getattr(msg, "window_end_ns", 0)))
                 continue
             kept.append(msg)
-        setattr(e, name, kept)
+        setattr(e, out.kind, kept)
     return letters

@@ -13,6 +13,7 @@ from flowtracer.stream.sinks import registry
 from flowtracer.stream.sinks.base import Sink
 from flowtracer.stream.sinks.null import NullSink
 from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.outputs import WRITTEN, to_lines
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +33,8 @@ def make_sink(influx_url: str | None, org: str, bucket: str, token_file: Path | 
 
 def emitted_lines(e: Emitted) -> list[str]:
     """Line protocol of every output in a finalization (see stream/sinks/line_protocol.py)."""
-    from flowtracer.stream.runtime.dead_letters import OUTPUT_LISTS
-    from flowtracer.stream.sinks.line_protocol import to_lines
-
-    # The lists the sink writes are named once (OUTPUT_LISTS): drop_unwritable checks exactly these first.
-    return to_lines([m for name in OUTPUT_LISTS for m in getattr(e, name)])
+    # The lists the sink writes are the registry's (WRITTEN): drop_unwritable checks exactly these first.
+    return to_lines([m for out in WRITTEN for m in getattr(e, out.kind)])
 
 
 def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,

@@ -22,7 +22,10 @@ INPUT_TOPIC: dict[type[Message], str] = {
 
 @dataclass
 class Emitted:
-    """Outputs of one or more finalized windows. ``tokens`` are acked once the outputs are durable."""
+    """Outputs of one or more finalized windows. ``tokens`` are acked once the outputs are durable.
+
+    One list per processor output of the registry (``outputs.py``: its topic, key and measurement; a test checks
+    that the lists and the rows match), then the internal topics' batches and the bookkeeping."""
 
     link_loads: list[analytics_pb2.LinkLoad] = field(default_factory=list)
     path_loads: list[analytics_pb2.PathLoad] = field(default_factory=list)

@@ -5,7 +5,7 @@
 * :func:`env_reads`: every environment variable the stages read (``envvar=`` of click options,
   ``os.environ`` / ``os.getenv`` reads), found in the source, and the config fields that name one.
 * :func:`check_flux`: the measurements, fields and tags a Flux query references, checked against
-  ``stream/sinks/line_protocol.py`` ``MEASUREMENTS``.
+  ``stream/stages/outputs.py`` ``MEASUREMENTS``.
 
 Nothing here is a hand-kept list of names: new code is picked up as it lands.
 """
@@ -382,7 +382,7 @@ def _computed_columns(q: str) -> set[str]:
 def check_flux(query: str, measurements: Mapping[str, object], tag_values: Mapping[str, set[str]] | None = None
                ) -> list[str]:
     """Problems with one Flux query: measurements, fields and tags it references that the processor
-    does not write. ``measurements`` maps names to :class:`flowtracer.stream.sinks.line_protocol.Measurement`;
+    does not write. ``measurements`` maps names to :class:`flowtracer.stream.sinks.measurements.Measurement`;
     ``tag_values`` optionally gives the only literal values some tags can take."""
     q = _strip_flux(query)
     problems: list[str] = []

@@ -1,5 +1,5 @@
 """Grafana dashboards: every Flux query reads only measurements, tags and fields the processor writes
-(stream/sinks/line_protocol.py MEASUREMENTS, the sink's own definition), every PromQL query only metrics the
+(stream/stages/outputs.py MEASUREMENTS, the sink's own definition), every PromQL query only metrics the
 stages define, the panels the issue asks for exist, and docs/dashboards.md shows every query."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from deploy_helpers import DEPLOY, DOCS, check_flux, metric_names
 
-from flowtracer.stream.sinks.line_protocol import _BASIS, MEASUREMENTS
+from flowtracer.stream.sinks.line_protocol import _BASIS
+from flowtracer.stream.stages.outputs import MEASUREMENTS
 
 DASHBOARDS = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
 TAG_VALUES = {"basis": set(_BASIS.values())}

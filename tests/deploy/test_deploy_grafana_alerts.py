@@ -1,4 +1,4 @@
-"""Grafana alert rules (deploy/grafana/alerting): each Flux query reads only what the sink writes (line_protocol
+"""Grafana alert rules (deploy/grafana/alerting): each Flux query reads only what the sink writes (outputs
 MEASUREMENTS), each rule has a threshold and a duration an operator can tune, the compose demo provisions the file,
 and docs/operations.md lists every rule."""
 
@@ -10,7 +10,8 @@ import pytest
 import yaml
 from deploy_helpers import DEPLOY, DOCS, check_flux
 
-from flowtracer.stream.sinks.line_protocol import _BASIS, MEASUREMENTS
+from flowtracer.stream.sinks.line_protocol import _BASIS
+from flowtracer.stream.stages.outputs import MEASUREMENTS
 
 RULES_FILE = DEPLOY / "grafana" / "alerting" / "flowtracer-alerts.yaml"
 COMPOSE = DEPLOY / "compose"

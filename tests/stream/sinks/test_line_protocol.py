@@ -18,7 +18,8 @@ from flowtracer.schemas.v1 import analytics_pb2 as a
 from flowtracer.schemas.v1 import common_pb2 as c
 from flowtracer.schemas.v1 import flows_pb2
 from flowtracer.stream.sinks import line_protocol as ip
-from flowtracer.stream.sinks.line_protocol import MEASUREMENTS, PointError
+from flowtracer.stream.sinks.line_protocol import PointError
+from flowtracer.stream.stages.outputs import MEASUREMENTS, to_lines
 
 T_END = 1_704_067_210_000_000_000  # 2024-01-01T00:00:10Z
 T_START = T_END - 10_000_000_000
@@ -186,10 +187,6 @@ def collective_profile(**kw: Any) -> flows_pb2.CollectiveProfile:
 
 # -- tests ---------------------------------------------------------------------------------------------
 
-def test_docstring_table_is_generated_from_the_definitions() -> None:
-    assert ip.markdown_table() in (ip.__doc__ or "")
-
-
 def test_link_load_line_is_exact() -> None:
     """Tags sorted by key, ints with i, floats with a decimal point, timestamp = window end (ns)."""
     assert ip.link_load_line(link_load(utilization=0.0)) == (
@@ -208,7 +205,7 @@ def test_link_load_line_is_exact() -> None:
                               "collision-noflows", "link-congestion", "link-congestion-unknown", "nic-congestion",
                               "collective-profile"])
 def test_every_line_matches_the_schema(msg: Any) -> None:
-    _, _, ts = check_against_schema(ip.to_lines([msg])[0])
+    _, _, ts = check_against_schema(to_lines([msg])[0])
     assert ts == T_END
 
 
@@ -329,27 +326,11 @@ def test_floats_are_never_written_like_integers(value: float) -> None:
 ])
 def test_bad_messages_are_refused_with_where(msg: Any, error: str) -> None:
     with pytest.raises(PointError, match=error):
-        ip.to_lines([msg])
+        to_lines([msg])
 
 
 def test_to_lines_keeps_order_and_refuses_other_messages() -> None:
-    lines = ip.to_lines([fim(), link_load(), collision(), path_load()])
+    lines = to_lines([fim(), link_load(), collision(), path_load()])
     assert [ln.split(",", 1)[0] for ln in lines] == ["fim", "link_load", "collision", "path_load"]
     with pytest.raises(PointError, match="no line encoder for DeadLetter"):
-        ip.to_lines([a.DeadLetter()])
-
-
-def test_definitions_reject_inconsistent_schemas() -> None:
-    with pytest.raises(ValueError, match="names must be"):
-        ip.Measurement("Bad Name", "X", tags=(), fields={"v": "int"}, units={"v": "count"})
-    with pytest.raises(ValueError, match="every key needs a unit"):
-        ip.Measurement("m", "X", tags=("t",), fields={"v": "uint"}, units={"v": "count", "t": "id"})  # type: ignore[dict-item]
-    with pytest.raises(ValueError, match="used twice"):
-        ip.Measurement("m", "X", tags=("v",), fields={"v": "int"}, units={"v": "count"})
-
-
-def test_docs_stream_md_shows_the_current_schema() -> None:
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parents[3] / "docs" / "stream.md").read_text()
-    assert ip.markdown_table() in doc
+        to_lines([a.DeadLetter()])

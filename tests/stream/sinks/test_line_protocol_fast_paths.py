@@ -9,6 +9,7 @@ import pytest
 
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.sinks import line_protocol as ip
+from flowtracer.stream.stages.outputs import to_lines
 
 
 def path_load(**kw: object) -> analytics_pb2.PathLoad:
@@ -54,4 +55,4 @@ def test_link_load_fast_line_equals_checked(msg: analytics_pb2.LinkLoad) -> None
 ])
 def test_fast_lines_still_refuse_bad_messages(msg: object) -> None:
     with pytest.raises(ip.PointError):
-        ip.to_lines([msg])
+        to_lines([msg])

@@ -29,12 +29,12 @@ from waiting import wait_for
 
 from flowtracer.schemas.v1 import analytics_pb2 as a
 from flowtracer.schemas.v1 import common_pb2 as c
-from flowtracer.stream.sinks import line_protocol as ip
 from flowtracer.stream.sinks.base import Sink, SinkBackpressure, SinkFailed
 from flowtracer.stream.sinks.file import FileSink, FileSinkConfig
 from flowtracer.stream.sinks.influx import InfluxConfig, InfluxSink, _Ledger
 from flowtracer.stream.sinks.null import NullSink
 from flowtracer.stream.sinks.registry import SINKS
+from flowtracer.stream.stages.outputs import MEASUREMENTS, to_lines
 from flowtracer.testbed.victoriametrics import VictoriaMetrics
 
 TOKEN = "ft-test-token-7c1e0d5b9a"  # only ever in the environment; must never show up in logs
@@ -124,7 +124,7 @@ def expected_samples(msgs: list[Any]) -> dict[tuple[str, frozenset[tuple[str, st
     """(metric name, labels) -> (timestamp ms, value) as VictoriaMetrics stores the lines: field f
     of measurement m becomes metric m_f, string fields 0. (These lines need no unescaping.)"""
     out = {}
-    for line in ip.to_lines(msgs):
+    for line in to_lines(msgs):
         head, rest = line.split(" ", 1)
         fields, ts = rest.rsplit(" ", 1)
         name, *tags = head.split(",")
@@ -157,14 +157,14 @@ def test_every_measurement_roundtrips_and_replays_do_not_duplicate(
     sink = InfluxSink(config(victoria.url))
     sinks.append(sink)
     assert isinstance(sink, Sink)
-    wait_durable(sink, sink.write(ip.to_lines(msgs)))
+    wait_durable(sink, sink.write(to_lines(msgs)))
     want = {k: [v] for k, v in expected_samples(messages(unique_id, 0)).items()}
     for k, v in expected_samples(messages(unique_id, 1)).items():
         want[k].append(v)
     got = exported(victoria, unique_id)
     assert got == want
     # Integer fields come back as integers (3 == 3.0 in Python, so check the JSON type).
-    int_metrics = {f"{m.name}_{f}" for m in ip.MEASUREMENTS.values() for f, t in m.fields.items() if t == "int"}
+    int_metrics = {f"{m.name}_{f}" for m in MEASUREMENTS.values() for f, t in m.fields.items() if t == "int"}
     assert {name for name, _ in got} & int_metrics
     for (name, _), samples in got.items():
         if name in int_metrics:
@@ -176,7 +176,7 @@ def test_every_measurement_roundtrips_and_replays_do_not_duplicate(
     sink.close()
     replay = InfluxSink(config(victoria.url))
     sinks.append(replay)
-    wait_durable(replay, replay.write(ip.to_lines(messages(unique_id, 1))))
+    wait_durable(replay, replay.write(to_lines(messages(unique_id, 1))))
     assert exported(victoria, unique_id) == want
 
 
@@ -381,9 +381,9 @@ def test_file_sink_roundtrip_loads_into_a_store(victoria: VictoriaMetrics, uniqu
     path = tmp_path / "out" / "flowtracer.lp"
     sink = FileSink(FileSinkConfig(path=path))
     assert isinstance(sink, Sink)
-    lines0 = ip.to_lines(messages(unique_id, 0))
+    lines0 = to_lines(messages(unique_id, 0))
     t0 = sink.write(lines0)
-    t1 = sink.write(ip.to_lines(messages(unique_id, 1)))
+    t1 = sink.write(to_lines(messages(unique_id, 1)))
     assert (t0, t1) == (len(lines0), 2 * len(lines0))
     assert sink.durable(t1) and sink.durable(t0)
     sink.close()
@@ -391,7 +391,7 @@ def test_file_sink_roundtrip_loads_into_a_store(victoria: VictoriaMetrics, uniqu
     with pytest.raises(SinkFailed, match="closed"):
         sink.write(lines0)
     text = path.read_text()
-    assert text == "\n".join(ip.to_lines(messages(unique_id, 0) + messages(unique_id, 1))) + "\n"
+    assert text == "\n".join(to_lines(messages(unique_id, 0) + messages(unique_id, 1))) + "\n"
 
     req = urllib.request.Request(f"{victoria.url}/api/v2/write?org=o&bucket=b&precision=ns", data=text.encode(),
                                  method="POST")

@@ -8,11 +8,24 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from click.testing import CliRunner
 
+from flowtracer.main import cli
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.runner import RunnerOptions, SimRunner
+
+SIM_LOGGER = " flowtracer.sim."
+"""The simulator runs in the tests' process: its log lines (an engine behind real time on a busy machine) reach the
+stderr a command's logging writes to, but are not the command's output."""
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    """``flowtracer *args`` in this process: exit code, stdout, and stderr without the simulator's log lines."""
+    r = CliRunner().invoke(cli, list(args))
+    err = "".join(line for line in r.stderr.splitlines(keepends=True) if SIM_LOGGER not in line)
+    return r.exit_code, r.stdout, err
 
 
 @contextmanager

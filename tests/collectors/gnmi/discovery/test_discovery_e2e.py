@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
-from discovery_sim import served_fabric
+from discovery_sim import run, served_fabric
 from waiting import wait_for
 
-from flowtracer.main import cli
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.runner import SimRunner
 from flowtracer.sim.switches.server import GnmiServer
@@ -31,11 +29,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, 
             yield served
     finally:
         mp.undo()
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(cli, list(args))
-    return r.exit_code, r.stdout, r.stderr
 
 
 @pytest.mark.parametrize(("encoding", "rpc"), [("proto", "get"), ("json_ietf", "get"), ("json", "get"),

@@ -8,10 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from discovery_sim import served_fabric
-
-from flowtracer.main import cli
+from discovery_sim import run, served_fabric
 
 #: leaf02 (SONiC): neither LLDP nor AFT; leaf03 (SR Linux: native LLDP paths), leaf04: LLDP without management
 #: addresses, no AFT groups; spine01: no AFT.
@@ -30,11 +27,6 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path
         ready_file = d / "ready.json"  # names each switch's platform: discovery reads it from here
         ready_file.write_text(json.dumps(ready))
         yield generated, ready_file, ready
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(cli, list(args))
-    return r.exit_code, r.stdout, r.stderr
 
 
 def test_each_target_is_read_through_its_profile(mixed: tuple[Path, Path, dict], tmp_path: Path) -> None:
