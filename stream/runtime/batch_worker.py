@@ -35,6 +35,7 @@ from flowtracer.stream.runtime.stall_clock import StallClock
 from flowtracer.stream.sinks.base import Rejected
 from flowtracer.stream.sinks.line_protocol import PointError
 from flowtracer.stream.stages.emitted import Emitted
+from flowtracer.stream.stages.outputs import KEYED
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,6 @@ LinesFn = Callable[[Emitted], list[str]]
 TopicPartition = tuple[str, int]
 INPUTS = frozenset({topics.COUNTERS.name, topics.FLOWS.name, topics.PATH_TRACES.name})
 """Input topics whose revoked partitions take their stages with them."""
-KEYED = (("link_loads", topics.LINK_LOADS, "link"), ("path_loads", topics.PATH_LOADS, "path_id"),
-         ("fims", topics.FIM, "group"), ("collisions", topics.COLLISIONS, "group"),
-         ("link_congestion", topics.LINK_CONGESTION, "link"), ("nic_congestion", topics.NIC_CONGESTION, "nic"),
-         ("ecmp_drift", topics.ECMP_DRIFT, "switch"), ("ecmp_groups", topics.ECMP_GROUPS, "switch"),
-         ("trace_requests", topics.TRACE_REQUESTS, "flow_id"), ("congestion_causes", topics.CONGESTION_CAUSE, "link"),
-         ("collective_profiles", topics.COLLECTIVE_PROFILE, "job_id"))
-"""(Emitted list, output topic, the field that is each record's key), in the order they are sent."""
 UNREAD_EVERY_NS = 100_000_000
 """How often the consumer's lag is asked (ns): a high-watermark lookup per partition."""
 
@@ -220,9 +214,9 @@ class Worker:
                         "; ".join(dl.reason for dl in letters[:3]))
             futures += [send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
             text = self.lines(e)
-        for kind, topic, key_field in KEYED:
-            for r in getattr(e, kind):
-                futures.append(send(topic.name, topics.key(getattr(r, key_field)), r.SerializeToString()))
+        for out in KEYED:  # the registry's order (stages/outputs.py)
+            for r in getattr(e, out.kind):
+                futures.append(send(out.topic.name, topics.key(getattr(r, out.key)), r.SerializeToString()))
         for dl in e.dead_letters:  # the input records of windows that failed (stages/emitted.py, failed_window)
             dl.worker, dl.received_ns = self.proc.worker, started_ns
             futures.append(send(topics.DEAD_LETTER.name, None, dl.SerializeToString()))
