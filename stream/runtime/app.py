@@ -27,14 +27,14 @@ from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.kafka_security import faust_settings
 from flowtracer.schemas.topology import load_topology
 from flowtracer.stream.resolvers.registry import RESOLVERS
-from flowtracer.stream.runtime import broker_link, changelog_end, faust_seek
+from flowtracer.stream.runtime import broker_link, changelog_end, faust_delivery, faust_seek
 from flowtracer.stream.runtime.batch_worker import LinesFn, Worker
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.metrics import Metrics
+from flowtracer.stream.runtime.output_producer import OutputProducer, producer_settings
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Processor
 from flowtracer.stream.runtime.stream_batches import batches
-from flowtracer.stream.runtime.topic_outputs import TopicOutputs
 from flowtracer.stream.runtime.web import web_settings
 
 __all__ = ["Metrics", "Processor", "build_app", "fabric_changelog_topic", "state_changelog_topic"]
@@ -59,6 +59,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
               ) -> tuple[faust.App, Processor]:
     """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
     faust_seek.install()
+    faust_delivery.install()
     fabric = fabric or Fabric(load_topology(cfg.topology))
     settings: dict[str, Any] = {
         **faust_settings(cfg.kafka_security, cfg.kafka),  # broker URLs and TLS/SASL credentials
@@ -85,7 +86,6 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     inputs = app.topic(topics.COUNTERS.name, topics.SWITCH_CONGESTION.name, topics.FLOWS.name, topics.PATH_TRACES.name,
                        attributions, **raw)
     group_fim_in = app.topic(group_fim, **raw)
-    out = {name: app.topic(name, **raw) for name in (*(t.name for t in topics.OUTPUT_TOPICS), attributions, group_fim)}
     # Per-partition stage state (the last published window, rolling FIM history, resolver knowledge),
     # written with the partition explicitly because it is saved after the outputs are durable, outside
     # any one event's context. The fabric stage's state has a one-partition table of its own, so that
@@ -115,7 +115,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         return broker_link.connected(getattr(consumer, "_client", None)) is False
 
     proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver], saved_state)
-    outputs = TopicOutputs(out)
+    outputs = OutputProducer(producer_settings(app.conf))
     commits = CommitProtocol(sink, save_state, flush=outputs.flush)
     worker = Worker(proc, commits, outputs, lines, sink_name=getattr(sink, "name", ""), highwater=highwater,
                     broker_gone=broker_gone, contract_topic={attributions: topics.ATTRIBUTIONS.name,
@@ -151,6 +151,10 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             await worker.step()
         except Exception as exc:
             await fatal(exc)
+
+    @app.on_before_shutdown.connect
+    async def stop_outputs(app: faust.App, **kwargs: Any) -> None:
+        await outputs.stop()  # what is not acknowledged by then is not committed either: it is replayed
 
     @app.on_partitions_assigned.connect
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:

@@ -50,12 +50,14 @@ UNREAD_EVERY_NS = 100_000_000
 
 class Outputs(Protocol):
     """The output producer: ``send`` queues a record and returns its future (resolved when the broker acknowledges
-    it), ``flush`` sends what is queued (``output_producer.py``)."""
+    it), ``flush`` sends what is queued (``output_producer.py``); ``start`` connects (called again: nothing)."""
 
     def send(self, topic: str, key: bytes | None, value: bytes, partition: int | None = None
              ) -> asyncio.Future[Any]: ...
 
     async def flush(self) -> None: ...
+
+    async def start(self) -> None: ...
 
 
 def never() -> bool:
@@ -112,6 +114,8 @@ class Worker:
         self.positions = ReadPositions()
         self.lag = Lag()
         self.lock = asyncio.Lock()  # one step at a time: the agents and the timer all step
+        self._starting = asyncio.Lock()
+        self._started = False
 
     def contract(self, topic: str) -> str:
         """The contract name of a topic this worker reads (internal topics carry the app id)."""
@@ -127,6 +131,8 @@ class Worker:
         Reading stops while a partition holds the ledger's bound (``AckLedger.full``) until the timer's steps
         release records.
         """
+        if not self._started:
+            await self.start()
         wall = time.time_ns()
         self.clock.received(wall)
         behind_ns = wall - self.window_clock(wall)
@@ -155,6 +161,12 @@ class Worker:
             self.lag.blocked = True
             await asyncio.sleep(0.1)
         self.lag.blocked = False
+
+    async def start(self) -> None:
+        """Start the output producer (once: both agents may come first)."""
+        async with self._starting:
+            await self.outputs.start()
+            self._started = True
 
     def dead_letter(self, m: Any, reason: str) -> asyncio.Future[Any]:
         """Send an input record that cannot be used to the dead-letter topic; returns the send's future."""
