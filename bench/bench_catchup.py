@@ -343,6 +343,10 @@ def by_key_and_window(outputs: list[tuple[str, bytes | None, bytes]]) -> dict[tu
     for topic, key, value in outputs:
         msg = OUTPUT_TYPES[topic]()
         msg.ParseFromString(value)
+        if isinstance(msg, analytics_pb2.DeadLetter):  # which worker wrote it, and when: not the outputs' content
+            msg.ClearField("worker")
+            msg.ClearField("received_ns")
+            value = msg.SerializeToString()
         end = getattr(msg, "window_end_ns", 0)
         out[(topic, key or b"", end)].add(value)
     return out
