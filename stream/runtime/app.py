@@ -16,6 +16,7 @@ are produced in batches (before, one record per produce request).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 STATE_TABLE = topics.STATE_TABLE
 FABRIC_TABLE = topics.FABRIC_TABLE
+STOP_OUTPUTS_S = 10.0
+"""How long a stopping worker waits for its outputs' acknowledgements (s)."""
 
 
 def state_changelog_topic(cfg: ProcessorConfig) -> str:
@@ -154,7 +157,12 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
 
     @app.on_before_shutdown.connect
     async def stop_outputs(app: faust.App, **kwargs: Any) -> None:
-        await outputs.stop()  # what is not acknowledged by then is not committed either: it is replayed
+        # What is not acknowledged by then is not committed either: the next owner replays it. Bounded: with the
+        # broker gone the producer would wait out its request timeout (minutes).
+        try:
+            await asyncio.wait_for(outputs.stop(), STOP_OUTPUTS_S)
+        except TimeoutError:
+            log.warning("outputs not acknowledged %.0f s into the shutdown: left to be replayed", STOP_OUTPUTS_S)
 
     @app.on_partitions_assigned.connect
     async def on_assigned(app: faust.App, assigned: set[Any], **kwargs: Any) -> None:

@@ -164,7 +164,8 @@ class CommitProtocol:
         """Queue a checkpoint whose outputs are produced (or will be by the next :meth:`checkpoint`'s flush) and
         whose lines are written: its sink ticket (0: no lines), output futures, the input holds it releases, the
         stage states to save once its outputs are durable, and when its publishing began (ns)."""
-        self.pending.append(Checkpoint(ticket, outputs, holds, list(states or []), at_ns=at_ns))
+        # The output producer gives every record of a batch the batch's future: each is checked once.
+        self.pending.append(Checkpoint(ticket, list(dict.fromkeys(outputs)), holds, list(states or []), at_ns=at_ns))
 
     @property
     def oldest_unreleased_ns(self) -> int | None:
