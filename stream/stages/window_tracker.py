@@ -101,7 +101,7 @@ class WindowTracker:
         #: source -> (worker time, ns, since when it has been behind without catching up; its distance then, ns)
         self._behind_since: dict[str, tuple[int, int]] = {}
         self._lagging: frozenset[str] = frozenset()  # as last judged, to log changes
-        # ``due`` runs after every input record (the app steps per record): what it derives from the recent
+        # ``due`` runs after every batch of input records (the worker steps per batch): what it derives from the recent
         # windows and the sources' newest windows is kept until those change, not rebuilt from hundreds of
         # sources each time.
         self._expected_cache: frozenset[str] | None = None
