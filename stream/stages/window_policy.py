@@ -327,10 +327,14 @@ def next_due(rules: Rules, oldest: tuple[int, Window] | None, seen: Seen, now_ns
     if seen.behind and now_ns - seen.median_ns <= rules.behind_ns:
         times.add(seen.median_ns + rules.behind_ns + 1)  # from then on a backlog: nobody lags
         times |= {seen.behind_since[s][0] + 2 * rules.grace_ns for s in seen.behind if s in seen.behind_since}
+    bindings: dict[tuple[bool, frozenset[str]], tuple[Seen, Binding]] = {}  # by what the clock changes in them
     for t in sorted(t for t in times if t > now_ns):
-        _, lag = lagging(rules, seen.median_ns, seen.behind, seen.behind_since, t)
-        then = replace(seen, lagging=lag)
-        bound = binding(rules, then, t, unread, upstream)
+        lag = lagging(rules, seen.median_ns, seen.behind, seen.behind_since, t)[1] if seen.behind else NO_STREAMS
+        key = (seen.started_ns is not None and t - seen.started_ns < rules.required_grace_ns, lag)
+        if key not in bindings:
+            then = seen if lag == seen.lagging else replace(seen, lagging=lag)
+            bindings[key] = then, binding(rules, then, t, unread, upstream)
+        then, bound = bindings[key]
         if close(rules, end, w, bound, bound.expected, then, t, unread, upstream) is not None:
             return t
     return None

@@ -103,6 +103,7 @@ class WindowTracker:
         #: The last check's (clock, unread streams, upstream releases), and whether anything changed since.
         self._last: tuple[int, frozenset[str], Mapping[str, int]] | None = None
         self._changed = False
+        self._next_due: tuple[int | None] | None = None  # next_due_ns's answer since the last check, if asked
         # Checked often (today after every input record): what is derived from the recent windows and the sources'
         # newest windows is kept until those change, not rebuilt from hundreds of sources each time.
         self._expected_cache: frozenset[str] | None = None
@@ -203,6 +204,7 @@ class WindowTracker:
         self._released = {r.end_ns: r for r in out}
         self._last = (now_ns, unread, upstream)
         self._changed = bool(out)  # released windows are due until popped, and popping can free the next
+        self._next_due = None
         return out
 
     def due(self, now_ns: int, unread: frozenset[str] = NO_STREAMS, upstream: Mapping[str, int] | None = None
@@ -220,8 +222,10 @@ class WindowTracker:
             return min(w.first_seen_ns for w in self._windows.values())
         if self._changed:
             return self._last[0]
-        end = min(self._windows)
-        return next_due(self.rules, (end, self._windows[end]), self._seen(), *self._last)
+        if self._next_due is None:
+            end = min(self._windows)
+            self._next_due = (next_due(self.rules, (end, self._windows[end]), self._seen(), *self._last),)
+        return self._next_due[0]
 
     def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
         """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
