@@ -36,6 +36,7 @@ from flowtracer.stream.stages.flows import STREAMS as FLOWS_STREAMS
 from flowtracer.stream.stages.flows import FlowsStage
 from flowtracer.stream.stages.links import STREAMS as LINKS_STREAMS
 from flowtracer.stream.stages.links import LinksStage
+from flowtracer.stream.stages.window_policy import producing
 from flowtracer.stream.stages.window_tracker import WindowTracker
 
 log = logging.getLogger(__name__)
@@ -314,9 +315,9 @@ def _streams(streams: dict[str, str], partition: int, unread: frozenset[tuple[st
 def _busy(prefix: str, stages: Mapping[int, FlowsStage | LinksStage], unread: Mapping[int, frozenset[str]]
           ) -> dict[str, int]:
     """``<prefix>:<q>`` -> the window end stage ``q`` of this worker has released, for the stages that will send
-    more (they hold windows, or have records to read): their output for a later window is still to come."""
+    more (window_policy.producing): their output for a later window is still to come."""
     return {f"{prefix}:{q}": s.tracker.released_up_to for q, s in stages.items()
-            if s.tracker.holding() or unread[q]}
+            if producing(s.tracker.holding(), unread[q])}
 
 
 def _restored(saved: dict[str, Any] | None) -> str:

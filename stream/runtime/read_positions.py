@@ -1,7 +1,7 @@
 """Which input partitions still have records this worker has not read: its consumer lag, per partition (pure).
 
 On a backlog (a restart after downtime, a failover, a replay) the window rules must not wait a source out by the
-clock while its records are merely not read yet (stream/stages/window_tracker.py). A partition has unread records
+clock while its records are merely not read yet (stream/stages/window_policy.py). A partition has unread records
 when the high watermark of the consumer's last fetch of it (public in aiokafka and Faust; Tansu's fetch responses
 carry the right one, unlike its ListOffsets(latest)) is beyond the next offset this worker would read: the offset
 after the last record it handled, or, before it handled any, where the consumer was positioned (the committed

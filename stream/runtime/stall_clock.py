@@ -1,6 +1,6 @@
 """The clock the window rules wait by: wall time that stands still while the worker is cut off from Kafka (pure).
 
-A window is waited out for a silent source after a grace of the worker's clock (stream/stages/window_tracker.py).
+A window is waited out for a silent source after a grace of the worker's clock (stream/stages/window_policy.py).
 When the broker is down, no source can reach the worker and the worker's own outputs cannot reach the broker (its
 attributions and group FIMs go through Kafka to the stages that wait for them): every source is silent, and a
 2-minute outage used to release the windows open at its start without the records in flight, which then came late.

@@ -12,8 +12,7 @@ from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 from flowtracer.stream.analytics.congestion_cause import congestion_causes
 from flowtracer.stream.analytics.fim import fabric_fim
 from flowtracer.stream.stages.emitted import Emitted, failed_window
-from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS
-from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
+from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
 FABRIC = "fabric"
 STREAMS = {"groups": topics.GROUP_FIM.name}
@@ -28,8 +27,8 @@ class FabricStage:
         """``senders``: the counters partitions that own switches (each sends one batch per window)."""
         self.hop_ns = hop_ns
         self.rolling_hops = rolling_hops
-        self.tracker = WindowTracker(hop_ns, 3 * grace_ns, required=frozenset(f"groups:{q}" for q in senders),
-                                     required_grace_ns=3 * REQUIRED_GRACE_NS, name="fabric stage")
+        self.tracker = stage_tracker("fabric", hop_ns, grace_ns, frozenset(f"groups:{q}" for q in senders),
+                                     "fabric stage")
 
     def state(self) -> dict[str, Any]:
         """What a new owner needs (JSON-able): the last published window."""

@@ -27,11 +27,8 @@ from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, RetraceRequester, TraceConsumer
 from flowtracer.stream.stages.emitted import Emitted, failed_window
-from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
+from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
-#: How long a stage waits for a required upstream source that is missing (a failover in progress);
-#: each downstream stage waits one more multiple, so it never gives up before its upstream did.
-REQUIRED_GRACE_NS = 30_000_000_000
 STREAMS = {"flows": topics.FLOWS.name, "counters": topics.COUNTERS.name}
 """The input topic (of the stage's own partition) each source name prefix comes in."""
 
@@ -76,8 +73,7 @@ class FlowsStage:
         self.leaves = frozenset(lf for lf in fabric.leaves if partition_for(lf, partitions) == partition)
         if uses_counters:  # and the leaves' counters, for resolvers that learn from them
             mine |= frozenset(f"counters:{lf}" for lf in self.leaves)
-        self.tracker = WindowTracker(hop_ns, grace_ns, required=mine, required_grace_ns=REQUIRED_GRACE_NS,
-                                     name=f"flows stage of partition {partition}", clocked=mine)
+        self.tracker = stage_tracker("flows", hop_ns, grace_ns, mine, f"flows stage of partition {partition}")
         self.unattributed = Unattributed()
         self._observe = FlowObserver(fabric)
         # (path id, src NIC, dst NIC) -> PathLoad with the fields that do not change per window: copying it

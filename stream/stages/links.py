@@ -43,8 +43,8 @@ from flowtracer.stream.analytics.congestion_cause import congested, congested_li
 from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_records, group_drift
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.emitted import Emitted, failed_window
-from flowtracer.stream.stages.flows import REQUIRED_GRACE_NS, counter_identity
-from flowtracer.stream.stages.window_tracker import NO_STREAMS, WindowTracker
+from flowtracer.stream.stages.flows import counter_identity
+from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
 log = logging.getLogger(__name__)
 STREAMS = {"counters": topics.COUNTERS.name, "congestion": topics.SWITCH_CONGESTION.name,
@@ -80,17 +80,13 @@ class LinksStage:
         self.rule = rule or CollisionRule()
         self.history = GroupHistory(rolling_hops)
         # Every flows partition that owns a leaf with hosts sends a batch per window: require those (the
-        # others never send). Switches are learned from what reported recently. The grace is twice the
-        # flows stage's, so that a window is not closed while its upstream is still waiting out its own.
+        # others never send). Switches are learned from what reported recently.
         senders = {partition_for(n.leaf, partitions) for n in fabric.nics.values()}
         # The switches this partition owns report every sample too: also required, or a stage created at a
         # rebalance could close a window from the attributions alone before the counters are replayed.
         mine_switches = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         required = frozenset(f"attr:{q}" for q in senders) | frozenset(f"counters:{sw}" for sw in mine_switches)
-        self.tracker = WindowTracker(hop_ns, 2 * grace_ns, required=required,
-                                     required_grace_ns=2 * REQUIRED_GRACE_NS,
-                                     clocked=frozenset(f"counters:{sw}" for sw in mine_switches),
-                                     name=f"links stage of partition {partition}")
+        self.tracker = stage_tracker("links", hop_ns, grace_ns, required, f"links stage of partition {partition}")
         mine = {sw for sw in fabric.switch_names if partition_for(sw, partitions) == partition}
         #: The topology's groups of each switch (the fallback, and what drift is measured against), and the
         #: groups each switch's newest CounterBatch said it has.

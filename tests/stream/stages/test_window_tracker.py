@@ -305,3 +305,30 @@ def test_an_upstream_partition_still_delivering_is_waited_for() -> None:
     t.add(4 * S, "attr:1", 4, 4, now_ns=65 * S)  # attr:1's window 3 is still coming (not skipped: lateness 2)
     assert t.due(now_ns=100 * S) == []  # 90 s after window 3 opened, but attr:1 delivered 35 s ago
     assert t.due(now_ns=125 * S) == [3 * S, 4 * S]  # silent for 60 s (and attr:0 for window 4 since 10 s)
+
+
+def test_next_due_ns_says_when_to_check_again() -> None:
+    """The earliest clock at which ``due`` can release a window: what a worker waits for instead of checking every
+    stage after every record. A record or a release since the last check means: check again now."""
+    t = WindowTracker(hop_ns=S, grace_ns=3 * S)
+    assert t.next_due_ns() is None  # nothing buffered
+    t.add(S, "a", 1, 1, now_ns=10 * S)
+    t.add(S, "b", 1, 1, now_ns=10 * S)
+    assert t.next_due_ns() == 10 * S  # never checked: now
+    assert t.due(11 * S) == [] and t.next_due_ns() == 13 * S  # nothing known yet: the grace from the first record
+    assert t.due(13 * S) == [S] and t.next_due_ns() == 13 * S  # released, not popped yet: now
+    t.pop(S)
+    assert t.next_due_ns() is None
+    t.add(2 * S, "a", 1, 1, now_ns=14 * S)
+    assert t.next_due_ns() == 13 * S  # a record since the last check: at once
+    assert t.due(14 * S) == [] and t.next_due_ns() == 17 * S  # b missing: waited out after the grace
+    t.add(2 * S, "b", 1, 1, now_ns=15 * S)
+    assert t.due(15 * S) == [2 * S]  # complete before that
+
+
+def test_next_due_ns_is_none_while_an_unread_stream_holds_the_window() -> None:
+    """Held in event time (the stream's frontier), not by the clock: no clock releases it until records come."""
+    t = backlog_tracker()
+    t.add(S, "counters:leaf", 1, 1, now_ns=1000 * S)
+    assert t.due(1100 * S, unread=frozenset({"flows"})) == []
+    assert t.next_due_ns() is None
