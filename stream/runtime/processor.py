@@ -273,8 +273,8 @@ class Processor:
     def _may_release(self, key: tuple[str, int], tracker: WindowTracker, now_ns: int, unread: frozenset[str],
                      upstream: dict[str, int] | None = None) -> bool:
         """Whether a stage may release a window at ``now_ns``: its unread streams or its upstream stages' releases
-        changed since it was last asked, a record came since (``next_due_ns`` is 0), or its oldest window's time has
-        come (``WindowTracker.next_due_ns``)."""
+        changed since it was last asked, or, given those, a record came since or its oldest window's time has come
+        (``WindowTracker.next_due_ns``)."""
         asked = (unread, upstream)
         if self._asked.get(key) != asked:
             self._asked[key] = asked
