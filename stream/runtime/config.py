@@ -44,7 +44,7 @@ class ProcessorConfig(BaseModel):
     #: Flows named per link in attributions and per collision.
     max_flows_per_link: int = Field(16, ge=1)
     #: Tansu compatibility (embedded broker): Faust's changelog recovery checks each partition's end offset by a
-    #: fetch, since Tansu's ListOffsets(latest) is wrong for batched partitions (changelog_end.py).
+    #: fetch, since Tansu's ListOffsets(latest) is wrong for batched partitions (faust_driver.py).
     tansu: bool = False
     #: Consumer group session timeout in seconds; low so that a joining worker is not kept waiting.
     session_timeout_s: float = Field(4.0, gt=0)
