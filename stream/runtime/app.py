@@ -151,7 +151,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     # Consumer lag per input partition: a source whose records are not read yet is not waited out by the clock.
     positions = ReadPositions()
     # On Tansu, whose ListOffsets(latest) is wrong for batched partitions, recovery checks the ends by a fetch.
-    faust_driver.configure(app, faust_driver.DriverOptions(check_changelog_ends=cfg.tansu,
+    faust_driver.configure(app, faust_driver.DriverOptions(fetch_wait_ms=cfg.fetch_wait_ms,
+                                                           check_changelog_ends=cfg.tansu,
                                                            on_positioned=positions.positioned))
     lag = _Lag()
 

@@ -7,6 +7,8 @@ Faust picks a consumer's transport by the scheme of its broker URLs (``App._new_
 stay on Faust's ``kafka://``) and :func:`configure` hands it a worker's :class:`DriverOptions`. Every change is a
 subclass method of Faust's aiokafka driver (faust/transport/drivers/aiokafka.py, faust-streaming 0.15):
 
+- **Fetch wait** (``ConsumerThread._create_worker_consumer``): Faust gives its worker consumer a fixed 1.5 s; the
+  options set it (``ProcessorConfig.fetch_wait_ms`` says why it matters on Tansu).
 - **Seek to committed** (``ConsumerThread.seek_to_committed``): aiokafka's ``seek_to_committed`` skips partitions
   whose committed offset is missing or 0, so a worker taking over a partition nothing was acked in yet skipped the
   records Faust had dropped while the partition was not active (a rebalance or recovery in progress). With
@@ -40,8 +42,6 @@ log = logging.getLogger(__name__)
 
 SCHEME = "flowtracer-kafka"
 """The broker URL scheme of :class:`Transport` (the ``faust.transports`` entry point in pyproject.toml)."""
-FAUST_FETCH_WAIT_MS = 1_500
-"""The fetch wait Faust gives its worker consumer (``_create_worker_consumer``), ms."""
 CHECK_FETCH_TIMEOUT_MS = 2_000
 """How long the fetch that checks changelog ends may wait for the broker's answer, ms."""
 
@@ -53,8 +53,9 @@ Positioned = Callable[[dict[tuple[str, int], int]], None]
 class DriverOptions:
     """What a worker's consumer does differently from Faust's (module docstring)."""
 
-    #: How long the broker may hold a fetch that finds no records, ms (aiokafka's ``fetch_max_wait_ms``).
-    fetch_wait_ms: int = FAUST_FETCH_WAIT_MS
+    #: How long the broker may hold a fetch that finds no records, ms (aiokafka's ``fetch_max_wait_ms``); None:
+    #: Faust's (1,500 ms, a literal in ``_create_worker_consumer``).
+    fetch_wait_ms: int | None = None
     #: Check changelog end offsets by a fetch during table recovery (the broker is Tansu).
     check_changelog_ends: bool = False
     #: Called on the event loop after each seek to the committed offsets.
@@ -131,7 +132,8 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer = super()._create_worker_consumer(transport)
         # Faust passes fetch_max_wait_ms=1500 as a literal; aiokafka reads the attribute when start() builds its
         # Fetcher (AIOKafkaConsumer.start, aiokafka/consumer/consumer.py), so it is set before that.
-        consumer._fetch_max_wait_ms = self.options.fetch_wait_ms
+        if self.options.fetch_wait_ms is not None:
+            consumer._fetch_max_wait_ms = self.options.fetch_wait_ms
         return consumer
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
