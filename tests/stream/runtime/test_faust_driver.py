@@ -114,3 +114,18 @@ def test_the_client_is_connected_then_cut_off_then_connected_again(tmp_path: Pat
                 await consumer.stop()
 
         assert asyncio.run(run()) == [True, True, True]
+
+
+def test_a_fetch_is_current_until_its_partition_is_sought_again() -> None:
+    epochs = faust_driver.SeekEpochs()
+    a, b = TopicPartition("counters", 0), TopicPartition("counters", 1)
+    never_sought = epochs.stamp([a, b])
+    assert epochs.current(a, never_sought) and epochs.current(b, never_sought)
+    epochs.moved([a])
+    assert not epochs.current(a, never_sought), "fetched before a's seek"
+    assert epochs.current(b, never_sought), "b was not sought"
+    after = epochs.stamp([a, b])
+    assert epochs.current(a, after) and epochs.current(b, after)
+    epochs.moved([a, b])
+    assert not epochs.current(a, after) and not epochs.current(b, after)
+    assert not epochs.current(a, {}), "a fetch that did not have a is not current for it"
