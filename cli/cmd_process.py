@@ -56,6 +56,10 @@ def _fail(code: int, msg: str) -> None:
 @click.option("--line-protocol-keep", type=click.IntRange(min=0), default=3, show_default=True,
               help="Rotated line-protocol files kept; the oldest beyond this is deleted (and counted).")
 @click.option("--tansu", is_flag=True, help="Broker is Tansu (the embedded default): Faust settings it needs.")
+@click.option("--fetch-wait-ms", type=click.IntRange(1, 60_000), default=None,
+              help="How long the broker may hold a fetch that finds nothing, ms [default: 100 with --tansu, else "
+                   "1500]. Tansu answers such a fetch only when the wait is over, so it delays each of the worker's "
+                   "three internal hops; Apache Kafka answers when data arrives (docs/operations.md).")
 @click.option("--web-port", type=int, default=0, show_default=True,
               help="Worker web port: the dashboard on 127.0.0.1; 0 = off.")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
@@ -69,8 +73,8 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
             partitions: int, hop_s: float, rolling_window_s: float,
             grace_s: float, max_ahead_s: float, influx_url: str | None, influx_org: str, influx_bucket: str,
             influx_token_file: Path | None, line_protocol_file: Path | None, line_protocol_max_bytes: int,
-            line_protocol_keep: int, tansu: bool, web_port: int, metrics_port: int, app_id: str,
-            host_key_master_file: Path | None = None, kafka_config: Path | None = None) -> None:
+            line_protocol_keep: int, tansu: bool, fetch_wait_ms: int | None, web_port: int, metrics_port: int,
+            app_id: str, host_key_master_file: Path | None = None, kafka_config: Path | None = None) -> None:
     """Join switch counters and host flows into link/path loads, collisions and a rolling FIM.
 
     Reads flowtracer.counters.v1, flowtracer.flows.v1 and (--resolver trace) flowtracer.path-traces.v1; writes
@@ -89,7 +93,7 @@ def process(topology: Path, kafka: str, resolver: str, collision_confidence: flo
                               partitions=partitions, hop_s=hop_s,
                               collision_confidence=collision_confidence, trace_max_age_s=trace_max_age_s,
                               rolling_window_s=rolling_window_s, grace_s=grace_s, max_ahead_s=max_ahead_s, tansu=tansu,
-                              web_port=web_port,
+                              fetch_wait_ms=fetch_wait_ms, web_port=web_port,
                               app_id=app_id)
     except ValidationError as e:
         err = e.errors()[0]

@@ -10,8 +10,9 @@ data. Faust keeps assignment, acks, commits, tables and the timer.
 Tansu notes (the embedded broker): ``exactly_once`` needs idempotent/transactional producers,
 which Tansu lacks, so the guarantee is at-least-once with idempotent sinks; the session timeout is
 low (4 s) so that a joining worker is not kept waiting 30 s; on Tansu, whose ListOffsets(latest) answers the last
-batch's base offset + 1, table recovery checks each changelog's end by a fetch (changelog_end.py), so that outputs
-are produced in batches (before, one record per produce request).
+batch's base offset + 1, table recovery checks each changelog's end by a fetch (faust_driver.py), so that outputs
+are produced in batches (before, one record per produce request). The workers consume with flowtracer's Faust
+transport (faust_driver.py: every change to Faust's consumer is there).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.kafka_security import faust_settings
 from flowtracer.schemas.topology import load_topology
 from flowtracer.stream.resolvers.registry import RESOLVERS
-from flowtracer.stream.runtime import broker_link, changelog_end, faust_delivery, faust_seek
+from flowtracer.stream.runtime import faust_driver
 from flowtracer.stream.runtime.batch_worker import LinesFn, Worker
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
@@ -61,11 +62,11 @@ def fabric_changelog_topic(cfg: ProcessorConfig) -> str:
 def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None
               ) -> tuple[faust.App, Processor]:
     """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
-    faust_seek.install()
-    faust_delivery.install()
     fabric = fabric or Fabric(load_topology(cfg.topology))
+    brokers = faust_settings(cfg.kafka_security, cfg.kafka)  # broker URLs and TLS/SASL credentials
     settings: dict[str, Any] = {
-        **faust_settings(cfg.kafka_security, cfg.kafka),  # broker URLs and TLS/SASL credentials
+        **brokers,
+        "broker_consumer": faust_driver.consumer_brokers(brokers["broker"]),  # flowtracer's transport
         "processing_guarantee": "at_least_once",
         "broker_session_timeout": cfg.session_timeout_s,
         "broker_heartbeat_interval": min(1.0, cfg.session_timeout_s / 4),
@@ -81,8 +82,6 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         "broker_commit_interval": 1.0,
     }
     app = faust.App(cfg.app_id, **settings)
-    if cfg.tansu:  # its ListOffsets(latest) is wrong for batched partitions: recovery checks the ends by a fetch
-        changelog_end.check_ends(app)
     raw = {"key_serializer": "raw", "value_serializer": "raw"}
     attributions = topics.internal_name(cfg.app_id, topics.ATTRIBUTIONS)
     group_fim = topics.internal_name(cfg.app_id, topics.GROUP_FIM)
@@ -113,9 +112,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
             return None
 
     def broker_gone() -> bool:
-        # Faust's aiokafka consumer (it runs in a thread of its own); unknown counts as connected
-        consumer = getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
-        return broker_link.connected(getattr(consumer, "_client", None)) is False
+        return faust_driver.broker_connected(app) is False  # unknown counts as connected
 
     proc = Processor(cfg, fabric, RESOLVERS[cfg.resolver], saved_state)
     outputs = OutputProducer(producer_settings(app.conf))
@@ -124,7 +121,10 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
                     broker_gone=broker_gone, contract_topic={attributions: topics.ATTRIBUTIONS.name,
                                                              group_fim: topics.GROUP_FIM.name})
     commits.dead_letter = worker.dead_letter_rejected
-    faust_seek.on_positioned(app, worker.positioned)
+    # On Tansu, whose ListOffsets(latest) is wrong for batched partitions, recovery checks the ends by a fetch.
+    faust_driver.configure(app, faust_driver.DriverOptions(fetch_wait_ms=cfg.fetch_wait_ms,
+                                                           check_changelog_ends=cfg.tansu,
+                                                           on_positioned=worker.positioned))
 
     async def fatal(exc: BaseException) -> None:
         # A crashed agent would leave the worker running but deaf. Stop the worker instead: its

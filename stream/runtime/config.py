@@ -5,11 +5,17 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flowtracer.schemas.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS
+
+TANSU_FETCH_WAIT_MS = 100
+"""The fetch wait on the embedded broker, ms: each internal hop's latency floor there (``fetch_wait_ms``)."""
+KAFKA_FETCH_WAIT_MS = 1_500
+"""The fetch wait elsewhere, ms: Faust's own (it only bounds idle polls on Apache Kafka)."""
 
 
 class ProcessorConfig(BaseModel):
@@ -44,8 +50,13 @@ class ProcessorConfig(BaseModel):
     #: Flows named per link in attributions and per collision.
     max_flows_per_link: int = Field(16, ge=1)
     #: Tansu compatibility (embedded broker): Faust's changelog recovery checks each partition's end offset by a
-    #: fetch, since Tansu's ListOffsets(latest) is wrong for batched partitions (changelog_end.py).
+    #: fetch, since Tansu's ListOffsets(latest) is wrong for batched partitions (faust_driver.py).
     tansu: bool = False
+    #: How long the broker may hold a fetch that finds no records, ms (Kafka's ``fetch.max.wait.ms``); unset:
+    #: ``TANSU_FETCH_WAIT_MS`` with ``tansu``, else ``KAFKA_FETCH_WAIT_MS``. Tansu answers such a fetch only when the
+    #: wait is over, so there it is the latency floor of each of the worker's three internal Kafka hops; Apache Kafka
+    #: answers as soon as ``fetch_min_bytes`` arrived, so there it only bounds idle polls (docs/operations.md).
+    fetch_wait_ms: int = Field(KAFKA_FETCH_WAIT_MS, ge=1, le=60_000)
     #: Consumer group session timeout in seconds; low so that a joining worker is not kept waiting.
     session_timeout_s: float = Field(4.0, gt=0)
     #: Port of the worker's web server (the dashboard; Faust's own views are off, runtime/web.py); 0 disables it.
@@ -55,6 +66,13 @@ class ProcessorConfig(BaseModel):
     web_bind: str = "127.0.0.1"
     #: Where Faust keeps its local data (table stores).
     data_dir: Path = Path(".flowtracer-processor")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fetch_wait_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("fetch_wait_ms") is None:
+            return {**data, "fetch_wait_ms": TANSU_FETCH_WAIT_MS if data.get("tansu") else KAFKA_FETCH_WAIT_MS}
+        return data
 
     @field_validator("kafka")
     @classmethod

@@ -159,7 +159,7 @@ class OutputProducer:
 
     @property
     def producer(self) -> AIOKafkaProducer:
-        """The aiokafka producer (its ``client`` tells whether a broker is connected: ``broker_link.connected``)."""
+        """The aiokafka producer (its ``client`` tells whether a broker is connected: ``faust_driver.connected``)."""
         if self._producer is None:
             raise RuntimeError("OutputProducer is not started")
         return self._producer

@@ -5,7 +5,7 @@ clock while its records are merely not read yet (stream/stages/window_policy.py)
 when the high watermark of the consumer's last fetch of it (public in aiokafka and Faust; Tansu's fetch responses
 carry the right one, unlike its ListOffsets(latest)) is beyond the next offset this worker would read: the offset
 after the last record it handled, or, before it handled any, where the consumer was positioned (the committed
-offset, or the beginning: ``faust_seek``). Records fetched but still in Faust's buffers count as unread, as they
+offset, or the beginning: ``faust_driver``). Records fetched but still in Faust's buffers count as unread, as they
 should. A partition whose position or high watermark is not known yet counts as read (the clock rules apply).
 """
 

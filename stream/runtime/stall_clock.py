@@ -16,7 +16,7 @@ read) it runs at the wall rate: at twice the rate the lagging rule would give up
 When the sources alone stop, the clock is the wall clock, as before.
 
 Nothing may be in flight at the cut: every output acknowledged, the next windows' records on their way. Then the
-worker's Kafka client holding no broker connection (``unreachable``, broker_link.py) tells it apart from sources
+worker's Kafka client holding no broker connection (``unreachable``, faust_driver.py) tells it apart from sources
 that went quiet, and with no input for ``stall_ns`` it counts as cut off too.
 
 The worker can also be *blocked*: a send to a broker that is gone waits up to a minute for metadata, and the
@@ -56,7 +56,7 @@ class StallClock:
             unreachable: bool = False) -> int:
         """The clock at ``wall_ns``, given when the oldest finalization not yet released was published (None: none),
         whether a source is behind the others (then it does not catch up) and whether the worker's Kafka client
-        holds no broker connection (broker_link.py)."""
+        holds no broker connection (faust_driver.py)."""
         elapsed = max(0, wall_ns - self._last_wall_ns) if self._last_wall_ns is not None else 0
         self._last_wall_ns = wall_ns
         unacked = oldest_unreleased_ns is not None and wall_ns - oldest_unreleased_ns > self.stall_ns

@@ -1,5 +1,5 @@
-"""A record's delivery runs without a task when it need not wait, and under Faust's wait_first when it must: a
-rebalance (the flow suspended) still abandons a delivery stuck on a full stream buffer."""
+"""faust_driver.deliver: a record's delivery runs without a task when it need not wait, and under Faust's wait_first
+when it must: a rebalance (the flow suspended) still abandons a delivery stuck on a full stream buffer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from mode import Service
 
-from flowtracer.stream.runtime.faust_delivery import deliver
+from flowtracer.stream.runtime.faust_driver import deliver
 
 
 class Consumer(Service):
