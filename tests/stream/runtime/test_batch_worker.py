@@ -110,6 +110,12 @@ class Feed:
         return out
 
 
+def recent_window(proc: Processor) -> list[tuple[str, int, bytes, bytes]]:
+    """The window that ended 2 s ago, as (topic, partition, key, value) records."""
+    end = (time.time_ns() // S - 2) * S
+    return [(t, partition_for(k, P), topics.key(k), v) for t, k, v in window(proc, end)]
+
+
 def worker(proc: Processor, outputs: Outputs) -> Worker:
     commits = CommitProtocol(NullSink(), saved, flush=outputs.flush)
     w = Worker(proc, commits, outputs, lambda e: [], contract_topic={ATTRIBUTIONS: topics.ATTRIBUTIONS.name})
@@ -130,9 +136,7 @@ def test_a_batch_is_one_step_and_its_records_are_acked_once_their_outputs_are(pr
             return finalize(*args)
 
         proc.finalize = counted  # type: ignore[method-assign]
-        end = (time.time_ns() // S - 2) * S
-        records = [(t, partition_for(k, P), topics.key(k), v) for t, k, v in window(proc, end)]
-        batch = feed.events(records)
+        batch = feed.events(recent_window(proc))
         await w.receive(batch)
         assert steps == 1 and outputs.started == 1
         # The flows stages completed the window: its attributions went out, flushed, not yet acknowledged.
@@ -167,8 +171,7 @@ def test_a_bad_record_is_dead_lettered_alone_and_acked_once_the_dead_letter_is(p
     async def main() -> None:
         outputs, feed = Outputs(), Feed()
         w = worker(proc, outputs)
-        end = (time.time_ns() // S - 2) * S
-        good = [(t, partition_for(k, P), topics.key(k), v) for t, k, v in window(proc, end)][:2]
+        good = recent_window(proc)[:2]
         batch = feed.events([(topics.COUNTERS.name, 0, b"leaf01", b"\xff not protobuf"), *good])
         await w.receive(batch)
         dead = [s for s in outputs.sent if s[0] == topics.DEAD_LETTER.name]
@@ -185,9 +188,7 @@ def test_revoked_partitions_are_never_acked_here(proc: Processor) -> None:
     async def main() -> None:
         outputs, feed = Outputs(), Feed()
         w = worker(proc, outputs)
-        end = (time.time_ns() // S - 2) * S
-        records = [(t, partition_for(k, P), topics.key(k), v) for t, k, v in window(proc, end)]
-        await w.receive(feed.events([r for r in records if r[0] == topics.COUNTERS.name]))
+        await w.receive(feed.events([r for r in recent_window(proc) if r[0] == topics.COUNTERS.name]))
         assert w.ledger.held() and proc.partitions()
         w.on_revoked((topics.COUNTERS.name, p) for p in range(P))
         assert not proc.partitions() and w.ledger.held() == 0
