@@ -42,6 +42,7 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -92,13 +93,15 @@ class Recording:
         return sum(len(v) for *_, v in self.records) / 2**20
 
 
-def record(spec: FabricSpec, qps: int, windows: int, partitions: int, seed: int) -> Recording:
-    """Build ``windows`` 1 s windows of the fabric's input records, the last ending 5 s before now."""
+def record(spec: FabricSpec, qps: int, windows: int, partitions: int, seed: int, start_s: int | None = None
+           ) -> Recording:
+    """Build ``windows`` 1 s windows of the fabric's input records, the last ending 5 s before now (or the first
+    starting at ``start_s``, Unix seconds: two runs of the same recording give comparable outputs)."""
     started = time.process_time()
     rng = random.Random(seed)
     fabric = Fabric(generate(spec))
     flows = build_qps(fabric, qps, rng)
-    t0 = (time.time_ns() // S - windows - 5) * S
+    t0 = start_s * S if start_s is not None else (time.time_ns() // S - windows - 5) * S
     records: list[Record] = []
     per_partition: dict[int, int] = defaultdict(int)
     for k in range(1, windows + 1):
@@ -260,13 +263,21 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
         progress: list[tuple[float, float]] = []
         last: list[dict[str, float]] = []
         done_at = None
+        idle_cpu = [0.0] * n  # each worker's CPU before it read its first record: start-up, group join, recovery
+        reading = [False] * n
         try:
             while time.monotonic() - started < timeout_s:
-                time.sleep(1.0)  # each scrape costs the worker ~1-3 % (hundreds of per-source series)
+                # Each scrape costs the worker ~1-3 %; polled faster until every worker has read, for its start-up CPU.
+                time.sleep(1.0 if all(reading) else 0.2)
                 for w in workers:
                     if w.proc.poll() is not None:
                         raise SystemExit(f"worker exited {w.proc.returncode}; see {w.log}")
+                before = [cpu_s(w.proc.pid) for w in workers]
                 last = [metrics(w.port) for w in workers]
+                for i, s in enumerate(last):
+                    if s and not input_records(s):
+                        idle_cpu[i] = before[i]
+                    reading[i] = reading[i] or bool(s and input_records(s))
                 links = total(last, 'flowtracer_processor_windows_total{stage="links"}')
                 fabric = total(last, 'flowtracer_processor_windows_total{stage="fabric"}')
                 read = sum(input_records(s) for s in last)
@@ -305,6 +316,10 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
         "worker_cpu_s": [round(c, 1) for c in cpu],
         "broker_cpu_s": round(broker_cpu, 1),
         "cpu_ms_per_msg": round(1000 * sum(cpu) / len(rec.records), 3),
+        "startup_cpu_s": [round(c, 1) for c in idle_cpu],
+        # Without the start-up: what reading, windowing and publishing cost, against the raw consumer's CPU.
+        "cpu_ms_per_msg_running": round(1000 * (sum(cpu) - sum(idle_cpu)) / len(rec.records), 3),
+        "running_cpu_over_raw": round((sum(cpu) - sum(idle_cpu)) / result["raw"]["cpu_s"], 1),
         "records_per_worker": [input_records(s) for s in last],
         "incomplete_windows": total(last, "flowtracer_processor_incomplete_windows"),
         "late_records": total(last, "flowtracer_processor_late_records"),
@@ -328,6 +343,10 @@ def by_key_and_window(outputs: list[tuple[str, bytes | None, bytes]]) -> dict[tu
     for topic, key, value in outputs:
         msg = OUTPUT_TYPES[topic]()
         msg.ParseFromString(value)
+        if isinstance(msg, analytics_pb2.DeadLetter):  # which worker wrote it, and when: not the outputs' content
+            msg.ClearField("worker")
+            msg.ClearField("received_ns")
+            value = msg.SerializeToString()
         end = getattr(msg, "window_end_ns", 0)
         out[(topic, key or b"", end)].add(value)
     return out
@@ -387,11 +406,19 @@ def main() -> None:
                     help="the workers' --grace (s), the processor's default; on a backlog a window's records can "
                          "take longer than that to be read, and it is waited out (docs/benchmarks.md, Catch-up)")
     ap.add_argument("--keep", action="store_true", help="keep each run's directory (logs, profiles)")
+    ap.add_argument("--start", type=int, default=None, metavar="UNIX_S",
+                    help="the recording's first window starts here (default: it ends 5 s before now); with the same "
+                         "--start and seed, another checkout's outputs can be compared (--save-outputs, "
+                         "--compare-outputs)")
+    ap.add_argument("--save-outputs", type=Path, default=None, metavar="FILE",
+                    help="write the first run's outputs (by topic, key and window end) to FILE")
+    ap.add_argument("--compare-outputs", type=Path, default=None, metavar="FILE",
+                    help="compare the first run's outputs with those --save-outputs wrote (same --start and seed)")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, stop_on_sigterm)  # workers and broker are stopped on the way out
     spec = FabricSpec(hosts=a.hosts, nics_per_host=a.nics_per_host, rails=a.rails, leaves=a.leaves,
                       spines=a.spines, name="bench-catchup")
-    rec = record(spec, a.qps, a.windows, a.partitions, a.seed)
+    rec = record(spec, a.qps, a.windows, a.partitions, a.seed, a.start)
     report: dict[str, Any] = {
         "fabric": {"hosts": a.hosts, "nics": rec.nics, "switches": rec.switches, "flows": rec.flows_per_window},
         "recording": {"windows": rec.windows, "messages": len(rec.records), "mib": round(rec.mib, 1),
@@ -405,6 +432,10 @@ def main() -> None:
         if ref is None:
             ref = outputs
             r["outputs"] = {"keys_windows": len(ref)}
+            if a.save_outputs is not None:
+                a.save_outputs.write_bytes(pickle.dumps(dict(outputs)))
+            if a.compare_outputs is not None:
+                r["outputs_vs_file"] = compare(pickle.loads(a.compare_outputs.read_bytes()), outputs)
         else:
             r["outputs_vs_first"] = compare(ref, outputs)
         if not a.keep and a.profile != n:

@@ -1,5 +1,7 @@
 """The Faust transport the processor's workers consume with: Faust's aiokafka driver and what flowtracer changes in it.
 
+Over 400 lines because it is one thing: every change flowtracer makes to Faust's consumer, in one place.
+
 Faust picks a consumer's transport by the scheme of its broker URLs (``App._new_transport``, faust/app/base.py:
 ``transport.by_url(conf.broker_consumer[0])``) from ``faust.transport.drivers.TRANSPORTS``, which also lists every
 ``faust.transports`` setuptools entry point (faust/transport/drivers/__init__.py). pyproject.toml registers
@@ -26,6 +28,15 @@ subclass method of Faust's aiokafka driver (faust/transport/drivers/aiokafka.py,
   latest is dropped before its offset is compared with anything: no gap, no ack; the consumer fetches it again from
   the sought offset. A short fetch wait made such a batch likely (the failover test, tests/e2e/
   test_processor_scaleout.py, lost or changed outputs in 3 of 4 runs at 100 ms before).
+- **No task per record** (``Consumer._drain_messages``, :func:`deliver`): Faust's reader hands each record over
+  under mode's ``wait_first`` (the delivery raced against the flow's suspension: four tasks, an ``asyncio.wait`` and
+  a turn of the event loop per record), so an agent woke for every record and the worker's batches
+  (stream_batches.py) held one record each. The delivery (the conductor's ``on_message``: flow control, producer
+  buffer, decode, ``put`` into the stream's queue) now runs directly for its first step; almost always it completes
+  there, without a task or a turn of the loop. When it would wait (a full stream buffer, flow control suspended by a
+  rebalance) the rest runs under ``wait_first`` exactly as Faust runs it (:func:`resume`), so a rebalance still
+  abandons a stuck delivery; while the flow is suspended Faust's own path is taken from the start. The reader still
+  lets other tasks run every ``YIELD_EVERY`` records.
 - **Changelog ends on Tansu** (``ConsumerThread._highwaters``, with ``check_changelog_ends``): table recovery reads
   each changelog partition to the end offset ListOffsets(latest) gives, and Tansu answers that with the base offset
   of the partition's last record batch plus one. The high watermark of a fetch is right on Tansu, so the listed end
@@ -41,7 +52,7 @@ import asyncio
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -279,6 +290,51 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         return connected(getattr(self._consumer, "_client", None))
 
 
+class Yield:
+    """Awaiting it yields ``item`` to the task running the awaiting coroutine, as the coroutine it stands for would."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return (yield self.item)
+
+
+async def resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    """Finish a coroutine that already took its first step and yielded ``yielded`` (the future it waits for), as an
+    asyncio Task would: what the task sends back is sent on, what it throws in (a cancellation, which also cancels
+    the future waited for) is thrown on."""
+    while True:
+        try:
+            sent = await Yield(yielded)
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+async def deliver(consumer: Any, delivery: Coroutine[Any, Any, Any]) -> None:
+    """Run one record's delivery; under ``wait_first`` with the flow-suspension event only if it has to wait (the
+    module docstring, "No task per record")."""
+    suspend = consumer.suspend_flow
+    if suspend.is_set():
+        await consumer.wait_first(delivery, suspend.wait())
+        return
+    try:
+        yielded = delivery.send(None)
+    except StopIteration:
+        return
+    await consumer.wait_first(resume(delivery, yielded), suspend.wait())
+
+
 class Consumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer, running :class:`ConsumerThread`, whose reader drops records fetched before their
     partition's latest seek."""
@@ -334,7 +390,7 @@ class Consumer(faust_aiokafka.Consumer):
                     if self._commit_every is not None and self._n_acked >= self._commit_every:
                         self._n_acked = 0
                         await self.commit()
-                    await self.wait_first(self.callback(message), self.suspend_flow.wait())
+                    await deliver(self, self.callback(message))
                     if epochs.current(tp, stamp):
                         read_offset[tp] = offset
                 for tp, n in before_seek.items():

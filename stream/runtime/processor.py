@@ -1,4 +1,4 @@
-"""The stages of every partition a worker owns, and the processor's metrics (no Faust objects).
+"""The stages of every partition a worker owns (no Faust objects); their metrics are in :mod:`.metrics`.
 
 Records are decoded and buffered in their partition's flows and links stages (and the fabric stage
 for group FIMs); ``finalize`` collects what every stage can publish now and remembers which stages
@@ -13,14 +13,10 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.log_rate_limit import register_suppressed
 from flowtracer.schemas.topics import partition_for
 from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2
 from flowtracer.stream.analytics.collisions import CollisionRule
@@ -29,9 +25,10 @@ from flowtracer.stream.resolvers.contract import Resolver, TraceConsumer
 from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.inputs import BadRecord, check_event_time, decode, decode_trace, event_time
+from flowtracer.stream.runtime.metrics import Metrics
 from flowtracer.stream.runtime.plausibility import Plausibility
 from flowtracer.stream.runtime.record_origin import OriginCheck
-from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks, reading
+from flowtracer.stream.runtime.source_clocks import SourceClocks, reading
 from flowtracer.stream.stages.emitted import Emitted
 from flowtracer.stream.stages.fabric import STREAMS as FABRIC_STREAMS
 from flowtracer.stream.stages.fabric import FabricStage
@@ -40,6 +37,7 @@ from flowtracer.stream.stages.flows import FlowsStage
 from flowtracer.stream.stages.links import STREAMS as LINKS_STREAMS
 from flowtracer.stream.stages.links import LinksStage
 from flowtracer.stream.stages.window_policy import producing
+from flowtracer.stream.stages.window_tracker import WindowTracker
 
 log = logging.getLogger(__name__)
 
@@ -52,86 +50,6 @@ SavedState = Callable[[str], "dict[str, Any] | None"]
 def no_saved_state(key: str) -> dict[str, Any] | None:
     """No previous owner: every stage starts afresh."""
     return None
-
-
-SKEW_BUCKETS_S = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
-"""Upper bounds (s) of the |skew| histogram: NTP keeps clocks within ms, half a hop (0.5 s) moves a sample to the
-neighbouring window, ``--max-ahead`` (10 s) dead-letters."""
-TRANSIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-"""Upper bounds (s) of the transit histogram: milliseconds through an idle Kafka, up to minutes of backlog."""
-
-
-@dataclass
-class Metrics:
-    """The processor's Prometheus instruments, in a registry of its own."""
-
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-
-    def __post_init__(self) -> None:
-        r = self.registry
-        register_suppressed(r)  # aiokafka's log lines dropped as repeats (process-wide, schemas/log_rate_limit.py)
-        self.records = Counter("flowtracer_processor_records", "Input records consumed", ["topic"], registry=r)
-        self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
-                                    registry=r)
-        self.sink_rejected = Counter("flowtracer_processor_sink_rejected_points",
-                                     "Points the store refused for good, by HTTP status (dead-lettered)",
-                                     ["status"], registry=r)
-        self.windows = Counter("flowtracer_processor_windows", "Windows finalized", ["stage"], registry=r)
-        self.late = Gauge("flowtracer_processor_late_records", "Records for windows already finalized", registry=r)
-        self.unattributed = Gauge("flowtracer_processor_unattributed_flows",
-                                  "Flows whose ends are not in the topology (cumulative)", registry=r)
-        self.incomplete = Gauge("flowtracer_processor_incomplete_windows",
-                                "Windows finalized without a source that was expected (cumulative)", registry=r)
-        self.trace_disagreements = Gauge("flowtracer_processor_trace_disagreements",
-                                         "Path traces untrusted for contradicting the counters (cumulative)",
-                                         registry=r)
-        self.ahead = Gauge("flowtracer_processor_source_ahead_seconds",
-                           "Newest record's event time minus the worker's clock, by source kind (s; > 0: ahead)",
-                           ["kind"], registry=r)
-        # Per source: bounded by the switches and hosts of this worker's partitions (SourceClocks.max_sources).
-        self.skew = Gauge("flowtracer_processor_source_skew_seconds",
-                          "Newest record's event time minus its producer's received stamp, by kind and source (s)",
-                          ["kind", "source"], registry=r)
-        self.offset = Gauge("flowtracer_processor_source_clock_offset_seconds",
-                            "Source's clock minus its producer's, from its lowest-delay readings over the last 30 s, "
-                            "by kind and source (s; > 0: ahead)", ["kind", "source"], registry=r)
-        self.delay = Gauge("flowtracer_processor_source_delivery_delay_seconds",
-                           "Newest record's delay from its source to its producer (offset - skew), by kind and "
-                           "source (s)", ["kind", "source"], registry=r)
-        self.transit = Gauge("flowtracer_processor_source_transit_seconds",
-                             "Worker's clock at reading minus the newest record's received stamp, by kind and "
-                             "source (s)", ["kind", "source"], registry=r)
-        self.skew_hist = Histogram("flowtracer_processor_skew_abs_seconds",
-                                   "|event time - producer's received stamp| of every record, by kind (s)", ["kind"],
-                                   buckets=SKEW_BUCKETS_S, registry=r)
-        self.transit_hist = Histogram("flowtracer_processor_transit_seconds",
-                                      "Worker's clock at reading - producer's received stamp of every record, by "
-                                      "kind (s)", ["kind"], buckets=TRANSIT_BUCKETS_S, registry=r)
-        self.ledger_overflows = Gauge("flowtracer_processor_ack_ledger_overflows",
-                                      "Records read into a partition already holding the ack ledger's bound "
-                                      "(cumulative)", registry=r)
-        self.overflowed = Gauge("flowtracer_processor_overflowed_windows",
-                                "Windows released unfinished because too many were buffered (cumulative)", registry=r)
-        self.pending = Gauge("flowtracer_processor_pending_acks", "Input records held until outputs are durable",
-                             registry=r)
-        self.last_window = Gauge("flowtracer_processor_last_window_end_seconds",
-                                 "End of the newest finalized window (Unix seconds)", registry=r)
-
-    def clock(self, r: ClockReading) -> None:
-        """Export one source's clock reading."""
-        self.skew.labels(r.kind, r.source).set(r.skew_ns / 1e9)
-        self.offset.labels(r.kind, r.source).set(r.offset_ns / 1e9)
-        self.delay.labels(r.kind, r.source).set(r.delay_ns / 1e9)
-        self.transit.labels(r.kind, r.source).set(r.transit_ns / 1e9)
-        self.skew_hist.labels(r.kind).observe(abs(r.skew_ns) / 1e9)
-        self.transit_hist.labels(r.kind).observe(r.transit_ns / 1e9)
-
-    def forget_clocks(self, gone: list[ClockReading]) -> None:
-        """Remove the per-source series of sources no longer held."""
-        for r in gone:
-            for g in (self.skew, self.offset, self.delay):
-                g.remove(r.kind, r.source)
-            self.transit.remove(r.kind, r.source)
 
 
 class Processor:
@@ -155,9 +73,11 @@ class Processor:
         self._fabric: FabricStage | None = None
         self.rule = CollisionRule(heavy_share=cfg.heavy_share, max_flows_reported=cfg.max_flows_per_link,
                                   min_confidence=cfg.collision_confidence)
-        self.metrics = Metrics()
         #: The newest clock reading of every switch and host this worker hears from (the health view shows it).
         self.clocks = SourceClocks()
+        self.metrics = Metrics(clocks=self.clocks)
+        #: Per stage (``("flows", p)``, ...), the unread streams and upstream releases it was last asked with.
+        self._asked: dict[tuple[str, int], tuple[frozenset[str], dict[str, int] | None]] = {}
         #: Set by the app when the worker stops on an error (the worker then exits 1).
         self.failure: BaseException | None = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -241,7 +161,7 @@ class Processor:
         ``headers`` are the record's (the host signature, checked when ``require_host_signatures`` was called).
         Raises BadRecord for records that belong in the dead-letter topic.
         """
-        self.metrics.records.labels(topic).inc()
+        self.metrics.tally.record(topic)
         try:  # nothing is held yet: whatever goes wrong up to the stages makes the record a dead letter
             if topic == topics.PATH_TRACES.name:
                 flow_id, trace = decode_trace(key, value)
@@ -259,28 +179,35 @@ class Processor:
                 self._read_clock(msg, partition, now_ns)
                 # Dead-letters a record stamped beyond the bound; the skew of the rest is visible per kind.
                 ahead = check_event_time(msg, now_ns, round(self.cfg.max_ahead_s * 1e9))
-                self.metrics.ahead.labels(type(msg).__name__).set(ahead / 1e9)
+                self.metrics.tally.ahead_ns[type(msg).__name__] = ahead
         except BadRecord:
             raise
         except Exception as e:  # a bug on a record nobody foresaw: that record's, never the worker's
             log.error("a %s record could not be checked (%s: %s); dead-lettered", topic, type(e).__name__, e,
                       exc_info=e)
             raise BadRecord(f"cannot check this {topic} record: {type(e).__name__}: {e}") from None
-        late_before = self._late()
         now_ns = now_ns if clock_ns is None else clock_ns
-        holds = 0
+        adds: tuple[tuple[WindowTracker, Callable[[Any, Any, int], bool]], ...]
         if isinstance(msg, flows_pb2.FlowBatch):
-            holds += self.flows_stage(partition).add_flows(msg, token, now_ns)
+            flows = self.flows_stage(partition)
+            adds = ((flows.tracker, flows.add_flows),)
         elif isinstance(msg, counters_pb2.CounterBatch):
-            holds += self.flows_stage(partition).add_counters(msg, token, now_ns)
-            holds += self.links_stage(partition).add_counters(msg, token, now_ns)
+            flows, links = self.flows_stage(partition), self.links_stage(partition)
+            adds = ((flows.tracker, flows.add_counters), (links.tracker, links.add_counters))
         elif isinstance(msg, counters_pb2.CongestionBatch):
-            holds += self.links_stage(partition).add_congestion(msg, token, now_ns)
+            links = self.links_stage(partition)
+            adds = ((links.tracker, links.add_congestion),)
         elif isinstance(msg, internal_pb2.AttributionBatch):
-            holds += self.links_stage(partition).add_attributions(msg, token, now_ns)
+            links = self.links_stage(partition)
+            adds = ((links.tracker, links.add_attributions),)
         elif isinstance(msg, internal_pb2.GroupFimBatch):
-            holds += self.fabric_stage.add(msg, token, now_ns)
-        if self._late() > late_before and self._late() <= 20:  # the first few, then the metric says it
+            fabric = self.fabric_stage
+            adds = ((fabric.tracker, fabric.add),)
+        else:
+            return 0
+        late_before = sum(t.late for t, _ in adds)  # only the stages it goes to: this runs for every record
+        holds = sum(int(add(msg, token, now_ns)) for _, add in adds)
+        if sum(t.late for t, _ in adds) > late_before and self._late() <= 20:  # the first few, then the metric
             log.warning("late record from %s[%d] (%s) for a window already finalized; counted, not reopened",
                         topic, partition, _describe(msg))
         return holds
@@ -289,9 +216,8 @@ class Processor:
         stamps = event_time(msg)
         r = reading(type(msg).__name__, partition, stamps, now_ns) if stamps is not None else None
         if r is not None:
-            gone = self.clocks.observe(r)
-            self.metrics.clock(self.clocks.get(r.kind, r.source) or r)  # with its offset and delay filled in
-            self.metrics.forget_clocks(gone)
+            self.clocks.observe(r)  # the sources it evicts leave the metrics with it (metrics.py, at scrape time)
+            self.metrics.tally.clock(r)
 
     def any_behind(self) -> bool:
         """Whether a source of any stage is behind the others of its stage (``WindowTracker.behind``)."""
@@ -307,35 +233,54 @@ class Processor:
     def finalize(self, now_ns: int, unread: frozenset[tuple[str, int]] = frozenset()) -> Emitted:
         """Everything every stage can finalize now. ``unread``: the (contract topic, partition) pairs with records
         this worker has not read yet (consumer lag): their sources are not waited out by the clock (window_tracker.py).
+
+        Only the stages that may release a window are asked (``_may_release``): with hundreds of sources per stage,
+        asking every stage at every step cost more than the stages' own work.
         """
         out = Emitted()
         flows_unread = {p: _streams(FLOWS_STREAMS, p, unread) for p in self.flows}
         links_unread = {p: _streams(LINKS_STREAMS, p, unread) for p in self.link_stages}
         for p, stage in self.flows.items():
-            e = stage.finalize(now_ns, flows_unread[p])
-            if self._counted(e, "flows"):
-                self._dirty_flows.add(p)
-            out.extend(e)
+            if self._may_release(("flows", p), stage.tracker, now_ns, flows_unread[p]):
+                e = stage.finalize(now_ns, flows_unread[p])
+                if self._counted(e, "flows"):
+                    self._dirty_flows.add(p)
+                    out.extend(e)
         attr = _busy("attr", self.flows, flows_unread)
         for p, stage in self.link_stages.items():
-            e = stage.finalize(now_ns, links_unread[p], attr)
-            if self._counted(e, "links"):
-                self._dirty_links.add(p)
-            out.extend(e)
+            if self._may_release(("links", p), stage.tracker, now_ns, links_unread[p], attr):
+                e = stage.finalize(now_ns, links_unread[p], attr)
+                if self._counted(e, "links"):
+                    self._dirty_links.add(p)
+                    out.extend(e)
         if self._fabric is not None:
             groups = _busy("groups", self.link_stages, links_unread)
-            e = self._fabric.finalize(now_ns, _streams(FABRIC_STREAMS, 0, unread), groups)
-            if self._counted(e, "fabric"):
-                self._dirty_fabric = True
-            out.extend(e)
+            fabric_unread = _streams(FABRIC_STREAMS, 0, unread)
+            if self._may_release(("fabric", 0), self._fabric.tracker, now_ns, fabric_unread, groups):
+                e = self._fabric.finalize(now_ns, fabric_unread, groups)
+                if self._counted(e, "fabric"):
+                    self._dirty_fabric = True
+                    out.extend(e)
         unattributed = sum(s.unattributed.flows for s in self.flows.values())
         self.metrics.unattributed.set(unattributed)
         self.metrics.trace_disagreements.set(self.trace_disagreements())
         self.metrics.late.set(self._late())
         self.metrics.incomplete.set(sum(s.tracker.incomplete for s in self._stages()))
         self.metrics.overflowed.set(sum(s.tracker.overflowed for s in self._stages()))
-        self.metrics.forget_clocks(self.clocks.forget_stale(now_ns))
+        self.clocks.forget_stale(now_ns)
         return out
+
+    def _may_release(self, key: tuple[str, int], tracker: WindowTracker, now_ns: int, unread: frozenset[str],
+                     upstream: dict[str, int] | None = None) -> bool:
+        """Whether a stage may release a window at ``now_ns``: its unread streams or its upstream stages' releases
+        changed since it was last asked, or, given those, a record came since or its oldest window's time has come
+        (``WindowTracker.next_due_ns``)."""
+        asked = (unread, upstream)
+        if self._asked.get(key) != asked:
+            self._asked[key] = asked
+            return True
+        due = tracker.next_due_ns()
+        return due is not None and due <= now_ns
 
     def _counted(self, e: Emitted, stage: str) -> bool:
         """Whether ``e`` finalized windows (counted in the metric for ``stage``)."""
@@ -348,7 +293,9 @@ class Processor:
         for p in partitions:
             self.flows.pop(p, None)
             self.link_stages.pop(p, None)
-        self.metrics.forget_clocks(self.clocks.forget_partitions(partitions))
+            self._asked.pop(("flows", p), None)
+            self._asked.pop(("links", p), None)
+        self.clocks.forget_partitions(partitions)
 
     def partitions(self) -> set[int]:
         """Partitions with a flows or links stage."""
@@ -357,6 +304,7 @@ class Processor:
     def drop_fabric(self) -> None:
         """Forget the fabric stage (its partition was revoked): the new owner replays its records."""
         self._fabric = None
+        self._asked.pop(("fabric", 0), None)
 
 
 def _streams(streams: dict[str, str], partition: int, unread: frozenset[tuple[str, int]]) -> frozenset[str]:

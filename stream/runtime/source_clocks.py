@@ -1,6 +1,6 @@
 """Per-source clock readings: how far each switch's and host's clock is from its producer's, and how long its
-records take from the producer to this worker. Pure (no I/O, no Prometheus): the processor feeds it and exports
-what it holds (stream/runtime/processor.py), the dashboard's health view shows it.
+records take from the producer to this worker. Pure (no I/O, no Prometheus): the processor feeds it, its metrics export
+what it holds when scraped (stream/runtime/metrics.py), the dashboard's health view shows it.
 
 Every CounterBatch and FlowBatch carries two stamps: its event time on the source's clock (the switch's gNMI
 timestamp, the agent's window end) and its producer's wall clock when it got the sample (``received_ns``: the
@@ -25,7 +25,7 @@ A record without a received stamp (path traces; FlowBatches of agents older than
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from flowtracer.stream.runtime.inputs import Stamps
@@ -122,6 +122,11 @@ class SourceClocks:
     def __len__(self) -> int:
         return len(self._latest)
 
+    def readings(self) -> tuple[ClockReading, ...]:
+        """The newest reading of every source held, least recently heard first. Safe from another thread (the metrics
+        server's): the copy is taken in one C call, which the worker's thread cannot interleave with."""
+        return tuple(self._latest.values())
+
     def get(self, kind: str, source: str) -> ClockReading | None:
         """The newest reading of a source, or None."""
         return self._latest.get((kind, source))
@@ -135,8 +140,9 @@ class SourceClocks:
             f = self._filters[key] = OffsetFilter(self.offset_window_ns, r.at_ns)
         offset = f.add(r.at_ns, r.skew_ns)
         self._latest.pop(key, None)  # re-inserted last: the dict stays in order of last heard
-        self._latest[key] = replace(r, offset_ns=offset, delay_ns=offset - r.skew_ns,
-                                    settled=r.at_ns - f.first_ns >= self.settle_ns)
+        # Built directly rather than with dataclasses.replace: this runs for every input record.
+        self._latest[key] = ClockReading(r.kind, r.source, r.role, r.partition, r.skew_ns, r.transit_ns, r.at_ns,
+                                         offset, offset - r.skew_ns, r.at_ns - f.first_ns >= self.settle_ns)
         dropped = []
         while len(self._latest) > self.max_sources:
             dropped.append(self._pop(next(iter(self._latest))))

@@ -52,7 +52,7 @@ class Output:
     topic: topics.Topic
     key: str | None
     """The message field whose value is each record's Kafka key; None: the runtime keys and stamps each record itself
-    (a dead letter carries the key of the record it stands for, if any: ``stream/runtime/app.py``)."""
+    (a dead letter carries the key of the record it stands for, if any: ``stream/runtime/batch_worker.py``)."""
     measurement: Measurement | None = None
     """Its InfluxDB measurement; None: Kafka only."""
     encode: Callable[[Any], str] | None = None

@@ -317,6 +317,14 @@ def _caught_up(pipeline: LocalPipeline, port: int, timeout_s: float) -> None:
             return
 
 
+def _finalized_past(pipeline: LocalPipeline, port: int, end_ns: int, timeout_s: float) -> None:
+    """Wait until the processor has finalized a window ending after ``end_ns`` (wall clock), at most timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _metrics(port).get("flowtracer_processor_last_window_end_seconds",
+                                                             0) * S <= end_ns:
+        pipeline.wait(1)
+
+
 def _sink_closed(log: Path) -> tuple[int, int]:
     """(sent, dropped) from the Kafka sink's last "closed" line in a stage's log."""
     found = re.findall(r"Kafka sink \S+ closed: (\d+) sent, (\d+) dropped", log.read_text(errors="replace"))
@@ -350,6 +358,9 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Outage:
             back_at = time.time_ns()
             _caught_up(pipeline, port, timeout_s=120)
             pipeline.wait(8)
+            # The windows after the outage are asserted too: a worker that catches up within a poll would otherwise
+            # be stopped before 10 s of them are finalized.
+            _finalized_past(pipeline, port, back_at + 13 * S, timeout_s=60)
             metrics = _metrics(port)
             sinks = {s: _metrics(p) for s, p in sink_ports.items()}
             pipeline.stop_stages()

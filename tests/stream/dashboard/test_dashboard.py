@@ -135,11 +135,12 @@ def test_congestion_causes_newest_per_link_pauses_last_then_drop_out(fabric: Fab
 
 
 def test_health_lag_switches_reporting_and_processor_metrics(fabric: Fabric) -> None:
-    from flowtracer.stream.runtime.processor import Metrics
+    from flowtracer.stream.runtime.metrics import Metrics
 
     m = Metrics()
     m.dead_letters.inc(2)
-    m.records.labels("flowtracer.counters.v1").inc(7)
+    for _ in range(7):
+        m.tally.record("flowtracer.counters.v1")
     st = _state(fabric, now_ns=T0 + 5 * S, metrics=m.registry)
     assert st.snapshot()["health"]["lag_s"] is None
     st.observe(Emitted(link_loads=[_ll(UP1, T0 + 3 * S, 0.2), _ll("spine01:Ethernet1>leaf01:Ethernet5", T0 + 3 * S,

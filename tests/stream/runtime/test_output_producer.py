@@ -15,7 +15,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.protocol.produce import ProduceRequest
 
 from flowtracer.schemas import topics
-from flowtracer.stream.runtime import broker_link
+from flowtracer.stream.runtime.faust_driver import connected
 from flowtracer.stream.runtime.output_producer import KeyPartitions, OutputProducer, producer_settings
 from flowtracer.testbed.tansu import TansuBroker, free_port
 from flowtracer.testbed.tcp_proxy import TcpProxy
@@ -185,7 +185,7 @@ def test_a_record_over_the_request_size_fails_its_future_and_nothing_else(kafka:
 
 async def _until_disconnected(op: OutputProducer) -> None:
     """Wait until the producer's client has no broker connection (what the worker's window clock looks at)."""
-    while broker_link.connected(op.producer.client) is not False:
+    while connected(op.producer.client) is not False:
         await asyncio.sleep(0.02)
 
 
