@@ -47,9 +47,8 @@ class HistogramCounts:
         counts[bisect_left(self.bounds_s, value_s)] += 1
         self._sums[label] += value_s
 
-    def family(self, name: str, doc: str, label_name: str) -> HistogramMetricFamily:
-        """The counts as a Prometheus histogram (cumulative buckets)."""
-        out = HistogramMetricFamily(name, doc, labels=[label_name])
+    def fill(self, out: HistogramMetricFamily) -> HistogramMetricFamily:
+        """``out`` (a histogram family with one label) with the counts, as cumulative buckets."""
         for label, counts in tuple(self._counts.items()):  # a copy: the worker's thread adds labels meanwhile
             counts = list(counts)
             cumulative, buckets = 0, []
@@ -127,11 +126,13 @@ class ScrapeCollector(Collector):
             for attr, family in per_source.items():
                 family.add_metric([r.kind, r.source], getattr(r, attr) / 1e9)
         yield from per_source.values()
-        yield self.tally.skew.family("flowtracer_processor_skew_abs_seconds",
-                                     "|event time - producer's received stamp| of every record, by kind (s)", "kind")
-        yield self.tally.transit.family("flowtracer_processor_transit_seconds",
-                                        "Worker's clock at reading - producer's received stamp of every record, by "
-                                        "kind (s)", "kind")
+        # Literal names at each constructor: the docs' metric scanner reads them (tests/deploy).
+        yield self.tally.skew.fill(HistogramMetricFamily(
+            "flowtracer_processor_skew_abs_seconds",
+            "|event time - producer's received stamp| of every record, by kind (s)", labels=["kind"]))
+        yield self.tally.transit.fill(HistogramMetricFamily(
+            "flowtracer_processor_transit_seconds",
+            "Worker's clock at reading - producer's received stamp of every record, by kind (s)", labels=["kind"]))
 
 
 @dataclass
