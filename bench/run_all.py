@@ -46,11 +46,11 @@ BUDGET_S = 570.0
 """The whole run stays under 10 minutes: pipeline sizes that would not fit are skipped (and said so)."""
 S = 1_000_000_000
 KEPT = ("## Congestion counters on and off", "## Catch-up: workers of one app id on a recorded backlog",
-        "## Latency by stage: the fetch wait", "## Simulator (test bed)", "## Whole pipeline at 256 and 512 hosts")
+        "## Latency by stage: the fetch wait", "## Failover at the short fetch wait", "## Simulator (test bed)",
+        "## Whole pipeline at 256 and 512 hosts")
 """Headings of the sections measured by hand (paired on/off runs, the catch-up of bench_catchup.py, before/after
-runs of stage_latency.py and bench_sim.py, the pipeline at sizes ``--pipeline-at`` runs: longer than ``make bench``
-can afford): kept as they are, at the end,
-when the report is rewritten."""
+runs of stage_latency.py, bench_failover.py and bench_sim.py, the pipeline at sizes ``--pipeline-at`` runs: longer
+than ``make bench`` can afford): kept as they are, at the end, when the report is rewritten."""
 
 
 @dataclass(frozen=True)
