@@ -46,12 +46,13 @@ BUDGET_S = 570.0
 """The whole run stays under 10 minutes: pipeline sizes that would not fit are skipped (and said so)."""
 S = 1_000_000_000
 KEPT = ("## Congestion counters on and off", "## Catch-up: workers of one app id on a recorded backlog",
-        "## Output producer: batches per partition (issue 30)", "## Latency by stage: the fetch wait",
-        "## Simulator (test bed)", "## Whole pipeline at 256 and 512 hosts")
+        "## Output producer: batches per partition (issue 30)",
+        "## The worker's hot path: batches, one step per batch, metrics at scrape time (issue 30)",
+        "## Latency by stage: the fetch wait", "## Failover at the short fetch wait", "## Simulator (test bed)",
+        "## Whole pipeline at 256 and 512 hosts")
 """Headings of the sections measured by hand (paired on/off runs, the catch-up of bench_catchup.py, before/after
-runs of stage_latency.py and bench_sim.py, the pipeline at sizes ``--pipeline-at`` runs: longer than ``make bench``
-can afford): kept as they are, at the end,
-when the report is rewritten."""
+runs of stage_latency.py, bench_failover.py and bench_sim.py, the pipeline at sizes ``--pipeline-at`` runs: longer
+than ``make bench`` can afford): kept as they are, at the end, when the report is rewritten."""
 
 
 @dataclass(frozen=True)

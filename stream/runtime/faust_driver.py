@@ -19,7 +19,9 @@ subclass method of Faust's aiokafka driver (faust/transport/drivers/aiokafka.py,
   partition was positioned goes to ``DriverOptions.on_positioned`` (read_positions.py needs it on a backlog).
 - **Records fetched before a seek** (``Consumer._drain_messages``, :class:`SeekEpochs`): Faust's reader hands the
   records its consumer thread fetched to the streams on the event loop, and a seek to the committed offsets (after a
-  rebalance) can come in between. A batch fetched before the seek but handed over after it was taken as the next
+  rebalance) can come in between. aiokafka discards what it still buffers for a sought partition (``Fetcher.seek_to``,
+  ``FetchResult.check_assignment``, aiokafka/consumer/fetcher.py), not what it already returned. A batch fetched
+  before the seek but handed over after it was taken as the next
   records: its first offset, above the committed one, made a "gap" up to it that Faust counts as acked, and the
   records of the gap, fetched again from the sought offset, were then dropped as older than the newest delivered
   (a survivor of the failover test sought counters[0] to offset 30 and got 53 first; docs/benchmarks.md, Failover).
@@ -224,7 +226,7 @@ class ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         return committed
 
     async def _seek_committed(self) -> tuple[dict[TP, int | None], dict[tuple[str, int], int]]:
-        """In the consumer's thread: seek; the committed offsets, and where each stream partition was positioned.
+        """In the consumer's thread: seek, and return the committed offsets and where each stream partition now is.
         What is asked of the broker comes first, then the seeks and the return in one step, so that the event loop
         takes the new positions (Faust's read offsets, ``perform_seek``) before any record fetched from them."""
         consumer = self._ensure_consumer()
