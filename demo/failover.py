@@ -36,6 +36,10 @@ Key = tuple[str, str, int, int, str]
 """topic, entity, window end (ns), basis, resolver"""
 Outputs = dict[Key, set[bytes]]
 
+FETCH_WAIT_MS = 20
+"""The readers' fetch wait (ms): Tansu answers a fetch that found nothing only at the end of it, and the kill must
+follow the first saved state closely."""
+
 
 def output_key(topic: str, msg: Any) -> Key:
     _, field = OUTPUTS[topic]
@@ -45,19 +49,21 @@ def output_key(topic: str, msg: Any) -> Key:
 def output_reader(bootstrap: str) -> KafkaConsumer:
     """A consumer of every partition of the compared output topics, from the beginning; manually assigned (no group
     join to wait for), it keeps its position between runs."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=FETCH_WAIT_MS)
     tps = [TopicPartition(t, p) for t in OUTPUTS for p in consumer.partitions_for_topic(t)]
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     return consumer
 
 
-def drain(consumer: KafkaConsumer, quiet_s: float, until: float, into: Outputs | None = None) -> Outputs:
-    """Read outputs (into ``into``, if given) until nothing new came for ``quiet_s`` or the monotonic deadline."""
+def drain(consumer: KafkaConsumer, quiet_s: float, until: float, into: Outputs | None = None,
+          poll_ms: int = 500) -> Outputs:
+    """Read outputs (into ``into``, if given) until nothing new came for ``quiet_s`` or the monotonic deadline, each
+    poll waiting at most ``poll_ms``."""
     got: Outputs = defaultdict(set) if into is None else into
     last_new = time.monotonic()
     while time.monotonic() - last_new < quiet_s and time.monotonic() < until:
-        for records in consumer.poll(timeout_ms=500).values():
+        for records in consumer.poll(timeout_ms=poll_ms).values():
             for m in records:
                 cls, _ = OUTPUTS[m.topic]
                 got.setdefault(output_key(m.topic, cls.FromString(m.value)), set()).add(m.value)
@@ -94,19 +100,21 @@ def kill_first_to_save(bootstrap: str, apps: dict[str, list[Stage]], got: Output
     """SIGKILL, per app id, the first worker owning a partition whose stage state is in the app's changelog (it has
     published a window there: the survivor must continue from that state), collecting outputs into ``got``
     meanwhile. Raises AssertionError when none saved state by the monotonic deadline ``until``."""
-    changelog = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    changelog = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=FETCH_WAIT_MS)
     app_of = {state_changelog_topic(ProcessorConfig.model_construct(app_id=a)): a for a in apps}
     saved: dict[str, set[int]] = defaultdict(set)
     killed: dict[str, Kill] = {}
     try:
         while time.monotonic() < until and len(killed) < len(apps):
-            drain(outputs, quiet_s=0.1, until=time.monotonic() + 0.2, into=got)
+            # Each turn is short: the workers go through the recording in about a second, and a kill that comes
+            # after their last window tests nothing (the caller checks it came mid-run).
+            drain(outputs, quiet_s=0.02, until=time.monotonic() + 0.05, into=got, poll_ms=20)
             parts = {t: changelog.partitions_for_topic(t) for t in app_of}
             if not changelog.assignment() and all(parts.values()):
                 tps = [TopicPartition(t, p) for t, ps in parts.items() for p in ps]
                 changelog.assign(tps)
                 changelog.seek_to_beginning(*tps)
-            for tp, records in changelog.poll(timeout_ms=100).items():
+            for tp, records in changelog.poll(timeout_ms=20).items():
                 saved[app_of[tp.topic]] |= {r.partition for r in records}
             for app, workers in apps.items():
                 victim = next((w for w in workers if owned(w) & saved[app]), None)
