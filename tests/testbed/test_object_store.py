@@ -6,14 +6,13 @@ store (not broker memory), and the broker serves it back.
 
 from __future__ import annotations
 
-import re
 import threading
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from flowtracer.testbed.bucket_client import BucketClient
 from flowtracer.testbed.object_store import ObjectStore, ObjectStoreError
 from flowtracer.testbed.tansu import TansuBroker
 
@@ -27,18 +26,9 @@ def store() -> Iterator[ObjectStore]:
 
 
 def batch_keys(store: ObjectStore, topic: str) -> list[str]:
-    """Keys of the record-batch objects of ``topic`` (ListObjects v1, every page)."""
-    keys: list[str] = []
-    marker = ""
-    while True:
-        url = f"{store.endpoint}/{store.bucket}?prefix=clusters/&marker={marker}"
-        with urllib.request.urlopen(url, timeout=5) as r:
-            page = r.read().decode()
-        found = re.findall(r"<Key>([^<]*)</Key>", page)
-        keys += [k for k in found if f"/topics/{topic}/" in k and k.endswith(".batch")]
-        if "<IsTruncated>true</IsTruncated>" not in page:
-            return keys
-        marker = found[-1]
+    """Keys of the record-batch objects of ``topic`` (every page of the listing)."""
+    objects = BucketClient(store.endpoint, store.bucket).objects("clusters/")
+    return [o.key for o in objects if f"/topics/{topic}/" in o.key and o.key.endswith(".batch")]
 
 
 def test_records_are_objects_in_the_store_and_read_back(store: ObjectStore) -> None:
