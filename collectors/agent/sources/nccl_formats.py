@@ -10,16 +10,16 @@ looks like one of them):
   every version), ``/SHARP`` after a device from the Mellanox SHARP plugin (nccl-rdma-sharp-plugins
   ``src/ib_plugin.c``), merged devices ``[0]={[0] mlx5_0:1/RoCE, [1] mlx5_1:1/RoCE}`` from 2.20 (v2.20.3-1
   net_ib.cc:313-321: the inner index is the IB device a QP line's ``IbDev`` names);
-* QPs, any message naming ``qpn``/``qp_num``. The sending side's line, once per QP ``ncclIbConnect`` creates:
-  2.7-2.19 ``NET/IB: Dev 0 Port 1 qpn 1234 mtu 5 GID 3 (...)`` / ``... LID 7`` (v2.7.3-1 net_ib.cc:455,461 to
-  v2.19.3-1 net_ib.cc:686,689, which puts ``query_ece={...}`` before ``GID``; Dev is the IB device); 2.20-2.29.3
-  ``NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 1234 mtu 5 ...`` (``NCCL MergedDev`` for merged devices; v2.20.3-1
-  net_ib.cc:847,855 to v2.29.3-1 net_ib/connect.cc:644,649); from 2.29.7 ``NET/IB: ncclIbConnect: NCCL Dev 0
-  IbDev 0 Port 1 qp_num 1234 mtu 5 ...`` (v2.29.7-1 connect.cc:652,657; ``ncclIbConnectImpl:`` in v2.30.7-1
+* QPs, any message naming ``qpn``/``qp_num`` and any NET/IB message on QPs. The sending side's line, once per QP
+  ``ncclIbConnect`` creates: 2.7-2.19 ``NET/IB: Dev 0 Port 1 qpn 1234 mtu 5 GID 3 (...)`` / ``... LID 7`` (v2.7.3-1
+  net_ib.cc:455,461 to v2.19.3-1 net_ib.cc:686,689, which puts ``query_ece={...}`` before ``GID``; Dev is the IB
+  device); 2.20-2.29.3 ``NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 1234 mtu 5 ...`` (``NCCL MergedDev`` for merged
+  devices; v2.20.3-1 net_ib.cc:847,855 to v2.29.3-1 net_ib/connect.cc:644,649); from 2.29.7 ``NET/IB: ncclIbConnect:
+  NCCL Dev 0 IbDev 0 Port 1 qp_num 1234 mtu 5 ...`` (v2.29.7-1 connect.cc:652,657; ``ncclIbConnectImpl:`` in v2.30.7-1
   connect.cc:957). Known and not needed: the ECE lines (``... qpn N set_ece=`` / ``query_ece=``, v2.19.3-1
-  net_ib.cc:728, v2.20.3-1:940, v2.27.7-1:1414,1499, v2.29.7-1 connect.cc:506,665: the set_ece one names the
-  *remote* QP in 2.20-2.28), ``QP created:`` of both sides and ``Pre-posting`` (2.29.7+), and the 2.30
-  resiliency lines (p2p_resiliency*.cc);
+  net_ib.cc:728, v2.20.3-1:940, v2.27.7-1:1414,1499, v2.29.7-1 connect.cc:506,665: the set_ece one names the *remote*
+  QP in 2.20-2.28), ``QP created:`` of both sides and ``Pre-posting`` (2.29.7+), and the 2.30 resiliency lines
+  (p2p_resiliency*.cc);
 * connections: ``Channel 02/0 : 3[3] -> 11[3] [send] via NET/IB/1/GDRDMA`` (2.12+), ``Channel 02 : 3[3d000] ->
   ...`` (2.7-2.11: bus ids), ``Ring 00 : 0[1b000] -> 1[3d000] [send] via NET/IB/0`` (2.4-2.6); PXN sends name the
   proxy rank whose process connects: ``via NET/IB/0(1)/GDRDMA`` (v2.19.3-1 transport/net.cc:197); RCCL appends
@@ -59,7 +59,7 @@ _QP_KNOWN = re.compile(r"^NET/IB: (?:\w+: )?(?:Set ECE: )?(?:Ib)?Dev \d+ Port \d
                        r"|^NET/IB: \w+: (?:Flush )?QP created: "
                        r"|^NET/IB: \w+: (?:Pre-posting|Posting|Destroying|Restoring|Restored|Transitioning|Failed|"
                        r"Sender failed) ")
-_QP_WORD = re.compile(r"\bqp(?:n|_num)\b")
+_QP_WORD = re.compile(r"\bqp(?:n|_num)\b|^NET/IB.*\b(?:qp|QP)")  # a QP number, or any NET/IB line on QPs
 _CONN = re.compile(r"^(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-F]+\] -> (\d+)\[[0-9a-fA-F]+\] "
                    r"(?:\[(send|receive)\] )?via (\S+)(?:.*? comm (0x[0-9a-fA-F]+))?")
 _NET = re.compile(r"^NET/([^/\s]+)/(\d+)(?:\((\d+)\))?")

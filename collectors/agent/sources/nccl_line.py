@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _NCCL = re.compile(r"(?P<host>[^\s:\[\]()|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
                    r"(?:\d+\.\d+ )?NCCL INFO (?P<msg>.*)$")
@@ -77,6 +78,17 @@ def split_line(line: str) -> NcclLine | None:
                     head[pos:])
 
 
+def nccl_zone(name: str | None) -> tzinfo | None:
+    """The time zone ``name`` (IANA, e.g. "Europe/Zurich", or "UTC") NCCL's stamps are read in; None for None (this
+    process's local zone). ValueError naming it when this system has no such zone."""
+    if name is None:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise ValueError(f"no time zone {name!r} on this system (an IANA name such as Europe/Zurich, or UTC)") from e
+
+
 def timestamp_ns(text: str | None, cache: dict[str, int], zone: tzinfo | None = None) -> int:
     """ns since the epoch of NCCL's ``YYYY-MM-DD HH:MM:SS[.frac]`` timestamp, 0 when ``text`` is None or another
     format. NCCL writes local time of its host (``localtime_r`` in ``src/debug.cc``): ``zone`` is that host's zone,
@@ -92,7 +104,9 @@ def timestamp_ns(text: str | None, cache: dict[str, int], zone: tzinfo | None = 
         try:
             wall = datetime.fromisoformat(m.group(1))
             sec = int((wall if zone is None else wall.replace(tzinfo=zone)).timestamp())
-        except (ValueError, OverflowError, OSError):  # month 13, year 0001 in a zone west of UTC and the like
+        except (ValueError, OverflowError, OSError):  # month 13, a year the platform cannot convert
+            return 0
+        if sec < 0:  # before 1970: no NCCL wrote it, and ns since the epoch must not go negative
             return 0
         if len(cache) > 4096:
             cache.clear()

@@ -44,6 +44,17 @@ def shape_of(family: str, text: str) -> str:
     return f"{family}|{text.strip()}"[:MAX_SHAPE_CHARS]
 
 
+def merge_counts(counters: list[ShapeCounter], max_shapes: int = MAX_SHAPES) -> dict[str, int]:
+    """The counts of several readers (an agent's hosts) added by shape, at most ``max_shapes`` shapes: the rest,
+    in the order met, under ``OTHER_SHAPE`` (the labels of one metric stay bounded)."""
+    out: dict[str, int] = {}
+    for c in counters:
+        for shape, n in c.counts.items():
+            key = shape if shape in out or len(out) < max_shapes - 1 else OTHER_SHAPE
+            out[key] = out.get(key, 0) + n
+    return out
+
+
 class ShapeCounter:
     """Counts of unknown line shapes (``counts``: shape -> lines), logging each new shape once, rate-limited."""
 

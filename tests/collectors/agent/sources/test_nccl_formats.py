@@ -133,5 +133,5 @@ def test_settings(msg: str, want: object) -> None:
     "[nranks=2] stream 0x3",
 ])
 def test_numbers_out_of_bounds_raise(msg: str) -> None:
-    with pytest.raises(ValueError, match="outside|above|more than"):
+    with pytest.raises(ValueError, match=r"outside|above|more than"):
         parse_message(msg)
