@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from flowtracer.collectors.agent.collective_profile import call_bytes
 from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK
-from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, bounded_int
+from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS
 
 MAX_CHANNEL = 1 << 16
 """Channels and ports a line may name (NCCL has at most 64 channels)."""
@@ -50,28 +50,34 @@ MAX_CUDA_DEVS = 4096
 MAX_QPS_PER_CONNECTION = 128
 """NCCL_IB_QPS_PER_CONNECTION NCCL accepts (src/transport/net_ib: at most NCCL_IB_MAX_QPS)."""
 
-_USING = re.compile(r"^NET/IB ?: Using\b")
-_USING_DEV = re.compile(r"\[(\d+)\] ?([^\s:\[\]{},=]+):(\d+)/(?:IB|RoCE)\b")
-_QP_OLD = re.compile(r"^NET/IB: Dev (\d+) Port (\d+) qpn (\d+) mtu \d+ ")
-_QP_NEW = re.compile(r"^NET/IB: (?:\w+: )?NCCL (?:Merged)?Dev (\d+) IbDev (\d+) Port (\d+) (?:qpn|qp_num) (\d+) "
-                     r"mtu \d+ ")
-_QP_KNOWN = re.compile(r"^NET/IB: (?:\w+: )?(?:Set ECE: )?(?:Ib)?Dev \d+ Port \d+ (?:qpn|qp_num) \d+ (?:set|query)_ece="
-                       r"|^NET/IB: \w+: (?:Flush )?QP created: "
-                       r"|^NET/IB: \w+: (?:Pre-posting|Posting|Destroying|Restoring|Restored|Transitioning|Failed|"
-                       r"Sender failed) ")
-_QP_WORD = re.compile(r"\bqp(?:n|_num)\b|^NET/IB.*\b(?:qp|QP)")  # a QP number, or any NET/IB line on QPs
-_CONN = re.compile(r"^(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-F]+\] -> (\d+)\[[0-9a-fA-F]+\] "
-                   r"(?:\[(send|receive)\] )?via (\S+)(?:.*? comm (0x[0-9a-fA-F]+))?")
-_NET = re.compile(r"^NET/([^/\s]+)/(\d+)(?:\((\d+)\))?")
-_INIT = re.compile(r"^(?:\w+ )?comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) "
-                   r".*?- (Init START|Init COMPLETE|Destroy COMPLETE|Abort COMPLETE)$")
-_COMM_START = re.compile(r"^comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+)\b")
-_COMM_ID = re.compile(r"\bcommId (0x[0-9a-fA-F]+)\b")
-_CUDA_DEV = re.compile(r"\bcudaDev (\d+)\b")
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    """A pattern whose ``\\d`` is ASCII only: every number it captures goes to ``number``."""
+    return re.compile(pattern, re.ASCII)
+
+
+_USING = _rx(r"^NET/IB ?: Using\b")
+_USING_DEV = _rx(r"\[(\d+)\] ?([^\s:\[\]{},=]+):(\d+)/(?:IB|RoCE)\b")
+_QP_OLD = _rx(r"^NET/IB: Dev (\d+) Port (\d+) qpn (\d+) mtu \d+ ")
+_QP_NEW = _rx(r"^NET/IB: (?:\w+: )?NCCL (?:Merged)?Dev (\d+) IbDev (\d+) Port (\d+) (?:qpn|qp_num) (\d+) "
+              r"mtu \d+ ")
+_QP_KNOWN = _rx(r"^NET/IB: (?:\w+: )?(?:Set ECE: )?(?:Ib)?Dev \d+ Port \d+ (?:qpn|qp_num) \d+ (?:set|query)_ece="
+                r"|^NET/IB: \w+: (?:Flush )?QP created: "
+                r"|^NET/IB: \w+: (?:Pre-posting|Posting|Destroying|Restoring|Restored|Transitioning|Failed|"
+                r"Sender failed) ")
+_QP_WORD = _rx(r"\bqp(?:n|_num)\b|^NET/IB.*\b(?:qp|QP)")  # a QP number, or any NET/IB line on QPs
+_CONN = _rx(r"^(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-F]+\] -> (\d+)\[[0-9a-fA-F]+\] "
+            r"(?:\[(send|receive)\] )?via (\S+)(?:.*? comm (0x[0-9a-fA-F]+))?")
+_NET = _rx(r"^NET/([^/\s]+)/(\d+)(?:\((\d+)\))?")
+_INIT = _rx(r"^(?:\w+ )?comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) "
+            r".*?- (Init START|Init COMPLETE|Destroy COMPLETE|Abort COMPLETE)$")
+_COMM_START = _rx(r"^comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+)\b")
+_COMM_ID = _rx(r"\bcommId (0x[0-9a-fA-F]+)\b")
+_CUDA_DEV = _rx(r"\bcudaDev (\d+)\b")
 _INIT_END = ("Init START", "Init COMPLETE", "Destroy COMPLETE", "Abort COMPLETE")
-_COLL = re.compile(r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
-                   r"op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]")
-_SETTING = re.compile(r"^(NCCL_IB_TC|NCCL_IB_QPS_PER_CONNECTION) set by environment to (\d+)")
+_COLL = _rx(r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
+            r"op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]")
+_SETTING = _rx(r"^(NCCL_IB_TC|NCCL_IB_QPS_PER_CONNECTION) set by environment to (\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +157,14 @@ Message = Devices | Qp | Conn | CommEvent | Coll | Setting | Unknown | str
 
 
 def number(text: str, high: int, low: int = 0) -> int:
-    """The decimal number ``text`` within [``low``, ``high``]; ValueError (the line is malformed) otherwise."""
-    n = bounded_int(text, low, high)
-    if n is None:
-        raise ValueError(f"{text[:32]!r} is outside [{low}, {high}]")
-    return n
+    """The decimal number ``text`` (ASCII digits, an optional ``-``: what this module's patterns match) within
+    [``low``, ``high``]; ValueError (the line is malformed) otherwise. Every bound here is below 2^63 (19 digits):
+    a longer number is out of range without being built (a line of a thousand digits costs nothing)."""
+    if len(text) <= 20:
+        n = int(text)
+        if low <= n <= high:
+            return n
+    raise ValueError(f"{text[:32]!r} is outside [{low}, {high}]")
 
 
 def hex_number(text: str, high: int) -> int:
@@ -167,9 +176,11 @@ def hex_number(text: str, high: int) -> int:
 
 def parse_message(msg: str) -> Message:
     """What one NCCL INFO message (the text after ``NCCL INFO ``) says; see the module docstring."""
+    if "opCount" in msg:  # by far the most frequent, once a job runs
+        return _coll(msg)
     if msg.startswith(("Channel ", "Ring ")):
         return _conn(msg) if " via " in msg else OTHER  # "Channel 00/02 :  0 1", "Ring 00 : 2 -> 0 -> 1"
-    if _QP_WORD.search(msg):
+    if ("qp" in msg or "QP" in msg) and _QP_WORD.search(msg):
         return _qp(msg)
     if msg.startswith("NET/IB") and _USING.match(msg):
         devs = tuple((number(d.group(1), MAX_NET_DEVS), d.group(2), number(d.group(3), MAX_CHANNEL))
@@ -177,8 +188,6 @@ def parse_message(msg: str) -> Message:
         return Devices(devs) if devs else Unknown("devices")
     if msg.startswith("comm 0x") or msg.endswith(_INIT_END):
         return _comm(msg)
-    if "opCount" in msg:
-        return _coll(msg)
     if msg.startswith(("NCCL_IB_TC", "NCCL_IB_QPS_PER_CONNECTION")):
         m = _SETTING.match(msg)
         if m is None:

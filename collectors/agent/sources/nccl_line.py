@@ -24,7 +24,7 @@ from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _NCCL = re.compile(r"(?P<host>[^\s:\[\]()|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
-                   r"(?:\d+\.\d+ )?NCCL INFO (?P<msg>.*)$")
+                   r"(?:\d+\.\d+ )?NCCL INFO (?P<msg>.*)$", re.ASCII)
 _LAUNCHERS = (
     ("stamp", re.compile(r"\[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\] ?")),
     ("rank", re.compile(r"\[\d+\] ")),  # -prepend-rank; before "stamp other" so [155] is no timestamp
@@ -56,9 +56,11 @@ class NcclLine:
 
 def split_line(line: str) -> NcclLine | None:
     """The parts of one log line, None when it holds no ``host:pid:tid [dev] NCCL INFO`` prefix."""
-    m = _NCCL.search(line)
+    m = _NCCL.match(line) or _NCCL.search(line)  # most lines have no launcher prefix
     if m is None:
         return None
+    if not m.start():  # no launcher prefix, no NCCL stamp
+        return NcclLine(m.group("host"), m.group("pid"), m.group("dev"), m.group("msg"), None, (), "")
     head = line[:m.start()]
     launchers: list[str] = []
     stamp: str | None = None

@@ -72,6 +72,17 @@ MAX_SENDS = 8192
 CallSink = Callable[[int, int, str, str, int, int, int, int, int], None]
 
 
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """``file:line`` of a line, formatted only when a log line names it."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file or 'NCCL log'}:{self.line}"
+
+
 @dataclass(slots=True)
 class _Send:
     comm: CommInfo
@@ -129,6 +140,7 @@ class NcclLog:
         self.used = self.ignored = self.other = self.unknown = 0
         #: Lines of a known format whose numbers are out of bounds (or that tripped a bug here).
         self.bad = 0
+        self._warned_bad = False  # the first bad line outside history was logged
         #: While True, COLL lines teach communicators but are not calls (``on_call``): a log's history.
         self.history = False
         self.forgotten_pids = 0
@@ -145,28 +157,28 @@ class NcclLog:
         self.history = history
         try:
             for i, line in enumerate(lines):
-                self._line(line.rstrip("\r\n"), f"{where or 'NCCL log'}:{first_line + i}")
+                self._line(line.rstrip("\r\n"), where, first_line + i)
         finally:
             self.history = False
 
-    def _line(self, line: str, where: str) -> None:
+    def _line(self, line: str, file: str, lineno: int) -> None:
         self.lines += 1
         if "NCCL INFO" not in line:
             self.other += 1
             return
         parts = split_line(line)
         if parts is None:
-            self._unknown(shape_of("line", line), line, where)
+            self._unknown(shape_of("line", line), line, _Where(file, lineno))
             return
         if " NCCL INFO " in parts.msg:  # records glued into one line (a paste, interleaved writers)
-            self._unknown("glued|NCCL records glued into one line", line, where)
+            self._unknown("glued|NCCL records glued into one line", line, _Where(file, lineno))
             return
         if parts.unknown_prefix:
-            self.shapes.add(shape_of("prefix", parts.unknown_prefix), line, where)
+            self.shapes.add(shape_of("prefix", parts.unknown_prefix), line, _Where(file, lineno))
         try:
             msg = parse_message(parts.msg)
             if isinstance(msg, Unknown):
-                self._unknown(shape_of(msg.family, parts.msg), line, where)
+                self._unknown(shape_of(msg.family, parts.msg), line, _Where(file, lineno))
             elif msg == IGNORED:
                 self.ignored += 1
             elif msg == OTHER:
@@ -175,16 +187,18 @@ class NcclLog:
                 self._apply(number(parts.pid, PID_MAX), number(parts.dev, MAX_CUDA_DEVS, -1), msg, parts.stamp)
                 self.used += 1
         except Exception as e:  # out of bounds (``number``), or a bug on one line: that line, not the agent
+            where = _Where(file, lineno)
             self.bad += 1
             self.shapes.add(shape_of("bounds", parts.msg), line, where)
             if not self.history:
                 self.malformed += 1
-                if self.bad == 1:
+                if not self._warned_bad:
+                    self._warned_bad = True
                     log.warning("%s: NCCL log line skipped (%s), counted as malformed; further ones are only "
                                 "counted (flowtracer_agent_malformed_records_total): %.200r", where,
                                 e if isinstance(e, ValueError) else f"{type(e).__name__}: {e}", line)
 
-    def _unknown(self, shape: str, line: str, where: str) -> None:
+    def _unknown(self, shape: str, line: str, where: _Where) -> None:
         self.unknown += 1
         self.shapes.add(shape, line, where)
         if not self.history:
@@ -192,14 +206,14 @@ class NcclLog:
 
     def _apply(self, pid: int, dev: int, msg: object, stamp: str | None) -> None:
         p = self._proc(pid)
-        if isinstance(msg, Conn):
+        if isinstance(msg, Coll):  # by far the most frequent, once a job runs
+            self._coll(pid, p, dev, msg, stamp)
+        elif isinstance(msg, Conn):
             self._conn(pid, p, dev, msg)
         elif isinstance(msg, Qp):
             self._qp(pid, p, dev, msg)
         elif isinstance(msg, CommEvent):
             self._comm_event(pid, p, dev, msg)
-        elif isinstance(msg, Coll):
-            self._coll(pid, p, dev, msg, stamp)
         elif isinstance(msg, Devices):
             for index, name, port in msg.devs:
                 p.ib_devs[index] = (name, port)

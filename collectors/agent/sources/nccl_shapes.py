@@ -71,9 +71,9 @@ class ShapeCounter:
         #: New shapes whose log line was held back by the rate limit, not yet mentioned.
         self.held_back = 0
 
-    def add(self, shape: str, line: str, where: str) -> None:
-        """Count one line of ``shape``; ``line`` (its text) and ``where`` (``file:line``) go into the log line
-        of a new shape."""
+    def add(self, shape: str, line: str, where: object) -> None:
+        """Count one line of ``shape``; ``line`` (its text) and ``where`` (``file:line``, formatted with ``str``
+        only when logged) go into the log line of a new shape."""
         if shape in self.counts:
             self.counts[shape] += 1
             return
@@ -91,5 +91,5 @@ class ShapeCounter:
         more = f" ({self.held_back} more new shapes were not logged)" if self.held_back else ""
         self.held_back = 0
         log.warning("%s: NCCL log line of a new shape this reader does not understand, counted by shape in "
-                    "flowtracer_agent_nccl_unknown_lines_total{shape=%r}%s: %.200r", where or "NCCL log", shape,
+                    "flowtracer_agent_nccl_unknown_lines_total{shape=%r}%s: %.200r", where, shape,
                     more, line)
