@@ -63,11 +63,12 @@ def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
 
 def gnmi_for(target: Target, gnmi: Gnmi) -> Gnmi:
     """The gNMI settings for ``target``: its platform's encoding when it is not OpenConfig (``gnmi.encoding``
-    then applies to OpenConfig targets only)."""
+    then applies to OpenConfig targets only), and its own ``timeout`` as the connect timeout."""
     profile = load_profile(target.platform)
-    if profile.is_openconfig:
-        return gnmi
-    return gnmi.model_copy(update={"encoding": Encoding(profile.encoding)})
+    update: dict[str, object] = {} if profile.is_openconfig else {"encoding": Encoding(profile.encoding)}
+    if target.timeout is not None:  # the target's own (gnmic's per-target timeout)
+        update["connect_timeout"] = target.timeout
+    return gnmi.model_copy(update=update) if update else gnmi
 
 
 def _path(s: Subscription, gnmi: Gnmi) -> Path:

@@ -170,6 +170,16 @@ class Target(_Model):
     interval: Duration = 1.0
     #: The vendor profile (schemas/profiles/<platform>.yaml) that says where this switch keeps its counters.
     platform: str = DEFAULT_PLATFORM
+    #: Seconds a connect (TLS + Capabilities) or a discovery call may take for this target (gnmic's ``timeout``);
+    #: None = ``gnmi.connect_timeout`` (collector) or ``--timeout`` (discovery).
+    timeout: Duration | None = None
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be > 0")
+        return v
 
     @field_validator("platform")
     @classmethod
@@ -220,6 +230,7 @@ class TargetOverride(_Model):
     mode: TargetMode | None = None
     interval: Duration | None = None
     platform: str | None = None
+    timeout: Duration | None = None
 
     @field_validator("mode", mode="before")
     @classmethod

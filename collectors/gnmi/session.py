@@ -58,6 +58,7 @@ from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
+from flowtracer.collectors.gnmi.counters.shapes import MAX_SHAPES, count_shape
 from flowtracer.collectors.gnmi.liveness import Liveness
 from flowtracer.collectors.once import OncePerCause
 from flowtracer.schemas.platform_profiles import load_profile
@@ -98,6 +99,8 @@ class SessionStats:
     congestion_updates: int = 0
     congestion_batches: int = 0
     decode_errors: int = 0
+    #: Updates decoded but not read (not a leaf flowtracer uses), by path shape (``counters/shapes.py``).
+    ignored: dict[str, int] = field(default_factory=dict)
     #: Messages skipped because they could not be read, by reason: ``unparseable`` (not a
     #: SubscribeResponse) or ``undecodable`` (parsed, but decoding or assembling it failed).
     malformed: dict[str, int] = field(default_factory=dict)
@@ -316,6 +319,8 @@ class TargetSession:
             if m is not None:  # a layout seen before: its columns go to the assembler as they are
                 lay = m[0]
                 st.counter_updates += lay.counter_updates
+                if lay.ignored_shapes:
+                    self._count_ignored(lay.ignored_shapes)
                 out = asm.add_part(lay, m[1], time.time_ns()) if lay.counter_updates or len(lay.st_sel) else []
                 if lay.cg:
                     st.congestion_updates += lay.congestion_updates
@@ -374,6 +379,8 @@ class TargetSession:
         if s.errors:
             st.decode_errors += len(s.errors)
             log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+        if s.ignored_shapes:
+            self._count_ignored(s.ignored_shapes)
         st.counter_updates += len(s.if_counters) + len(s.nh_counters)
         out = self.assembler.add(s, time.time_ns())
         if s.congestion_updates:
@@ -382,6 +389,16 @@ class TargetSession:
             if self._grace is None:
                 self._arm_grace()
         return out
+
+    def _count_ignored(self, shapes: dict[str, int]) -> None:
+        """Count updates not read by shape; the first of each shape on this target is logged (what kind of data
+        the switch sends that no profile maps is then named, not lost in one number)."""
+        seen = self.stats.ignored
+        for shape, n in shapes.items():
+            if shape not in seen and len(seen) < MAX_SHAPES:
+                log.info("gNMI %s: updates of shape %s are not read by the %s profile (counted in "
+                         "flowtracer_gnmi_ignored_updates_total)", self.where, shape, self.target.platform)
+            count_shape(seen, shape, n)
 
     def _synced(self, now: float) -> None:
         st = self.stats
