@@ -88,9 +88,11 @@ def split_address(address: str) -> tuple[str, int | None]:
     return address, None
 
 
-def is_gnmic_entry(entry: dict[str, Any]) -> bool:
-    """Whether a target entry uses any gnmic key that is not also a flowtracer field."""
-    return any(k in KNOWN and k not in OWN for k in entry)
+def unused_top_level(defaults: dict[str, Any], unused: Unused) -> None:
+    """Name the top-level gnmic keys flowtracer does not use (``subscriptions``, ``outputs``, ``loader``, ...)."""
+    for k in defaults:
+        if k in KNOWN and k not in MAPPED:
+            unused.add(k, "top level")
 
 
 def to_target(entry: dict[str, Any], defaults: dict[str, Any], key_path: tuple[str, ...],
@@ -118,21 +120,16 @@ def to_target(entry: dict[str, Any], defaults: dict[str, Any], key_path: tuple[s
             out[k] = v  # unknown to both: the model names it
         elif k in KNOWN and k not in MAPPED:
             unused.add(k, place)
-    for k in defaults:
-        if k in KNOWN and k not in MAPPED and k != "address":
-            unused.add(k, "top level")
     if "subscriptions" in entry:  # gnmic's subscription names are not flowtracer's
         unused.add("subscriptions", place)
-    if (a := get("address")) is not None and a[0] is not None:
-        addresses = [x for x in str(a[0]).split(",") if x.strip()]
+    if entry.get("address") is not None:  # the target's own: a top-level address is gnmic's list of targets
+        addresses = [x for x in str(entry["address"]).split(",") if x.strip()]
         if len(addresses) > 1:
             notes.append(f"{source}: {place}: address lists {len(addresses)} addresses; flowtracer uses the first")
         host, port = split_address(addresses[0]) if addresses else ("", None)
         out["address"] = host
         if port is not None:
             out.setdefault("port", port)
-    if "port" not in out and "port" in defaults:
-        out["port"] = defaults["port"]
     if (t := get("timeout")) is not None and t[0] is not None:
         out["timeout"] = t[0]
     if (u := get("username")) is not None and u[0] is not None:

@@ -47,7 +47,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from flowtracer.collectors.gnmi.config import ConfigError, Target
-from flowtracer.collectors.gnmi.discovery.gnmic_targets import KNOWN, Unused, split_address, to_target
+from flowtracer.collectors.gnmi.discovery.gnmic_targets import (
+    KNOWN,
+    Unused,
+    split_address,
+    to_target,
+    unused_top_level,
+)
 from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, parse_yaml, read_text
 from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
 
@@ -98,6 +104,7 @@ def _mapped(entries: dict[Any, Any], defaults: dict[str, Any], base: tuple[str, 
             lines: LineIndex | None, result: TargetsFile) -> list[Target]:
     """gnmic's form: targets keyed by address or name, gnmic's keys, ``defaults`` from the top level."""
     unused, out = Unused(), []
+    unused_top_level(defaults, unused)
     for key, fields in entries.items():
         place = f"{'targets.' if base else ''}{key}"
         if fields is None:
@@ -111,6 +118,8 @@ def _mapped(entries: dict[Any, Any], defaults: dict[str, Any], base: tuple[str, 
             entry["address"] = host
             if port is not None:
                 entry.setdefault("port", port)
+        if "port" not in entry and "port" in defaults:  # gnmic's --port: for addresses that name none
+            entry["port"] = defaults["port"]
         entry.setdefault("platform", defaults.get("platform", DEFAULT_PLATFORM))
         try:
             out.append(Target.model_validate(entry))
@@ -139,6 +148,10 @@ def parse_targets_file(text: str, source: str) -> TargetsFile:
         raise ConfigError(f"{source}: expected a mapping: 'targets' (a list, or gnmic's mapping by address), "
                           "or gnmic's targets file (targets by address at the top level)")
     result = TargetsFile([])
+    if "targets" not in data and "address" in data and all(k in KNOWN or k in _OWN_TOP for k in data):
+        # gnmic's address option: a list of addresses sharing the top-level options
+        addresses = data["address"] if isinstance(data["address"], list) else [data["address"]]
+        data = {**{k: v for k, v in data.items() if k != "address"}, "targets": {str(a): None for a in addresses}}
     if "targets" in data:
         unknown = sorted(str(k) for k in data if k not in _OWN_TOP and k not in KNOWN and k != "platform")
         if unknown:
