@@ -142,6 +142,8 @@ def parse_targets_file(text: str, source: str) -> TargetsFile:
             raise ConfigError(f"{source}: not valid JSON: {e}") from None
         if (ready := _ready_json(data, source)) is not None:
             return TargetsFile(ready)
+        if isinstance(data, dict) and "ready" in data:
+            raise ConfigError(f"{source}: not a simulator's ready JSON with a 'gnmi' mapping (switch -> host:port)")
     else:
         data, lines = parse_yaml(text, source, ConfigError)
     if not isinstance(data, dict) or not data:
