@@ -537,8 +537,13 @@ class Decoder:
                     s.pfc_counters.append((r[1], r[2], r[3], v))
                 else:
                     s.queue_watermarks.append((r[1], r[2], v))
-            elif code == RES_IGNORE:
-                count_ignored(s, r[1])
+            elif code == RES_IGNORE:  # count_ignored, inlined: a switch may send thousands of leaves we skip
+                s.ignored += 1
+                shapes, shape = s.ignored_shapes, r[1]
+                if shape in shapes:
+                    shapes[shape] += 1
+                else:
+                    count_shape(shapes, shape)
             elif code == RES_ERROR:
                 s.errors.append(r[1])
             else:
