@@ -51,6 +51,7 @@ from flowtracer.collectors.gnmi.channel import (
     gnmi_for,
     subscribe_request,
     subscriptions_for,
+    target_addressed,
 )
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
@@ -143,9 +144,12 @@ class TargetSession:
         self.liveness_s = gnmi.liveness_s()
         if target.polled:  # a message every interval at least: silence for 3 of them is a stall
             self.liveness_s = max(self.liveness_s if gnmi.liveness_timeout > 0 else 2.0, 3 * target.interval)
-        self._subs = subscriptions_for(target, gnmi)
-        self._request = (get_request(self._subs, gnmi) if target.mode is TargetMode.GET
-                         else subscribe_request(self._subs, gnmi, target.mode))
+        prefix, self._subs, dropped = target_addressed(subscriptions_for(target, gnmi), target)
+        if dropped:
+            log.warning("gNMI %s: addressing: target subscribes one DB per session (%s); not subscribed: %s",
+                        target.name, prefix.target if prefix is not None else "", ", ".join(s.path for s in dropped))
+        self._request = (get_request(self._subs, gnmi, prefix) if target.mode is TargetMode.GET
+                         else subscribe_request(self._subs, gnmi, target.mode, prefix))
         self._call: grpc.aio.Call | None = None
         self._channel: grpc.aio.Channel | None = None
         self._stalled = False
@@ -394,10 +398,12 @@ class TargetSession:
         """Count updates not read by shape; the first of each shape on this target is logged (what kind of data
         the switch sends that no profile maps is then named, not lost in one number)."""
         seen = self.stats.ignored
+        new = [shape for shape in shapes if shape not in seen]
+        if new and len(seen) < MAX_SHAPES:  # one line per message that brings new shapes, not one per shape
+            shown = ", ".join(new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+            log.info("gNMI %s: updates not read by the %s profile, of %d new shape(s): %s (counted in "
+                     "flowtracer_gnmi_ignored_updates_total{shape})", self.where, self.target.platform, len(new), shown)
         for shape, n in shapes.items():
-            if shape not in seen and len(seen) < MAX_SHAPES:
-                log.info("gNMI %s: updates of shape %s are not read by the %s profile (counted in "
-                         "flowtracer_gnmi_ignored_updates_total)", self.where, shape, self.target.platform)
             count_shape(seen, shape, n)
 
     def _synced(self, now: float) -> None:

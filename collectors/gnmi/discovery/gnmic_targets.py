@@ -49,7 +49,7 @@ KNOWN = MAPPED | frozenset({
 })
 #: flowtracer's own fields of a target (its ``Target`` model), accepted as they are.
 OWN = frozenset({"name", "address", "port", "tls", "credentials", "counter_bits", "subscriptions", "mode",
-                 "interval", "platform", "timeout"})
+                 "interval", "platform", "timeout", "addressing"})
 
 
 @dataclass
