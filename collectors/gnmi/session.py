@@ -59,7 +59,7 @@ from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
-from flowtracer.collectors.gnmi.counters.shapes import MAX_SHAPES, count_shape
+from flowtracer.collectors.gnmi.counters.shapes import merge_shapes, shapes_text
 from flowtracer.collectors.gnmi.liveness import Liveness
 from flowtracer.collectors.once import OncePerCause
 from flowtracer.schemas.platform_profiles import load_profile
@@ -145,9 +145,9 @@ class TargetSession:
         if target.polled:  # a message every interval at least: silence for 3 of them is a stall
             self.liveness_s = max(self.liveness_s if gnmi.liveness_timeout > 0 else 2.0, 3 * target.interval)
         prefix, self._subs, dropped = target_addressed(subscriptions_for(target, gnmi), target)
-        if dropped:
-            log.warning("gNMI %s: addressing: target subscribes one DB per session (%s); not subscribed: %s",
-                        target.name, prefix.target if prefix is not None else "", ", ".join(s.path for s in dropped))
+        if dropped and prefix is not None:  # one Subscribe, one prefix target: the other DBs' paths are not read
+            log.warning("gNMI %s: addressing: target reads %s only; not subscribed: %s", target.name, prefix.target,
+                        ", ".join(s.path for s in dropped))
         self._request = (get_request(self._subs, gnmi, prefix) if target.mode is TargetMode.GET
                          else subscribe_request(self._subs, gnmi, target.mode, prefix))
         self._call: grpc.aio.Call | None = None
@@ -395,16 +395,10 @@ class TargetSession:
         return out
 
     def _count_ignored(self, shapes: dict[str, int]) -> None:
-        """Count updates not read by shape; the first of each shape on this target is logged (what kind of data
-        the switch sends that no profile maps is then named, not lost in one number)."""
-        seen = self.stats.ignored
-        new = [shape for shape in shapes if shape not in seen]
-        if new and len(seen) < MAX_SHAPES:  # one line per message that brings new shapes, not one per shape
-            shown = ", ".join(new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
-            log.info("gNMI %s: updates not read by the %s profile, of %d new shape(s): %s (counted in "
-                     "flowtracer_gnmi_ignored_updates_total{shape})", self.where, self.target.platform, len(new), shown)
-        for shape, n in shapes.items():
-            count_shape(seen, shape, n)
+        """Count updates not read, by shape; new shapes are logged, one line per message (named, not lost)."""
+        if new := merge_shapes(self.stats.ignored, shapes):
+            log.info("gNMI %s: updates not read by the %s profile, of %d new shape(s): %s (counted in flowtracer_gnmi_"
+                     "ignored_updates_total{shape})", self.where, self.target.platform, len(new), shapes_text(new))
 
     def _synced(self, now: float) -> None:
         st = self.stats

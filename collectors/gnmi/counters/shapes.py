@@ -47,3 +47,17 @@ def count_shape(counts: dict[str, int], shape: str, n: int = 1) -> None:
     if shape not in counts and len(counts) >= MAX_SHAPES:
         shape = MORE
     counts[shape] = counts.get(shape, 0) + n
+
+
+def merge_shapes(seen: dict[str, int], shapes: dict[str, int]) -> list[str]:
+    """Add ``shapes``' counts to ``seen`` (bounded as ``count_shape``); the shapes ``seen`` did not hold yet (none
+    once it holds ``MAX_SHAPES``: the rest go to ``MORE`` unnamed)."""
+    new = [] if len(seen) >= MAX_SHAPES else [shape for shape in shapes if shape not in seen]
+    for shape, n in shapes.items():
+        count_shape(seen, shape, n)
+    return new
+
+
+def shapes_text(shapes: list[str], shown: int = 5) -> str:
+    """``a, b, c and 4 more``: a log line's list of shapes."""
+    return ", ".join(shapes[:shown]) + (f" and {len(shapes) - shown} more" if len(shapes) > shown else "")
