@@ -20,12 +20,12 @@ $(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx
 # VictoriaMetrics stands in for InfluxDB 2 in tests (it accepts the InfluxDB v2 write API); headless
 # Chromium and its driver run the dashboard's browser test; stunnel4 terminates TLS in front of the
 # embedded Kafka broker for the Kafka TLS test (tests/e2e/test_kafka_tls_e2e.py); stress-ng keeps a core busy
-# for `make test-loaded`.
-SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4 stress-ng
+# for `make test-loaded`; tmux is the 120x40 terminal the live view's screenshot test reads (capture-pane).
+SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4 stress-ng tmux
 system-deps:
 	@command -v victoria-metrics >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 	 command -v chromedriver >/dev/null 2>&1 && command -v stunnel4 >/dev/null 2>&1 && \
-	 command -v stress-ng >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
+	 command -v stress-ng >/dev/null 2>&1 && command -v tmux >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PKGS); }
 

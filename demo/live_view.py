@@ -8,6 +8,8 @@ little. Rich's Live: https://rich.readthedocs.io/en/stable/live.html.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import TextIO
 
 from rich.console import Console
@@ -27,6 +29,8 @@ class LiveView:
         self.seen: dict[str, int] = {}
         self.console = Console(file=out, force_terminal=live or None, highlight=False, soft_wrap=False)
         self._live: Live | None = None
+        #: log handlers pointed at the live display while it runs, with the stream each had
+        self._handlers: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
 
     def show(self, state: ViewState) -> None:
         """Draw ``state`` (a terminal), or write what changed since the last frame (anything else)."""
@@ -42,6 +46,7 @@ class LiveView:
             self._live = Live(view, console=self.console, auto_refresh=False, transient=False,
                               vertical_overflow="crop")
             self._live.start(refresh=True)
+            self._logs_above()
         else:
             self._live.update(view, refresh=True)
 
@@ -53,8 +58,20 @@ class LiveView:
             self.out.write(text + "\n")
             self.out.flush()
 
+    def _logs_above(self) -> None:
+        """Send the process's log lines (stderr) through the live display, above the screen: written straight to
+        the terminal they would land inside the screen and be overwritten (Live redirects ``sys.stderr``, but a
+        handler keeps the stream it was made with)."""
+        for h in logging.getLogger().handlers:
+            if type(h) is logging.StreamHandler and h.stream is sys.__stderr__:
+                self._handlers.append((h, h.stream))
+                h.setStream(sys.stderr)
+
     def close(self) -> None:
         """Leave the last screen where it is; what follows prints below it."""
+        for h, stream in self._handlers:
+            h.setStream(stream)
+        self._handlers.clear()
         if self._live is not None:
             self._live.stop()
             self._live = None

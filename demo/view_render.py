@@ -53,8 +53,8 @@ def _fim(v: float | None) -> str:
 
 def collision_text(c: CollisionRow) -> str:
     """One line for a collision (the screen and the compact lines say the same)."""
-    return (f"{c.group}: {c.flows} flows on {c.link} {_pct(c.utilization)} while {c.idle_link} idles "
-            f"{_pct(c.idle_utilization)}" + (" HARMFUL" if c.harmful else "")
+    return (f"{c.group}: {c.flows} flows on {c.link} {_pct(c.utilization)}" + (" HARMFUL" if c.harmful else "")
+            + f" while {c.idle_link} idles {_pct(c.idle_utilization)}"
             + (f" [{', '.join(c.sample_flows)}]" if c.sample_flows else ""))
 
 
