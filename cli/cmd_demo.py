@@ -34,6 +34,7 @@ import click
 
 from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
+from flowtracer.logs import json_logs_requested
 from flowtracer.testbed.managed_process import check_port_free
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
-    printer = LiveView(out, live=out.isatty() and not _json_logs())
+    printer = LiveView(out, live=out.isatty() and not json_logs_requested())
     if influx_url is None:
         line_protocol_file = (line_protocol_file or run_dir / "flowtracer.lp").resolve()
         line_protocol_file.parent.mkdir(parents=True, exist_ok=True)
@@ -429,12 +430,6 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
             click.echo(f"flowtracer demo: cannot write --summary-json {summary_json}: {e.strerror or e}", err=True)
             code = code or EXIT_FAILURE
     return code
-
-
-def _json_logs() -> bool:
-    """Whether ``--log-format json`` was given: the view then writes compact lines, never a redrawn screen."""
-    ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.find_root().params.get("log_format") == "json")
 
 
 def _switch_names(topology: Path) -> list[str]:

@@ -19,6 +19,7 @@ import click
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, exit_with
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
+from flowtracer.logs import json_logs_requested
 from flowtracer.schemas.kafka_security import kafka_python_kwargs
 from flowtracer.schemas.topology import TopologyError, load_topology
 
@@ -64,9 +65,7 @@ def top(kafka: str, topology: Path, every_s: float, since_s: float, duration_s: 
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, on_signal)
     out = click.get_text_stream("stdout")
-    ctx = click.get_current_context(silent=True)
-    json_logs = ctx is not None and ctx.find_root().params.get("log_format") == "json"
-    view = LiveView(out, live=out.isatty() and not json_logs)
+    view = LiveView(out, live=out.isatty() and not json_logs_requested())
     view.message(f"flowtracer top: {kafka}, fabric {topo.name} ({len(topo.switches)} switches); Ctrl-C stops")
     watcher.start()
     t0 = time.monotonic()
