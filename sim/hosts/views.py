@@ -25,7 +25,9 @@
     .spare/<ts>-<seq>/                         snapshots pruned from snapshots/, waiting to be rewritten as new ones
 
 Each snapshot is built under a temporary name and renamed into place before ``current`` moves,
-so a reader never sees half a file or a mix of two ticks; the last ``KEEP`` snapshots are kept
+so a reader never sees half a file or a mix of two ticks; ``current`` moves last (after the tick's NCCL lines
+and ``proc/`` entries), so a host's data for a tick exists once ``current`` names its snapshot (what an agent
+waits for); the last ``KEEP`` snapshots are kept
 so an agent can read the one at its window boundary (the state of the host at that instant).
 What a snapshot holds is one rule (``_plan_snapshot``); it is built afresh, or, once ``SPARES`` older
 ones wait in ``.spare/``, by rewriting the oldest of them in place when its layout matches (only the files
@@ -379,6 +381,9 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
     if tmp is None:
         tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=snaps_dir))
         _build_fresh(plan, tmp)
+    if new_lines:  # before ``current`` moves: a reader that sees this tick's snapshot finds its log lines too
+        with open(hostdir / "nccl.log", "a", encoding="utf-8") as f:
+            f.write("".join(line if line.endswith("\n") else line + "\n" for line in new_lines))
     final = snaps_dir / name
     os.rename(tmp, final)
     w.plans[name] = plan
@@ -387,10 +392,6 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
         link_tmp.unlink()
     os.symlink(os.path.join("snapshots", name), link_tmp)
     os.replace(link_tmp, hostdir / "current")  # atomic: readers see the old or the new snapshot
-
-    if new_lines:
-        with open(hostdir / "nccl.log", "a", encoding="utf-8") as f:
-            f.write("".join(line if line.endswith("\n") else line + "\n" for line in new_lines))
 
     snaps = sorted(p for p in os.listdir(snaps_dir) if not p.startswith("."))
     for old_name in snaps[:-KEEP]:

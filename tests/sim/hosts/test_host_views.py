@@ -196,3 +196,26 @@ def test_a_recycled_snapshot_is_the_snapshot_built_afresh(shm: Path) -> None:
         assert sorted(os.listdir(a / "snapshots")) == sorted(os.listdir(b / "snapshots"))
     assert recycled > KEEP  # the fast way was taken, not only the fresh build
     assert not (shm / "plain" / "gpu01" / ".spare").exists()
+
+
+def test_current_moves_last_so_a_reader_of_a_tick_finds_its_log_lines(shm: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent reads a host as soon as ``current`` names the tick's snapshot (the sim source's ``poll``): by then
+    the tick's NCCL lines are in ``nccl.log`` (and its processes in ``proc/``)."""
+    hs = _host()
+    write_host_view(hs, shm)
+    log = host_view_dir(shm, "gpu01") / "nccl.log"
+    seen: list[str] = []
+    replace = os.replace
+
+    def watch(src: str | Path, dst: str | Path) -> None:
+        replace(src, dst)
+        if Path(dst).name == "current":  # the instant a polling reader could see the new tick
+            seen.append(log.read_text())
+
+    monkeypatch.setattr(os, "replace", watch)
+    with hs.lock:
+        hs.timestamp_ns = T0 + 1_000_000_000
+        hs.nccl_log.append("gpu01:42:42 [0] NCCL INFO the tick's line")
+    write_host_view(hs, shm)
+    assert len(seen) == 1 and seen[0].endswith("NCCL INFO the tick's line\n")
