@@ -219,7 +219,8 @@ def _stat_json(w: _HostWriter, ifindex: dict[str, int], qps: list[QpState]) -> s
     return json.dumps(rows, separators=(",", ":")) + "\n"
 
 
-def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None, recycle: bool = True) -> None:
+def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None, recycle: bool = True,
+                    spares_ahead: bool = False) -> None:
     """Write one snapshot of ``state`` under ``root/<state.name>/`` and make it ``current``.
 
     Call at the end of each engine tick. ``qp_counters`` (default: env
@@ -228,6 +229,10 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
     snapshot, and the next one written after that holds everything since (cumulative counters, the missed NCCL lines).
     ``recycle`` (default): a snapshot pruned from ``snapshots/`` is kept aside and later rewritten in place as a new
     one (same files, same bytes as one built afresh: tests/sim/hosts checks); False builds every snapshot afresh.
+    ``spares_ahead`` (with ``recycle``, on a host's first write: the runner's, before the engine's first tick): also
+    build ``KEEP + SPARES + 1`` spare copies of this snapshot now, so the ticks that follow rewrite from the first one
+    on instead of building their first ``KEEP + SPARES`` snapshots afresh (~5x the cost: at 256 hosts on a loaded
+    machine the views then lagged the engine by several seconds for the first 20-25 s).
     """
     if not state.reporting:
         return
@@ -241,7 +246,7 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
             _writer_of[(str(root), state.name)] = w
     with w.lock:
         w.recycle = recycle
-        _write_snapshot(state, hostdir, w, qp_counters)
+        _write_snapshot(state, hostdir, w, qp_counters, spares_ahead)
 
 
 @dataclass
@@ -338,7 +343,7 @@ def _rewrite(plan: _Plan, old: _Plan, spare: Path) -> None:
             os.close(fd)
 
 
-def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool) -> None:
+def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool, spares_ahead: bool) -> None:
     with state.lock:  # copy what is needed, write outside the engine's lock
         ts = state.timestamp_ns
         nics = list(state.nics)
@@ -387,6 +392,13 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
     final = snaps_dir / name
     os.rename(tmp, final)
     w.plans[name] = plan
+    if spares_ahead and w.recycle and not w.spares and len(w.plans) == 1:
+        # Never listed in snapshots/, so no reader can hold them: usable from the next write on.
+        (hostdir / ".spare").mkdir(exist_ok=True)
+        for _ in range(KEEP + SPARES + 1):
+            spare = Path(tempfile.mkdtemp(prefix=".ahead-", dir=hostdir / ".spare"))
+            _build_fresh(plan, spare)
+            w.spares.append((spare, plan))
     link_tmp = hostdir / f".current-{os.getpid()}-{threading.get_ident()}"
     if link_tmp.is_symlink():
         link_tmp.unlink()
