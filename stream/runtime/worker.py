@@ -9,6 +9,7 @@ from prometheus_client import start_http_server
 
 from flowtracer.stream.runtime.app import build_app
 from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.heap import settle_heap
 from flowtracer.stream.sinks import registry
 from flowtracer.stream.sinks.base import Sink
 from flowtracer.stream.sinks.null import NullSink
@@ -60,6 +61,7 @@ def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,
         start_http_server(metrics_port, addr="127.0.0.1", registry=proc.metrics.registry)
     worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True,
                           redirect_stdouts=False, override_logging=False)
+    settle_heap()  # the fabric, the stages' tables and the libraries are built: out of the collector's way
     code = 0
     try:
         worker.execute_from_commandline()

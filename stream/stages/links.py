@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.schemas import topics
@@ -50,22 +49,6 @@ log = logging.getLogger(__name__)
 STREAMS = {"counters": topics.COUNTERS.name, "congestion": topics.SWITCH_CONGESTION.name,
            "attr": topics.ATTRIBUTIONS.name}
 """The input topic (of the stage's own partition) each source name prefix comes in."""
-
-
-@dataclass
-class LinkEnds:
-    """Who sends over one link in a window, summed over the flows partitions' attribution batches."""
-
-    sources: int = 0
-    """Sending NICs (a NIC's flows are in one flows partition: the partitions' counts add up)."""
-    destinations: set[str] = field(default_factory=set)
-    """The one receiving NIC each partition named."""
-    several: bool = False
-    """Some partition's flows on the link went to several NICs."""
-
-    def destination(self) -> str:
-        """The one NIC every flow on the link goes to, or "" when there is not one (or it is not known)."""
-        return next(iter(self.destinations)) if len(self.destinations) == 1 and not self.several else ""
 
 
 class LinksStage:
@@ -156,8 +139,11 @@ class LinksStage:
         measured: dict[str, int] = {}
         reported: set[str] = set()
         shares: dict[str, Share] = {}
-        member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
-        ends: dict[str, LinkEnds] = {}
+        member_flows: dict[str, list[common_pb2.FlowRef]] = {}  # only the links whose shares name flows
+        # Per link: sending NICs summed over the partitions, and the one receiving NIC all of them named ("" when
+        # not one): two dicts instead of a LinkEnds per link, which only congested links need (_congested).
+        sources: dict[str, int] = {}
+        destination: dict[str, str] = {}
         congestion: list[counters_pb2.CongestionBatch] = []
         views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
@@ -179,22 +165,30 @@ class LinksStage:
                 congestion.append(item)
             elif isinstance(item, internal_pb2.AttributionBatch):
                 for ls in item.links:
-                    s = shares.get(ls.link)
+                    lid, b = ls.link, ls.bytes
+                    s = shares.get(lid)
                     if s is None:
-                        s = shares[ls.link] = Share()
-                    s.bytes += ls.bytes
-                    s.flow_count += ls.flow_count
-                    s.conf_bytes += ls.bytes * ls.confidence
-                    member_flows[ls.link].extend(ls.flows)
-                    if ls.src_nic_count:
-                        e = ends.get(ls.link)
-                        if e is None:
-                            e = ends[ls.link] = LinkEnds()
-                        e.sources += ls.src_nic_count
-                        if ls.dst_nic:
-                            e.destinations.add(ls.dst_nic)
+                        shares[lid] = Share(0.0 + b, ls.flow_count, 0.0 + b * ls.confidence)
+                    else:
+                        s.bytes += b
+                        s.flow_count += ls.flow_count
+                        s.conf_bytes += b * ls.confidence
+                    if ls.flows:
+                        named = member_flows.get(lid)
+                        if named is None:
+                            member_flows[lid] = list(ls.flows)
                         else:
-                            e.several = True
+                            named.extend(ls.flows)
+                    n = ls.src_nic_count
+                    if n:
+                        dst = ls.dst_nic  # "": that partition's flows on the link go to several NICs
+                        if lid in sources:
+                            sources[lid] += n
+                            if destination[lid] != dst:
+                                destination[lid] = ""
+                        else:
+                            sources[lid] = n
+                            destination[lid] = dst
                 for nc in item.nic_cnps:
                     nic_cnps[nc.nic] = nc.cnp_sent
         out = Emitted()
@@ -270,7 +264,8 @@ class LinksStage:
             if collision is not None:
                 assess(collision, congestion_of, nic_cnps, self.nic_of_ip)
                 out.collisions.append(collision)
-        congested_links = self._congested(out.link_congestion, utilization, shares, ends, groups_of, start)
+        congested_links = self._congested(out.link_congestion, utilization, shares, sources, destination,
+                                          groups_of, start)
         group_batch.congested.extend(congested_links)
         self.last_utilization = (end, {c.congestion.link: c.utilization for c in congested_links
                                        if c.utilization >= 0})
@@ -278,7 +273,7 @@ class LinksStage:
         return out
 
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
-                   shares: dict[str, Share], ends: dict[str, LinkEnds],
+                   shares: dict[str, Share], sources: Mapping[str, int], destination: Mapping[str, str],
                    groups_of: Mapping[str, list[WeightedGroup]], start: int) -> list[internal_pb2.CongestedLink]:
         """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
         hot = [lc for lc in lcs if congested(lc)]
@@ -291,7 +286,7 @@ class LinksStage:
         for lc in hot:
             share = shares.get(lc.link)
             siblings = [m.id for wg in groups_of.get(lc.link, ()) for m in wg.group.members]
-            e = ends.get(lc.link, LinkEnds(several=True))
-            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, e.sources,
-                                      e.destination(), siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0,
+                                      sources.get(lc.link, 0), destination.get(lc.link, ""), siblings, ids,
+                                      to_host=lc.dst_node not in fabric.switch_names))
         return out
