@@ -88,6 +88,8 @@ class LinksStage:
         #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
         self.last_utilization: tuple[int, dict[str, float]] = (0, {})
         self.nic_of_ip = {ip: ref.name for ip, ref in fabric.nic_by_ip.items()}
+        #: Per switch: its last AFT groups (items in order; None: no view) and what ``_groups`` made of them.
+        self._groups_memo: dict[str, tuple[Any, tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]]] = {}
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
@@ -205,13 +207,11 @@ class LinksStage:
                     del self.last_view[sw]
                     log.warning("ECMP groups of %s: no AFT next hops for %d windows, back to the topology's groups",
                                 sw, self.history.hops)
-            topo = self.topology_groups[sw]
-            self.live_groups[sw] = switch_groups(view, topo, self.links)
-            sig = groups_signature(self.live_groups[sw])
+            live, sig, drifts = self._groups(sw, view)
+            self.live_groups[sw] = live
             if self.groups_sent.get(sw) != sig:
                 self.groups_sent[sw] = sig
-                out.ecmp_groups.append(groups_record(sw, self.live_groups[sw], start, end))
-            drifts = group_drift(view, topo, self.links) if view is not None else ()
+                out.ecmp_groups.append(groups_record(sw, live, start, end))
             out.ecmp_drift.extend(drift_records(drifts, start, end))
             line = drift_change(sw, self.drift_logged.get(sw, ()), drifts) if view is not None else None
             if line is not None:
@@ -271,6 +271,20 @@ class LinksStage:
                                        if c.utilization >= 0})
         out.group_fims.append(group_batch)
         return out
+
+    def _groups(self, sw: str, view: AftView | None) -> tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]:
+        """A switch's live groups, their signature and their drift from the topology, by ``view`` (None: the
+        topology's). Worked out again only when the AFT groups differ from the last window's, in content or order
+        (a switch's AFT rarely changes; the drift lists ports in the view's order)."""
+        key = tuple(tuple(g.items()) for g in view.groups) if view is not None else None
+        memo = self._groups_memo.get(sw)
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        topo = self.topology_groups[sw]
+        live = switch_groups(view, topo, self.links)
+        found = (live, groups_signature(live), group_drift(view, topo, self.links) if view is not None else ())
+        self._groups_memo[sw] = (key, found)
+        return found
 
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
                    shares: dict[str, Share], sources: Mapping[str, int], destination: Mapping[str, str],
