@@ -89,6 +89,9 @@ class LinksStage:
         self.last_utilization: tuple[int, dict[str, float]] = (0, {})
         self.nic_of_ip = {ip: ref.name for ip, ref in fabric.nic_by_ip.items()}
         #: Per switch: its last AFT groups (items in order; None: no view) and what ``_groups`` made of them.
+        #: The live group lists ``_groups_by_link`` last indexed (held, so compared by identity) and its answer.
+        self._by_link_memo: tuple[list[list[WeightedGroup]], dict[str, list[WeightedGroup]], dict[str, list[str]]] \
+            | None = None
         self._groups_memo: dict[str, tuple[Any, tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]]] = {}
 
     def window_of(self, timestamp_ns: int) -> int:
@@ -229,11 +232,7 @@ class LinksStage:
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         # A link's groups are those its switch has now (live: its AFT's, else the topology's): they name it, and
         # their other members are its siblings.
-        groups_of: dict[str, list[WeightedGroup]] = defaultdict(list)
-        for sw in sorted(self.live_groups):
-            for wg in self.live_groups[sw]:
-                for m in wg.group.members:
-                    groups_of[m.id].append(wg)
+        groups_of, group_ids = self._groups_by_link()
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
             share = shares.get(lid)
@@ -247,7 +246,7 @@ class LinksStage:
                 unexplained_bytes=meas - attributed if valid else 0,
                 utilization=utilization.get(lid, 0.0),
                 flow_count=share.flow_count if share else 0, resolver=self.resolver,
-                groups=[wg.group.id for wg in groups_of.get(lid, ())], oper_up=oper.get(lid, False),
+                groups=group_ids.get(lid, ()), oper_up=oper.get(lid, False),
                 oper_valid=lid in oper))
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
@@ -285,6 +284,21 @@ class LinksStage:
         found = (live, groups_signature(live), group_drift(view, topo, self.links) if view is not None else ())
         self._groups_memo[sw] = (key, found)
         return found
+
+    def _groups_by_link(self) -> tuple[dict[str, list[WeightedGroup]], dict[str, list[str]]]:
+        """Link id -> the live groups it is a member of, and their ids; built again only when a switch's live groups
+        changed (``_groups`` hands out the same list while they do not)."""
+        lists = [self.live_groups[sw] for sw in sorted(self.live_groups)]
+        memo = self._by_link_memo
+        if memo is None or len(memo[0]) != len(lists) or any(a is not b for a, b in zip(memo[0], lists, strict=True)):
+            groups_of: dict[str, list[WeightedGroup]] = defaultdict(list)
+            for groups in lists:
+                for wg in groups:
+                    for m in wg.group.members:
+                        groups_of[m.id].append(wg)
+            ids = {lid: [wg.group.id for wg in gs] for lid, gs in groups_of.items()}
+            memo = self._by_link_memo = (lists, dict(groups_of), ids)
+        return memo[1], memo[2]
 
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
                    shares: dict[str, Share], sources: Mapping[str, int], destination: Mapping[str, str],
