@@ -127,7 +127,10 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
         click.echo(f"flowtracer topology discover: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     try:
-        targets = load_targets(targets_file)
+        loaded = load_targets(targets_file)
+        targets = loaded.targets
+        for w in loaded.warnings:
+            click.echo(f"warning: {w}", err=True)
         gnmi = Gnmi(encoding=Encoding(encoding)) if encoding else Gnmi()  # unset: each target's profile's
         facts, warnings = asyncio.run(read_all(targets, gnmi, timeout, rpc))
     except ConfigError as e:

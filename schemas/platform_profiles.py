@@ -367,6 +367,9 @@ class Profile:
     file: str = ""
     #: The platform sends a subscribed entry as one JSON object of its leaves (sonic-gnmi's DB paths).
     json_entries: bool = False
+    #: (origin, namespace) when the DB paths may also come target-addressed: prefix target ``COUNTERS_DB`` and
+    #: path ``COUNTERS/Ethernet9`` stand for ``<origin>:/COUNTERS_DB/<namespace>/COUNTERS/Ethernet9`` (SONiC).
+    db_target: tuple[str, str] | None = None
 
     @property
     def origins(self) -> frozenset[str]:
@@ -405,7 +408,8 @@ def _shares_container(p: Profile, leaf: ProfileLeaf) -> bool:
                if o.template.origin == leaf.template.origin and o.template.elems[:-1] == parent)
 
 
-_TOP_KEYS = {"platform", "description", "encoding", "origin", "sources", "leaves", "missing", "json_entries"}
+_TOP_KEYS = {"platform", "description", "encoding", "origin", "sources", "leaves", "missing", "json_entries",
+             "db_target_namespace"}
 _LEAF_KEYS = {"path", "origin", "format", "source"}
 _ENCODINGS = ("proto", "json_ietf", "json")
 
@@ -484,7 +488,11 @@ def parse_profile(text: str, source: str) -> Profile:
     json_entries = data.get("json_entries", False)
     if not isinstance(json_entries, bool):
         raise fail(("json_entries",), "expected true or false")
-    return Profile(platform, str(data.get("description", "")), encoding, leaves, dict(missing), source, json_entries)
+    ns = data.get("db_target_namespace")
+    if ns is not None and (not isinstance(ns, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", ns) or not origin):
+        raise fail(("db_target_namespace",), "expected a namespace name (localhost), with a top-level origin")
+    return Profile(platform, str(data.get("description", "")), encoding, leaves, dict(missing), source, json_entries,
+                   (origin, ns) if ns else None)
 
 
 def platforms() -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 
@@ -34,12 +35,18 @@ class TlsConfig(SecurityModel):
 
 
 class Credentials(SecurityModel):
-    """gNMI username/password references (sent as call metadata). The password only from env or a file."""
+    """gNMI username/password references (sent as call metadata). The password only from env or a file.
+
+    ``password_key``: with ``password_file``, the file is YAML and the password is the value at these keys (a
+    gnmic targets file's ``targets.<address>.password``): a password the user wrote in such a file is read from
+    it when a connection needs it, never copied into another file, a log or a model's repr.
+    """
 
     username: str | None = None
     username_env: str | None = None
     password_env: str | None = None
     password_file: Path | None = None
+    password_key: tuple[str, ...] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -69,6 +76,24 @@ class Credentials(SecurityModel):
             except OSError as e:
                 raise SecretError(
                     f"credentials.password_file: cannot read {self.password_file}: {e.strerror}") from None
+            if self.password_key:
+                password = _at_key(password, self.password_file, self.password_key)
         if user is None and password is None:
             return None
         return user or "", SecretStr(password or "")
+
+
+def _at_key(text: str, file: Path, keys: tuple[str, ...]) -> str:
+    """The scalar at ``keys`` of the YAML ``text`` (the password itself is never put in the error)."""
+    where = f"credentials.password_key: {file}: {'.'.join(keys)}"
+    try:
+        node: Any = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise SecretError(f"{where}: the file is not YAML") from None
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            raise SecretError(f"{where}: no such key")
+        node = node[k]
+    if node is None or isinstance(node, dict | list):
+        raise SecretError(f"{where}: not a password (empty or not a scalar)")
+    return str(node)

@@ -23,7 +23,7 @@ from pygnmi.spec.v080.gnmi_pb2 import Encoding as PbEncoding
 from pygnmi.spec.v080.gnmi_pb2 import GetRequest, Path, SubscribeRequest, SubscriptionList, SubscriptionMode
 
 from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, Mode, Subscription, Target, TargetMode
-from flowtracer.collectors.gnmi.counters.paths import parse_path
+from flowtracer.collectors.gnmi.counters.paths import format_path, parse_path
 from flowtracer.schemas.platform_profiles import CANONICAL, load_profile
 
 _PB_ENCODING = {Encoding.PROTO: PbEncoding.PROTO, Encoding.JSON_IETF: PbEncoding.JSON_IETF,
@@ -63,22 +63,54 @@ def subscriptions_for(target: Target, gnmi: Gnmi) -> list[Subscription]:
 
 def gnmi_for(target: Target, gnmi: Gnmi) -> Gnmi:
     """The gNMI settings for ``target``: its platform's encoding when it is not OpenConfig (``gnmi.encoding``
-    then applies to OpenConfig targets only)."""
+    then applies to OpenConfig targets only), and its own ``timeout`` as the connect timeout."""
     profile = load_profile(target.platform)
-    if profile.is_openconfig:
-        return gnmi
-    return gnmi.model_copy(update={"encoding": Encoding(profile.encoding)})
+    update: dict[str, object] = {} if profile.is_openconfig else {"encoding": Encoding(profile.encoding)}
+    if target.timeout is not None:  # the target's own (gnmic's per-target timeout)
+        update["connect_timeout"] = target.timeout
+    return gnmi.model_copy(update=update) if update else gnmi
 
 
-def _path(s: Subscription, gnmi: Gnmi) -> Path:
-    """The subscription's path; its own origin is kept, else ``gnmi.origin`` is set."""
+def target_addressed(subs: list[Subscription], target: Target) -> tuple[Path | None, list[Subscription],
+                                                                      list[Subscription]]:
+    """(prefix, subscriptions, dropped) for ``target.addressing``: as they are for ``origin``; for ``target``, the DB
+    paths of one DB (COUNTERS_DB when subscribed) re-addressed as sonic-gnmi's older form wants them: prefix
+    target ``COUNTERS_DB``, path ``/COUNTERS/Ethernet*`` without origin or namespace (sonic-net/SONiC
+    ``doc/system-telemetry/grpc_telemetry.md``). A Subscribe names one prefix target, so the other DBs' paths
+    (APPL_DB's oper-status and speed) and non-DB paths are ``dropped``, for the caller to say so."""
+    if target.addressing != "target":
+        return None, subs, []
+    db_target = load_profile(target.platform).db_target
+    if db_target is None:  # Target's validator refuses this; kept for callers building targets by hand
+        raise ConfigError(f"target {target.name}: platform {target.platform} has no target-addressed form")
+    origin, namespace = db_target
+    by_db: dict[str, list[tuple[Subscription, Subscription]]] = {}  # DB -> (as written, re-addressed)
+    other: list[Subscription] = []
+    for s in subs:
+        p = parse_path(s.path)
+        if p.origin == origin and len(p.elem) > 2 and p.elem[1].name == namespace and not p.elem[0].key:
+            rest = format_path(Path(elem=p.elem[2:]))
+            by_db.setdefault(p.elem[0].name, []).append((s, s.model_copy(update={"path": rest})))
+        else:
+            other.append(s)
+    db = "COUNTERS_DB" if "COUNTERS_DB" in by_db else next(iter(by_db), None)
+    if db is None:
+        raise ConfigError(f"target {target.name}: addressing: target, but no subscription reads a DB path")
+    kept = [new for _, new in by_db.pop(db)]
+    return Path(target=db), kept, [old for v in by_db.values() for old, _ in v] + other
+
+
+def _path(s: Subscription, gnmi: Gnmi, prefix: Path | None = None) -> Path:
+    """The subscription's path; its own origin is kept, else ``gnmi.origin`` is set (not under a prefix target,
+    whose paths are addressed by it)."""
     path = parse_path(s.path)
-    if gnmi.origin and not path.origin:
+    if gnmi.origin and not path.origin and prefix is None:
         path.origin = gnmi.origin
     return path
 
 
-def subscribe_request(subs: list[Subscription], gnmi: Gnmi, mode: TargetMode = TargetMode.STREAM) -> SubscribeRequest:
+def subscribe_request(subs: list[Subscription], gnmi: Gnmi, mode: TargetMode = TargetMode.STREAM,
+                      prefix: Path | None = None) -> SubscribeRequest:
     """A STREAM, POLL or ONCE SubscribeRequest for ``subs`` (intervals in ns as gNMI wants them). POLL and ONCE
     carry no per-subscription mode or interval (gNMI 3.5.1.5.1: the collector drives them)."""
     if mode is TargetMode.GET:
@@ -86,22 +118,22 @@ def subscribe_request(subs: list[Subscription], gnmi: Gnmi, mode: TargetMode = T
     list_mode = {TargetMode.STREAM: SubscriptionList.STREAM, TargetMode.POLL: SubscriptionList.POLL,
                  TargetMode.ONCE: SubscriptionList.ONCE}[mode]
     sl = SubscriptionList(mode=list_mode, encoding=_PB_ENCODING[gnmi.encoding],
-                          updates_only=gnmi.updates_only and mode is TargetMode.STREAM)
+                          updates_only=gnmi.updates_only and mode is TargetMode.STREAM, prefix=prefix)
     for s in subs:
         if mode is not TargetMode.STREAM:
-            sl.subscription.add(path=_path(s, gnmi))
+            sl.subscription.add(path=_path(s, gnmi, prefix))
             continue
         sl.subscription.add(
-            path=_path(s, gnmi), mode=_PB_MODE[s.mode],
+            path=_path(s, gnmi, prefix), mode=_PB_MODE[s.mode],
             sample_interval=s.sample_interval_ns if s.mode is not Mode.ON_CHANGE else 0,
             heartbeat_interval=s.heartbeat_interval_ns, suppress_redundant=s.suppress_redundant)
     return SubscribeRequest(subscribe=sl)
 
 
-def get_request(subs: list[Subscription], gnmi: Gnmi) -> GetRequest:
+def get_request(subs: list[Subscription], gnmi: Gnmi, prefix: Path | None = None) -> GetRequest:
     """One GetRequest for every path of ``subs`` (type ALL: the counters are state, some boxes file them
     under OPERATIONAL)."""
-    return GetRequest(path=[_path(s, gnmi) for s in subs], encoding=_PB_ENCODING[gnmi.encoding])
+    return GetRequest(prefix=prefix, path=[_path(s, gnmi, prefix) for s in subs], encoding=_PB_ENCODING[gnmi.encoding])
 
 
 def channel_options(gnmi: Gnmi) -> list[tuple[str, int | str]]:

@@ -16,7 +16,7 @@ import os
 import socket
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -170,6 +170,28 @@ class Target(_Model):
     interval: Duration = 1.0
     #: The vendor profile (schemas/profiles/<platform>.yaml) that says where this switch keeps its counters.
     platform: str = DEFAULT_PLATFORM
+    #: Seconds a connect (TLS + Capabilities) or a discovery call may take for this target (gnmic's ``timeout``);
+    #: None = ``gnmi.connect_timeout`` (collector) or ``--timeout`` (discovery).
+    timeout: Duration | None = None
+    #: How DB paths are requested from a profile with ``db_target_namespace`` (SONiC): ``origin``
+    #: (``sonic-db:/COUNTERS_DB/localhost/COUNTERS/Ethernet*``) or ``target`` (prefix target ``COUNTERS_DB``, path
+    #: ``COUNTERS/Ethernet*``: the older telemetry container, which has no sonic-db origin; one DB per Subscribe).
+    addressing: Literal["origin", "target"] = "origin"
+
+    @field_validator("addressing")
+    @classmethod
+    def _addressing(cls, v: str, info: Any) -> str:
+        platform = info.data.get("platform", DEFAULT_PLATFORM)
+        if v == "target" and load_profile(platform).db_target is None:
+            raise ValueError(f"target addressing is for DB paths (platform sonic), not platform {platform!r}")
+        return v
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("must be > 0")
+        return v
 
     @field_validator("platform")
     @classmethod
@@ -220,6 +242,8 @@ class TargetOverride(_Model):
     mode: TargetMode | None = None
     interval: Duration | None = None
     platform: str | None = None
+    timeout: Duration | None = None
+    addressing: Literal["origin", "target"] | None = None
 
     @field_validator("mode", mode="before")
     @classmethod

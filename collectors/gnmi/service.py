@@ -12,6 +12,7 @@ Metrics (own registry; /metrics and /healthz when ``metrics.port`` is set), per 
 ``target``: ``flowtracer_gnmi_target_up``, ``..._seconds_since_last_update``,
 ``..._updates_total`` (counter values received), ``..._updates_per_second`` (process, last
 10 s), ``..._reconnects_total``, ``..._connection_failures_total{reason}``, ``..._decode_errors_total``,
+``..._ignored_updates_total{shape}`` (decoded, not read),
 ``..._malformed_messages_total{reason}`` (messages skipped, the stream kept), ``..._batches_total``,
 ``..._samples_dropped_total{reason}``, ``..._target_info{state,error_class}``,
 ``..._congestion_updates_total``, ``..._congestion_batches_total``; Kafka:
@@ -188,6 +189,8 @@ class _GnmiMetrics(Collector):
                                    "by reason (credentials, server_cert_untrusted, client_cert_*, ...).",
                                    labels=["target", "reason"])
         dec = CounterMetricFamily(f"{p}_decode_errors", "Updates that could not be decoded.", labels=["target"])
+        ign = CounterMetricFamily(f"{p}_ignored_updates", "Updates decoded but not read (no leaf flowtracer uses), "
+                                  "by path shape.", labels=["target", "shape"])
         bad = CounterMetricFamily(f"{p}_malformed_messages", "Messages skipped because they could not be read, "
                                   "by reason (unparseable, undecodable); the stream goes on.",
                                   labels=["target", "reason"])
@@ -206,6 +209,8 @@ class _GnmiMetrics(Collector):
             for reason, n in sorted(st.failures.items()):
                 fail.add_metric([t, reason], n)
             dec.add_metric([t], st.decode_errors)
+            for shape, n in sorted(st.ignored.items()):
+                ign.add_metric([t, shape], n)
             for reason, n in sorted(st.malformed.items()):
                 bad.add_metric([t, reason], n)
             bat.add_metric([t], st.batches)
@@ -224,4 +229,4 @@ class _GnmiMetrics(Collector):
         yield from (cupd, cbat)
         rate = GaugeMetricFamily(f"{p}_updates_per_second", "Counter values received per second (last 10 s).")
         rate.add_metric([], self.svc.updates_per_second())
-        yield from (up, since, info, upd, rec, fail, dec, bad, bat, drop, late, rate)
+        yield from (up, since, info, upd, rec, fail, dec, ign, bad, bat, drop, late, rate)

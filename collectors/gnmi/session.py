@@ -51,6 +51,7 @@ from flowtracer.collectors.gnmi.channel import (
     gnmi_for,
     subscribe_request,
     subscriptions_for,
+    target_addressed,
 )
 from flowtracer.collectors.gnmi.config import ConfigError, Gnmi, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
@@ -58,6 +59,7 @@ from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.counters.congestion import CongestionAssembler
 from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
+from flowtracer.collectors.gnmi.counters.shapes import merge_shapes, shapes_text
 from flowtracer.collectors.gnmi.liveness import Liveness
 from flowtracer.collectors.once import OncePerCause
 from flowtracer.schemas.platform_profiles import load_profile
@@ -98,6 +100,8 @@ class SessionStats:
     congestion_updates: int = 0
     congestion_batches: int = 0
     decode_errors: int = 0
+    #: Updates decoded but not read (not a leaf flowtracer uses), by path shape (``counters/shapes.py``).
+    ignored: dict[str, int] = field(default_factory=dict)
     #: Messages skipped because they could not be read, by reason: ``unparseable`` (not a
     #: SubscribeResponse) or ``undecodable`` (parsed, but decoding or assembling it failed).
     malformed: dict[str, int] = field(default_factory=dict)
@@ -140,9 +144,12 @@ class TargetSession:
         self.liveness_s = gnmi.liveness_s()
         if target.polled:  # a message every interval at least: silence for 3 of them is a stall
             self.liveness_s = max(self.liveness_s if gnmi.liveness_timeout > 0 else 2.0, 3 * target.interval)
-        self._subs = subscriptions_for(target, gnmi)
-        self._request = (get_request(self._subs, gnmi) if target.mode is TargetMode.GET
-                         else subscribe_request(self._subs, gnmi, target.mode))
+        prefix, self._subs, dropped = target_addressed(subscriptions_for(target, gnmi), target)
+        if dropped and prefix is not None:  # one Subscribe, one prefix target: the other DBs' paths are not read
+            log.warning("gNMI %s: addressing: target reads %s only; not subscribed: %s", target.name, prefix.target,
+                        ", ".join(s.path for s in dropped))
+        self._request = (get_request(self._subs, gnmi, prefix) if target.mode is TargetMode.GET
+                         else subscribe_request(self._subs, gnmi, target.mode, prefix))
         self._call: grpc.aio.Call | None = None
         self._channel: grpc.aio.Channel | None = None
         self._stalled = False
@@ -316,6 +323,8 @@ class TargetSession:
             if m is not None:  # a layout seen before: its columns go to the assembler as they are
                 lay = m[0]
                 st.counter_updates += lay.counter_updates
+                if lay.ignored_shapes:
+                    self._count_ignored(lay.ignored_shapes)
                 out = asm.add_part(lay, m[1], time.time_ns()) if lay.counter_updates or len(lay.st_sel) else []
                 if lay.cg:
                     st.congestion_updates += lay.congestion_updates
@@ -374,6 +383,8 @@ class TargetSession:
         if s.errors:
             st.decode_errors += len(s.errors)
             log.debug("gNMI %s: decode errors: %s", self.where, s.errors[:3])
+        if s.ignored_shapes:
+            self._count_ignored(s.ignored_shapes)
         st.counter_updates += len(s.if_counters) + len(s.nh_counters)
         out = self.assembler.add(s, time.time_ns())
         if s.congestion_updates:
@@ -382,6 +393,12 @@ class TargetSession:
             if self._grace is None:
                 self._arm_grace()
         return out
+
+    def _count_ignored(self, shapes: dict[str, int]) -> None:
+        """Count updates not read, by shape; new shapes are logged, one line per message (named, not lost)."""
+        if new := merge_shapes(self.stats.ignored, shapes):
+            log.info("gNMI %s: updates not read by the %s profile, of %d new shape(s): %s (counted in flowtracer_gnmi_"
+                     "ignored_updates_total{shape})", self.where, self.target.platform, len(new), shapes_text(new))
 
     def _synced(self, now: float) -> None:
         st = self.stats

@@ -15,8 +15,10 @@ QP is bound to it (``rdma statistic qp bind link DEV/PORT lqpn N``, or ``auto`` 
 criterion that separates QPs); otherwise it sums several QPs.
 
 Both parsers are pure: text in, records and a count of malformed entries out. They never raise on
-bad input; a malformed entry is skipped and counted, and a document that is not JSON at all counts
-as one malformed record.
+bad input; a malformed entry is skipped and counted. A document that is not valid JSON is not lost
+whole: its complete entries are salvaged (``rdma_salvage.py``: iproute2 before 6.8 printed invalid
+JSON with ``-dd``; ``rdma``'s text output is read too), ``Parsed.salvaged`` counts them and the
+entries that could not be read count as malformed.
 
 ``parse_res_qp`` is the agent's hot path (10k QPs per window on a big host). It returns the QPs as
 columns (``QpColumns``, which is also a sequence of ``QpRecord``). When msgspec is installed, a
@@ -32,6 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Annotated, Any, NamedTuple
+
+from flowtracer.collectors.agent.sources.rdma_salvage import salvage
 
 try:
     import msgspec
@@ -128,10 +132,12 @@ class QpCounter:
 
 
 class Parsed(NamedTuple):
-    """Records parsed from one document and the number of entries skipped as malformed."""
+    """Records parsed from one document and the number of entries skipped as malformed; ``salvaged``: entries
+    read from a document that was not valid JSON (0 for a valid one)."""
 
     records: list[Any]
     malformed: int
+    salvaged: int = 0
 
 
 MAX_NESTING = 8
@@ -172,14 +178,16 @@ def _decode(text: str | bytes) -> Any:
     return json.loads(text)
 
 
-def _load(text: str | bytes) -> tuple[list[Any], int]:
+def _load(text: str | bytes) -> tuple[list[Any], int, int]:
+    """(entries, malformed, salvaged) of one document."""
     if not text or not text.strip():
-        return [], 0  # no devices / no QPs: rdma prints nothing or "[]"
+        return [], 0, 0  # no devices / no QPs: rdma prints nothing or "[]"
     try:
         doc = _decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError):  # json.loads recurses on nesting
-        return [], 1
-    return _entries(doc)
+        found = salvage(text)
+        return found.entries, found.lost, len(found.entries)
+    return (*_entries(doc), 0)
 
 
 if msgspec is not None:
@@ -242,7 +250,7 @@ def parse_res_qp(text: str | bytes) -> Parsed:
     """
     if text and (fast := _fast_res_qp(text)) is not None:
         return Parsed(fast, 0)
-    entries, bad = _load(text)
+    entries, bad, salvaged = _load(text)
     out: list[QpRecord] = []
     append = out.append
     new = tuple.__new__
@@ -265,7 +273,7 @@ def parse_res_qp(text: str | bytes) -> Parsed:
         # tuple.__new__ skips NamedTuple's Python-level __new__ (a third of this loop's time)
         append(new(QpRecord, (dev, port, lqpn, rqpn, qp_type, state, rq_psn, sq_psn, pid,
                               comm if type(comm) is str else "")))
-    return Parsed(QpColumns.from_records(out), bad)
+    return Parsed(QpColumns.from_records(out), bad, salvaged)
 
 
 _COUNTER_META = frozenset({"ifindex", "ifname", "port", "cntn", "qp-type", "pid", "comm", "lqpn"})
@@ -279,7 +287,7 @@ def parse_stat_qp(text: str | bytes) -> Parsed:
     ``counter_values``). An entry is malformed when ``ifname``, ``cntn`` or the ``lqpn`` list is
     missing or of the wrong type.
     """
-    entries, bad = _load(text)
+    entries, bad, salvaged = _load(text)
     out: list[QpCounter] = []
     m = QPN_MASK
     for d in entries:
@@ -295,7 +303,7 @@ def parse_stat_qp(text: str | bytes) -> Parsed:
         qp_type, comm = get("qp-type", ""), get("comm", "")
         out.append(QpCounter(dev, port, cntn, qp_type if type(qp_type) is str else "", pid,
                              comm if type(comm) is str else "", d, tuple(lqpns)))
-    return Parsed(out, bad)
+    return Parsed(out, bad, salvaged)
 
 
 def counter_values(c: QpCounter) -> tuple[int, int, int, int] | None:

@@ -32,6 +32,19 @@ from flowtracer.collectors.agent.sources.sysfs import SysfsView, read_sysfs
 log = logging.getLogger(__name__)
 
 
+_salvage_logged: set[str] = set()  # sources already warned about: the rest is counted, not logged each window
+
+
+def log_salvage(parsed: Parsed, what: str) -> Parsed:
+    """``parsed``, with a warning (once per source) when its document was not valid JSON (entries salvaged, lost
+    ones counted as malformed: flowtracer_agent_malformed_records_total)."""
+    if parsed.salvaged and what not in _salvage_logged:
+        _salvage_logged.add(what)
+        log.warning("%s: output is not valid JSON (iproute2 before 6.8 with -dd prints such); salvaged %d complete "
+                    "entries, %d lost (counted as malformed)", what, parsed.salvaged, parsed.malformed)
+    return parsed
+
+
 class SourceUnavailable(RuntimeError):
     """The source cannot read this host at all (no rdma tool, no RDMA devices, no sim views)."""
 
@@ -189,7 +202,7 @@ class LinuxSource:
     def _qps(self) -> Parsed | None:
         """``rdma resource show qp``, parsed; None when the tool failed (logged)."""
         text = self._rdma("resource", "show", "qp")
-        return None if text is None else parse_res_qp(text)
+        return None if text is None else log_salvage(parse_res_qp(text), "rdma resource show qp")
 
     def _counters(self, at_ns: int) -> Parsed | None:
         """``rdma statistic qp show``, parsed; None (and a retry in a minute) when the tool failed."""
@@ -199,7 +212,7 @@ class LinuxSource:
             self._stat_ok, self._stat_retry_ns = False, at_ns + 60_000_000_000
             return None
         self._stat_ok = True
-        return parse_stat_qp(stat)
+        return log_salvage(parse_stat_qp(stat), "rdma statistic qp show")
 
     def close(self) -> None:
         pass
@@ -351,7 +364,7 @@ class SimSource:
             sysfs = read_sysfs(snap / "sys" / "class" / "infiniband", gids=gids)
             if not sysfs.root_exists:
                 continue
-            parsed = parse_res_qp(qp_text)
+            parsed = log_salvage(parse_res_qp(qp_text), f"{host}: resource_show_qp.json")
             malformed = parsed.malformed + sysfs.malformed
             counters = None
             if stat_text is not None and self.cfg.qp_counters:

@@ -10,6 +10,14 @@ What it understands:
 * ``prefix + path``, with or without origin (``openconfig`` or none; other origins are not
   OpenConfig and are ignored); YANG module prefixes in element names
   (``openconfig-interfaces:interfaces``) are stripped.
+* Through a vendor profile (``profile_map.py``): the platform's own paths. A profile with
+  ``db_target_namespace`` (SONiC) also reads the target-addressed form of its DB paths: prefix target
+  ``COUNTERS_DB``, path ``COUNTERS/Ethernet9`` is ``sonic-db:/COUNTERS_DB/localhost/COUNTERS/Ethernet9``
+  (sonic-net/SONiC ``doc/system-telemetry/grpc_telemetry.md``). A wildcard element in a response
+  (``COUNTERS/Ethernet*``) has its JSON value keyed by what it matched.
+* What is not read is counted, never dropped silently: ``Samples.ignored`` and, by the path's *shape*
+  (keys and digit runs as ``*``: ``/state/port[port-id=*]/statistics/in-octets``),
+  ``Samples.ignored_shapes``.
 * PROTO typed values (``uint_val``, ``int_val``, ``string_val``, ...) and JSON / JSON_IETF values,
   where 64-bit integers arrive as strings (RFC 7951) and a subscription to a container yields
   one JSON object per update, flattened here (list entries keyed by their YANG list key).
@@ -28,6 +36,7 @@ would put one decision in two places.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -37,6 +46,7 @@ from typing import Any
 from pygnmi.spec.v080.gnmi_pb2 import Notification, Path, TypedValue
 
 from flowtracer.collectors.gnmi.counters.profile_map import Elems, PathMapper
+from flowtracer.collectors.gnmi.counters.shapes import count_shape, names_shape, path_shape, shape_text
 from flowtracer.schemas.openconfig import (
     INTERFACE_COUNTERS,
     NEXT_HOP_COUNTERS,
@@ -91,6 +101,8 @@ class Samples:
     errors: list[str] = field(default_factory=list)
     #: Updates that decoded but are not leaves we use (other counters, other models).
     ignored: int = 0
+    #: ``ignored`` by the shape of the path (``path_shape``), so an unknown kind of data is named, not lost.
+    ignored_shapes: dict[str, int] = field(default_factory=dict)
 
     @property
     def counter_updates(self) -> int:
@@ -341,10 +353,10 @@ def _flatten(s: Samples, names: tuple[str, ...], keys: dict[str, str], obj: dict
             if sub in _PREFIXES:
                 _flatten(s, sub, keys, v)
             else:
-                s.ignored += 1
+                count_ignored(s, names_shape(sub))
         elif isinstance(v, list) and k in LIST_KEYS:
             if sub not in _PREFIXES:
-                s.ignored += 1
+                count_ignored(s, names_shape(sub))
                 continue
             for item in v:
                 kname = LIST_KEYS[k] if not isinstance(item, dict) or LIST_KEYS[k] in item else ALT_LIST_KEYS.get(k, "")
@@ -359,7 +371,7 @@ def _flatten(s: Samples, names: tuple[str, ...], keys: dict[str, str], obj: dict
 def _leaf(s: Samples, names: tuple[str, ...], keys: dict[str, str], v: Any) -> None:
     h = LEAVES.get(names)
     if h is None:
-        s.ignored += 1
+        count_ignored(s, names_shape(names))
         return
     try:
         h(s, keys, v)
@@ -377,7 +389,7 @@ def _keys_text(keys: dict[str, str]) -> str:
 # elements (slow in Python); a switch repeats the same few thousand paths every sample.
 # (RES_IF_COUNTER, interface, counter index) | (RES_NH_COUNTER, ni, next-hop index, counter index,
 # newer tree) | (RES_LEAF, handler, keys, names) | (RES_CONTAINER, names, keys) | (RES_ERROR, message)
-# | (RES_IGNORE,)
+# | (RES_IGNORE, shape of the path)
 # | (RES_QUEUE_COUNTER, interface, queue, counter index) | (RES_QUEUE_WATERMARK, interface, queue)
 # | (RES_PFC_COUNTER, interface, priority, counter index)
 RES_IGNORE, RES_IF_COUNTER, RES_NH_COUNTER, RES_LEAF, RES_CONTAINER, RES_ERROR = range(6)
@@ -407,6 +419,10 @@ class Decoder:
         self._size = 0
 
     def _resolve(self, prefix: Path | None, path: Path) -> _Resolved:
+        r = self._resolve_path(prefix, path)
+        return (RES_IGNORE, path_shape(prefix, path)) if r[0] == RES_IGNORE else r
+
+    def _resolve_path(self, prefix: Path | None, path: Path) -> _Resolved:
         origin = path.origin or (prefix.origin if prefix is not None else "")
         if self.mapper is not None:
             return self._resolve_platform(origin, prefix, path)
@@ -422,9 +438,18 @@ class Decoder:
     def _resolve_platform(self, origin: str, prefix: Path | None, path: Path) -> _Resolved:
         """A platform path through the profile: its canonical leaf, resolved as OpenConfig's would be."""
         assert self.mapper is not None
+        elems = platform_elems(prefix, path)
+        target = prefix.target if prefix is not None else ""
+        db = self.mapper.profile.db_target
+        if db is not None and not origin and _DB_TARGET.match(target):
+            # SONiC's target-addressed form: prefix target COUNTERS_DB + COUNTERS/Ethernet9 is the DB path
+            # /COUNTERS_DB/<namespace>/COUNTERS/Ethernet9 of the profile's origin (sonic-db).
+            origin = db[0]
+            elems = ((target, {}), (db[1], {}), *elems)
         if origin not in self.mapper.origins and not (origin in _OC_ORIGINS and "" in self.mapper.origins):
             return (RES_IGNORE,)
-        elems = platform_elems(prefix, path)
+        if any("*" in name for name, _ in elems):  # a wildcard answer: its JSON is keyed by what matched
+            return (RES_PCONTAINER, origin, elems)
         m = self.mapper.translate(origin, elems)
         if m is None:
             return (RES_PCONTAINER, origin, elems) if (not elems or self.mapper.is_container(origin, elems)) \
@@ -512,8 +537,13 @@ class Decoder:
                     s.pfc_counters.append((r[1], r[2], r[3], v))
                 else:
                     s.queue_watermarks.append((r[1], r[2], v))
-            elif code == RES_IGNORE:
+            elif code == RES_IGNORE:  # count_ignored, inlined: a switch may send thousands of leaves we skip
                 s.ignored += 1
+                shapes, shape = s.ignored_shapes, r[1]
+                if shape in shapes:
+                    shapes[shape] += 1
+                else:
+                    count_shape(shapes, shape)
             elif code == RES_ERROR:
                 s.errors.append(r[1])
             else:
@@ -532,7 +562,7 @@ class Decoder:
                 elif code == RES_CONTAINER and isinstance(val, dict):
                     _flatten(s, r[1], r[2], val)
                 else:
-                    s.ignored += 1
+                    count_ignored(s, path_shape(prefix, p))
         for p in n.delete:
             self._delete(s, prefix, p)
         return s
@@ -541,6 +571,14 @@ class Decoder:
                           obj: dict[str, Any]) -> None:
         """Emit the leaves of a JSON object on a platform path (e.g. a SONiC port's COUNTERS blob)."""
         assert self.mapper is not None
+        glob = next((i for i, (name, keys) in enumerate(elems) if "*" in name and not keys), None)
+        if glob is not None:  # COUNTERS/Ethernet*[/leaf] answers {"Ethernet0": {...}, ...}: one entry per match
+            for k, v in obj.items():
+                if isinstance(v, dict) and fnmatch.fnmatchcase(k, elems[glob][0]):
+                    self._flatten_platform(s, origin, [*elems[:glob], (k, {})], v)
+                else:
+                    count_ignored(s, shape_text(origin, "", [*elems[:glob], (k, {})]))
+            return
         for raw_k, v in obj.items():
             k = raw_k.rsplit(":", 1)[-1]
             sub = [*elems, (k, {})]
@@ -548,7 +586,7 @@ class Decoder:
                 if self.mapper.is_container(origin, sub):
                     self._flatten_platform(s, origin, sub, v)
                 else:
-                    s.ignored += 1
+                    count_ignored(s, shape_text(origin, "", sub))
             elif isinstance(v, list) and k in self.mapper.list_keys:
                 kname = self.mapper.list_keys[k]
                 for item in v:
@@ -559,7 +597,7 @@ class Decoder:
             else:
                 m = self.mapper.translate(origin, sub)
                 if m is None:
-                    s.ignored += 1
+                    count_ignored(s, shape_text(origin, "", sub))
                     continue
                 names, keys, fmt = m
                 try:
@@ -600,6 +638,16 @@ def platform_elems(prefix: Path | None, path: Path) -> Elems:
         if p is not None:
             out += [(e.name.rsplit(":", 1)[-1], dict(e.key)) for e in p.elem]
     return tuple(out)
+
+
+_DB_TARGET = re.compile(r"^[A-Z][A-Z0-9_]*_DB$")
+"""A SONiC database name as a prefix target (``COUNTERS_DB``, ``APPL_DB``, ``STATE_DB``)."""
+
+
+def count_ignored(s: Samples, shape: str) -> None:
+    """Count one update that is not read, by its shape."""
+    s.ignored += 1
+    count_shape(s.ignored_shapes, shape)
 
 
 def _elems_text(elems: Elems) -> str:

@@ -42,6 +42,7 @@ from flowtracer.collectors.gnmi.counters.decode import (
     key_value,
     normalize_timestamp,
 )
+from flowtracer.collectors.gnmi.counters.shapes import count_shape
 
 # Fixed bytes compared before the whole message: two layouts of one length (e.g. the two AFT counter
 # trees) differ in their paths, and a miss then costs ~1 us instead of a full compare (~50 us).
@@ -157,6 +158,7 @@ class Layout:
     #: queue or priority) per slot, counter index per slot (0 for watermarks)).
     cg: dict[int, tuple[np.ndarray, tuple[tuple[str, object], ...], np.ndarray]]
     ignored: int
+    ignored_shapes: dict[str, int]  # Samples.ignored_shapes of every message of this layout
     probe: np.ndarray  # intp: a few fixed (non-slot) byte positions, spread over the message ...
     probe_bytes: np.ndarray  # ... and their bytes: refuses another layout of the same length cheaply
     # For the compiled read, the slots in message order: first byte, varint bytes, slot number.
@@ -210,6 +212,8 @@ class Layout:
             s.nh_counters = list(zip(names, idx, ci, vals[self.nh_sel].tolist(), newer, strict=True))
         s.if_state = self.if_state(vals)
         s.ignored = self.ignored
+        if self.ignored_shapes:
+            s.ignored_shapes = dict(self.ignored_shapes)
         for kind, (sel, keys, idx) in self.cg.items():
             v = vals[sel].tolist()
             if kind == RES_QUEUE_WATERMARK:
@@ -237,12 +241,14 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
     st_keys: tuple[list[str], list[str]] = ([], [])
     cg: dict[int, tuple[list[int], list[tuple[str, object]], list[int]]] = {}
     ignored = 0
+    shapes: dict[str, int] = {}
     prefix = n.prefix if n.HasField("prefix") else None
     for u, span in zip(n.update, spans, strict=True):
         r = decoder.resolve(prefix, u.path)
         code = r[0]
         if code == RES_IGNORE:
             ignored += 1
+            count_shape(shapes, r[1])
             if span[0] >= 0:  # e.g. a counter we do not carry: its value may change
                 slots.append(span)
             continue
@@ -289,7 +295,7 @@ def _layout(raw: bytes, n: Notification, decoder: Decoder) -> Layout:
                    np.array(nh_sel, np.intp), tuple(tuple(c) for c in nh_keys),  # type: ignore[arg-type]
                    np.array(st_sel, np.intp), (tuple(st_keys[0]), tuple(st_keys[1])),
                    {k: (np.array(a, np.intp), tuple(b), np.array(c, np.intp)) for k, (a, b, c) in cg.items()},
-                   ignored,
+                   ignored, shapes,
                    probe, expected[probe], pos[order], lens.astype(np.int64)[order], order.astype(np.int64))
 
 

@@ -129,7 +129,8 @@ async def read_all(targets: Sequence[Target], gnmi: Gnmi, timeout_s: float = 10.
     ``rpc``: "get" (Subscribe ONCE for a target without Get) or "once" (Subscribe ONCE for all).
     """
     # Every read ends (and closes its channel) before the first failure is raised, in target order.
-    results = await asyncio.gather(*(_read(t, gnmi, timeout_s, rpc) for t in targets), return_exceptions=True)
+    results = await asyncio.gather(*(_read(t, gnmi, t.timeout or timeout_s, rpc) for t in targets),
+                                   return_exceptions=True)
     for r in results:
         if isinstance(r, BaseException):
             raise r

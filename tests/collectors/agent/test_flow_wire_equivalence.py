@@ -625,6 +625,6 @@ def _per_entry(entries: list[Any]) -> tuple[list[QpRecord], int]:
 def _per_entry_doc(text: bytes) -> tuple[list[QpRecord], int]:
     if not text or not text.strip():
         return [], 0
-    entries, bad = rdma_json._load(text)
+    entries, bad, _salvaged = rdma_json._load(text)
     recs, b = _per_entry(entries)
     return recs, bad + b

@@ -52,8 +52,8 @@ def test_stat_qp_fixture_and_which_counters_are_per_qp(fixtures: Path) -> None:
 
 
 def test_empty_garbage_and_legacy_documents() -> None:
-    assert parse_res_qp("") == ([], 0)
-    assert parse_res_qp("[]\n") == ([], 0)
+    assert parse_res_qp("") == ([], 0, 0)
+    assert parse_res_qp("[]\n") == ([], 0, 0)
     assert parse_res_qp("Failed to open NETLINK_RDMA socket").malformed == 1
     assert parse_res_qp(b"[{\"ifname\": \"mlx5_0\",").malformed == 1
     assert parse_res_qp(b"\xff\xfe\x00").malformed == 1

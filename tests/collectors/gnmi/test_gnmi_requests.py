@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flowtracer.collectors.gnmi.channel import get_request, subscribe_request
-from flowtracer.collectors.gnmi.config import Gnmi, Mode, Subscription, TargetMode
+from flowtracer.collectors.gnmi.channel import get_request, gnmi_for, subscribe_request
+from flowtracer.collectors.gnmi.config import Gnmi, Mode, Subscription, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.paths import format_path
 
 SUBS = [
@@ -37,3 +37,10 @@ def test_get_request_has_every_path_with_its_origin() -> None:
     assert req.encoding == 4  # JSON_IETF
     with pytest.raises(ValueError, match="Get target has no SubscribeRequest"):
         subscribe_request(SUBS, Gnmi(), TargetMode.GET)
+
+
+def test_a_targets_own_timeout_is_its_connect_timeout() -> None:
+    """gnmic's per-target ``timeout`` (mapped to Target.timeout) bounds that target's connect; others keep the default."""
+    assert gnmi_for(Target(name="a", address="192.0.2.1", timeout=2.5), Gnmi()).connect_timeout == 2.5
+    assert gnmi_for(Target(name="b", address="192.0.2.2"), Gnmi()).connect_timeout == Gnmi().connect_timeout
+    assert gnmi_for(Target(name="c", address="192.0.2.3", platform="sonic", timeout="3s"), Gnmi()).connect_timeout == 3

@@ -138,3 +138,20 @@ def test_diff_of_a_bad_file_is_one_line(tmp_path: Path) -> None:
     good.write_text(generate(FabricSpec(hosts=2, leaves=2, spines=1)).to_yaml())
     code, out, err = run("topology", "diff", str(good), str(tmp_path / "missing.yaml"))
     assert (code, out) == (2, "") and "missing.yaml: no such file" in err and err.count("\n") == 1
+
+
+def test_a_gnmic_targets_file_as_it_is(sim: tuple[Path, dict, SimRunner], tmp_path: Path) -> None:
+    """gnmic's --targets-file form, gnmic's keys only, the password written in it: discovery reads the switches
+    (which ask for it), names the unused keys in one warning, and the topology refers to the file, not the secret."""
+    generated, ready, _ = sim
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(yaml.safe_dump({addr: {"name": name, "username": "ft", "password": "s3cret", "insecure": True,
+                                              "outputs": ["prom"], "encoding": "proto"}
+                                       for name, addr in ready["gnmi"].items()}))
+    out = tmp_path / "discovered.yaml"
+    code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out), "--name", "ft16")
+    assert code == 0, err
+    assert err.count("warning:") == 1 and "outputs (" in err and "encoding (" in err and "s3cret" not in err
+    assert run("topology", "diff", str(generated), str(out)) == (0, "", "")
+    text = out.read_text()
+    assert "s3cret" not in text and str(targets) in text and "password_key" in text
