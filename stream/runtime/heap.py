@@ -29,8 +29,9 @@ OLDER_THRESHOLDS = (20, 100)
 def settle_heap() -> None:
     """Freeze what the process holds now (its start-up state) and space collections out (module docstring).
 
-    Call once, after the fabric and the processor are built and before records flow; calling it again freezes
-    whatever is alive then too, so it is not for a loop."""
+    Call once, when the long-lived state is built: the worker process calls it when its first batch arrives (Faust,
+    its tables and the producer are up; ``run_worker``). Calling it again freezes whatever is alive then too, so it
+    is not for a loop."""
     gc.collect()  # garbage of the start-up is freed, not frozen
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)

@@ -50,7 +50,8 @@ def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,
     import faust
 
     lines = (lambda e: []) if sink.name == NullSink.name else emitted_lines
-    app, proc = build_app(cfg, sink, lines)
+    # Once Faust, its tables and the producer are up: they, the fabric and the libraries leave the collector's way.
+    app, proc = build_app(cfg, sink, lines, on_started=settle_heap)
     if host_key_master is not None:  # agents' records must be signed by the host they name
         proc.require_host_signatures(host_key_master)
     if cfg.web_port:
@@ -61,7 +62,6 @@ def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,
         start_http_server(metrics_port, addr="127.0.0.1", registry=proc.metrics.registry)
     worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True,
                           redirect_stdouts=False, override_logging=False)
-    settle_heap()  # the fabric, the stages' tables and the libraries are built: out of the collector's way
     code = 0
     try:
         worker.execute_from_commandline()
