@@ -88,10 +88,10 @@ class LinksStage:
         #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
         self.last_utilization: tuple[int, dict[str, float]] = (0, {})
         self.nic_of_ip = {ip: ref.name for ip, ref in fabric.nic_by_ip.items()}
-        #: Per switch: its last AFT groups (items in order; None: no view) and what ``_groups`` made of them.
         #: The live group lists ``_groups_by_link`` last indexed (held, so compared by identity) and its answer.
         self._by_link_memo: tuple[list[list[WeightedGroup]], dict[str, list[WeightedGroup]], dict[str, list[str]]] \
             | None = None
+        #: Per switch: its last AFT groups (items in order; None: no view) and what ``_groups`` made of them.
         self._groups_memo: dict[str, tuple[Any, tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]]] = {}
 
     def window_of(self, timestamp_ns: int) -> int:
