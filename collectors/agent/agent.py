@@ -34,6 +34,7 @@ from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.guard import PartGuard
 from flowtracer.collectors.agent.sources.inventory import Inventory
+from flowtracer.collectors.agent.sources.nccl_shapes import merge_counts
 from flowtracer.collectors.agent.sources.registry import FlowSource
 from flowtracer.collectors.agent.tracing.plan import TraceFlow
 from flowtracer.collectors.agent.tracing.tracer import Tracer
@@ -102,6 +103,7 @@ class AgentMetrics:
     peer_published: Counter
     peer_malformed: Counter
     nccl_forgotten: Gauge
+    nccl_unknown: Counter
 
     @classmethod
     def create(cls, m: SelfMetrics) -> AgentMetrics:
@@ -134,6 +136,9 @@ class AgentMetrics:
             nccl_forgotten=Gauge("flowtracer_agent_nccl_forgotten", "NCCL log state forgotten by its bounds "
                                  "(cumulative): processes, communicators, queued sends, QP tags and collective calls "
                                  "over their limits, tags of QPs gone.", ["what"], registry=r),
+            nccl_unknown=Counter("flowtracer_agent_nccl_unknown_lines", "NCCL log lines not understood, by shape "
+                                 "(docs/agent.md): an unknown format, numbers out of bounds, or an unknown launcher "
+                                 "prefix (that line is still read).", ["shape"], registry=r),
         )
 
 
@@ -168,6 +173,7 @@ class Agent:
         self._dst_leaf = dst_leaves(topology)
         self.exchange = exchange
         self._peer_malformed = 0
+        self._nccl_shapes: dict[str, int] = {}  # NCCL unknown-line counts already exported, by shape
         self._unknown_before: set[tuple[str, str, int, int, int]] = set()  # QPs whose peer was unknown
         self.source = source
         # The source boundary: a source whose sample() raises costs this window, not the agent.
@@ -179,7 +185,7 @@ class Agent:
         self.metrics = AgentMetrics.create(metrics) if metrics is not None else None
         pc = PipelineConfig(agent_id=cfg.agent_id, default_mtu=cfg.default_mtu,
                             frame_overhead=cfg.frame_overhead_bytes, initial_psn=cfg.initial_psn, dscp=cfg.dscp,
-                            job_id=cfg.job_id)
+                            job_id=cfg.job_id, nccl_zone=cfg.nccl_log_timezone)
         self._pc = pc
         self.pipelines = {h: HostPipeline(h, self.inventory, pc) for h in source.hosts()}
         self._last_ok: dict[str, int] = {}
@@ -272,6 +278,11 @@ class Agent:
             for what in ("pids", "qps", "comms", "sends", "tags"):
                 self.metrics.nccl_forgotten.labels(what).set(sum(getattr(n, f"forgotten_{what}") for n in logs))
             self.metrics.nccl_forgotten.labels("calls").set(sum(p.collectives.dropped for p in self.pipelines.values()))
+            shapes = merge_counts([p.nccl.shapes for p in self.pipelines.values()])
+            for shape, n in shapes.items():
+                if n > self._nccl_shapes.get(shape, 0):
+                    self.metrics.nccl_unknown.labels(shape).inc(n - self._nccl_shapes.get(shape, 0))
+            self._nccl_shapes = shapes
             self.metrics.lag_seconds.set(max(0, self.source.now_ns() - boundary) / 1e9)
             self.metrics.windows.inc()
             if ex is not None:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from flowtracer.collectors.agent.sources.nccl_line import nccl_zone
 from flowtracer.schemas import durations
 from flowtracer.schemas.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import FLOWS, QP_ENDS
@@ -130,6 +131,9 @@ class AgentConfig(BaseModel):
     gid_refresh: timedelta = timedelta(seconds=60)
     #: NCCL_DEBUG=INFO log file(s), a glob (e.g. /var/log/nccl/*.log); required by source nccl-log.
     nccl_log: str | None = None
+    #: Time zone the NCCL log's ``[YYYY-MM-DD HH:MM:SS]`` stamps are in (NCCL writes local time of its host): an
+    #: IANA name such as "Europe/Zurich" or "UTC"; None = this agent's local zone.
+    nccl_log_timezone: str | None = None
     #: The ready JSON `flowtracer sim` printed (source sim).
     sim_endpoints: Path | None = None
     #: Path MTU in bytes used for PSN estimates when the netdev MTU cannot be read.
@@ -183,6 +187,12 @@ class AgentConfig(BaseModel):
             raise ValueError("must be at least 10ms")
         if 1_000_000_000 % ns and ns % 1_000_000_000:
             raise ValueError("must divide a second or be a whole number of seconds, so windows align across hosts")
+        return v
+
+    @field_validator("nccl_log_timezone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        nccl_zone(v)
         return v
 
     @field_validator("rdma_command", "ethtool_command")

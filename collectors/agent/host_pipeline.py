@@ -33,6 +33,7 @@ from flowtracer.collectors.agent.psn_bounds import psn_bounds
 from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QP_COUNTER, QpRows, QpWindow, sample_arrays
 from flowtracer.collectors.agent.qp_windows import QpTracker
 from flowtracer.collectors.agent.sources.inventory import Inventory, NicInfo
+from flowtracer.collectors.agent.sources.nccl_line import nccl_zone
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog, QpTag
 from flowtracer.collectors.agent.sources.rdma_json import QpColumns, per_qp_counter_columns
 from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, roce_path_mtu
@@ -63,7 +64,7 @@ class HostPipeline:
         self.ports = PortTracker()
         self.congestion = NicCongestionTracker()
         self.collectives = CollectiveProfiler()
-        self.nccl = NcclLog(on_call=self.collectives.call)
+        self.nccl = NcclLog(on_call=self.collectives.call, zone=nccl_zone(cfg.nccl_zone))
         self._gids: dict[tuple[str, int], list[Gid]] = {}
         self._netdev_mtu: dict[tuple[str, int], int] = {}
         self._src: dict[tuple[str, int], tuple[str, str, str]] = {}  # (device, port) -> (ip, netdev, leaf)

@@ -61,6 +61,8 @@ class PipelineConfig:
     dscp: int = 0
     #: Job id of flows whose process names none (``HostSample.jobs``).
     job_id: str = ""
+    #: Zone of the NCCL log's stamps (``AgentConfig.nccl_log_timezone``); None = the agent's local zone.
+    nccl_zone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Every line has NCCL's prefix ``<hostname>:<pid>:<tid> [<cudaDev>] NCCL INFO <message>``, after the timestamp
 NCCL (2.23 and later) writes with ``NCCL_DEBUG_TIMESTAMP_LEVELS=INFO`` and ``NCCL_DEBUG_TIMESTAMP_FORMAT="[%F
-%T.%6f] "`` (``timestamp``: UTC, microseconds; the jobs add it with the simulated time of the event). We emit,
+%T.%6f] "`` (``timestamp``: local time, as NCCL's ``localtime_r``, microseconds; the jobs add it with the
+simulated time of the event). We emit,
 per rank, the init block (``NCCL version`` on rank 0, ``NCCL_IB_TC set by environment to 106.``,
 ``Bootstrap``, ``NET/IB : Using [0]mlx5_0:1/RoCE ...``, ``ncclCommInitRank comm 0x... rank R nranks N
 ... commId 0x... - Init START``, ``comm 0x... rank R nRanks N nNodes M localRanks L localRank l MNNVL
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 NCCL_VERSION = "2.21.5+cuda12.4"
 #: NCCL datatype enum values and element sizes.
@@ -53,9 +54,10 @@ class RankInfo:
 
 
 def timestamp(t_ns: int) -> str:
-    """NCCL's log timestamp prefix of ``t_ns`` (ns since the epoch): ``[2026-11-25 23:30:01.123456] `` (UTC, us)."""
+    """NCCL's log timestamp prefix of ``t_ns`` (ns since the epoch): ``[2026-11-25 23:30:01.123456] `` (local time of
+    this process's zone, as NCCL writes it and the agent reads it by default; us)."""
     sec, ns = divmod(t_ns, 1_000_000_000)
-    return f"[{datetime.fromtimestamp(sec, UTC):%Y-%m-%d %H:%M:%S}.{ns // 1000:06d}] "
+    return f"[{datetime.fromtimestamp(sec):%Y-%m-%d %H:%M:%S}.{ns // 1000:06d}] "
 
 
 def gid_interface_id(ip: str) -> int:

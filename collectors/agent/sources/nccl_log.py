@@ -1,214 +1,229 @@
-"""Parser for NCCL_DEBUG=INFO logs: which communicator, rank, channel and collective a QP serves.
+"""NCCL_DEBUG=INFO logs -> which communicator, rank, channel and collective a QP serves.
 
-NCCL prefixes every INFO line with ``host:pid:tid [cudaDev] NCCL INFO `` (``src/debug.cc``; from 2.23 a
-``[timestamp] `` may come before it, NCCL_DEBUG_TIMESTAMP_FORMAT / _LEVELS: a ``[YYYY-MM-DD HH:MM:SS(.frac)]``
-one is read as UTC, any other is ignored). The lines used here, verbatim formats from NCCL:
+Lines are taken apart by ``nccl_line`` (launchers' prefixes, NCCL's prefix, local-time stamps) and their messages
+read by ``nccl_formats`` (every format since 2.7, with the NCCL source lines they come from); this module keeps the
+state that correlates them. Lines it does not understand are counted by shape (``nccl_shapes``), never dropped
+silently; every line lands in exactly one of ``used``, ``ignored``, ``other``, ``unknown`` and ``bad``.
 
-* ``NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>``
-  (transport/net_ib: IB device index -> RDMA device and port);
-* ``comm 0x55d0c2a0 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0`` (init starts);
-* ``ncclCommInitRank comm 0x55d0c2a0 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000
-  commId 0x8a2d1c4e5f6a7b8c - Init START`` and ``... - Init COMPLETE`` (older: without the
-  function name), ``comm 0x55d0c2a0 rank 3 nranks 16 cudaDev 3 busId 3d000 - Destroy COMPLETE``;
-* ``Channel 02/0 : 3[3] -> 11[3] [send] via NET/IB/1/GDRDMA`` (older: ``Channel 02 : 3[3d000] -> ...``);
-* ``NET/IB: NCCL Dev 1 IbDev 1 Port 1 qpn 4711 mtu 5 GID 3 (0/...) fifoRkey=0x.. fifoLkey=0x..``
-  (printed by ``ncclIbConnect`` on the sending side, once per QP it created);
-* ``AllReduce: opCount 1f sendbuff 0x.. recvbuff 0x.. count 262144 datatype 7 op 0 root 0
-  comm 0x55d0c2a0 [nranks=16] stream 0x..`` (NCCL_DEBUG_SUBSYS including COLL);
-* ``NCCL_IB_TC set by environment to 106.`` (traffic class of the process's QPs; DSCP = TC >> 2).
+Correlation, as far as the log allows (documented in docs/agent.md). State is kept per GPU of a process, the
+``(pid, cudaDev)`` of the line's prefix (a process may drive several GPUs, as nccl-tests ``-g 8`` does; NCCL's proxy
+thread sets the device of the GPU it serves, so its QP lines carry it too):
 
-Correlation, as far as the log allows (documented in docs/agent.md): a process's Channel [send]
-lines queue per NCCL net device; each ``NET/IB ... qpn`` line of that device takes the oldest
-queued send, which is the order ``ncclTransportP2pSetup`` sets up and then connects them. Channel
-lines belong to the communicator the process last initialised or last enqueued a collective on.
-This assumes NCCL_IB_QPS_PER_CONNECTION=1 (the default); extra QPs of one connection are given
-the tag of the last connection of that device.
+* a ``Channel ... [send] via NET/IB/d`` line queues a send (channel, the sender's rank and the peer, both from the
+  line) on net device ``d`` of the GPU whose process connects it: its own, or for PXN (``NET/IB/d(p)``) the GPU
+  that rank ``p`` of the same communicator runs on (learned from that process's own lines; a send waits for it);
+* each QP line of net device ``d`` of a GPU takes the oldest send queued there, the order
+  ``ncclTransportP2pSetup`` sets up and then connects them; with ``NCCL_IB_QPS_PER_CONNECTION=n`` (read from
+  the log) n QP lines share one send, and QP lines beyond the queue get the last connection's tag;
+* a send's communicator is the one its line names (RCCL), else the GPU's communicator of that rank; a log that
+  starts after ``Init START`` (agent started late, rotated log) gives the send a communicator of that rank alone,
+  which later lines of the GPU (``Init COMPLETE``, a COLL line) complete.
 
-Bounded: at most ``max_pids`` processes are remembered (the least recently logging one is
-forgotten first, counted in ``forgotten_pids``; a host that starts 20,000 short-lived processes keeps
-at most that many), and ``retain(live_dev, live_pid)``, called with the QPs of each window's
-``rdma`` listing, forgets the tags of QPs that are gone, so a later QP that reuses the number is not
-given a stale tag. A tag learned since the previous ``retain`` is kept one more call: its QP may have
-been created after the listing was taken.
+Bounded: at most ``max_pids`` processes (least recently logging forgotten first, ``forgotten_pids``),
+``max_comms`` communicators and ``max_sends`` waiting sends per process, ``max_tags`` QP tags between two
+``retain`` calls; ``retain(live_dev, live_pid)``, called with each window's QP listing, forgets the tags of QPs
+that are gone (a tag learned since the previous call is kept one more call).
 
-Every COLL line also goes to ``on_call`` (the agent's ``collective_profile.CollectiveProfiler.call``) with
-the line's pid, the communicator's rank and id, the operation, count, datatype, root, nranks and timestamp (ns
-since the epoch, 0 without one).
+Every COLL line also goes to ``on_call`` (the agent's ``collective_profile.CollectiveProfiler.call``) with the
+line's pid, the communicator's rank and id, the operation, count, datatype, root, nranks and timestamp (ns since
+the epoch, from NCCL's local-time stamp read in ``zone``; 0 without one).
 
-Pure: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
-
-Why one module over 400 lines: the line formats, the bounds every number they give must keep (a line beyond is one
-malformed line, never a value that later overflows a protobuf field) and the bounded per-process state they feed
-are one parser; split, each part would have to know the others' rules.
+Pure apart from logging: ``NcclLog.feed(lines)`` updates the state; nothing here reads files.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import tzinfo
 
-from flowtracer.collectors.agent.collective_profile import call_bytes
-from flowtracer.collectors.agent.sources.rdma_json import PID_MAX, QPN_MASK
-from flowtracer.schemas.bounds import INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, bounded_int
+from flowtracer.collectors.agent.sources.nccl_formats import (
+    IGNORED,
+    MAX_CUDA_DEVS,
+    OTHER,
+    Coll,
+    CommEvent,
+    Conn,
+    Devices,
+    Qp,
+    Setting,
+    Unknown,
+    number,
+    parse_message,
+)
+from flowtracer.collectors.agent.sources.nccl_line import split_line, timestamp_ns
+from flowtracer.collectors.agent.sources.nccl_shapes import ShapeCounter, shape_of
+from flowtracer.collectors.agent.sources.nccl_tags import MAX_TAGS, CommInfo, QpTag, QpTags
+from flowtracer.collectors.agent.sources.rdma_json import PID_MAX
 
 log = logging.getLogger(__name__)
 
-_PREFIX = re.compile(r"^(?:\[([^\]]*)\]\s*)?([^\s:]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO (.*)$")
-_USING = re.compile(r"^NET/IB : Using((?: \[\d+\][^\s:]+:\d+/\w+)*)")
-_USING_DEV = re.compile(r"\[(\d+)\]([^\s:]+):(\d+)/(\w+)")
-_COMM_START = re.compile(r"^comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+)\b")
-_INIT = re.compile(r"^(?:\w+ )?comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) "
-                   r".*?- (Init START|Init COMPLETE|Destroy COMPLETE)$")
-_COMM_ID = re.compile(r"\bcommId (0x[0-9a-fA-F]+)\b")
-_CHANNEL = re.compile(r"^Channel (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-F]+\] -> (\d+)\[[0-9a-fA-F]+\] "
-                      r"\[(send|receive)\] via NET/[^/\s]+/(\d+)")
-_QPN = re.compile(r"^NET/IB: NCCL (?:Merged)?Dev (\d+) IbDev (\d+) Port (\d+) qpn (\d+) mtu (\d+)")
-_COLL = re.compile(r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
-                   r"op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]")
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?$")
-_TC = re.compile(r"^NCCL_IB_TC set by environment to (\d+)")
+__all__ = ["MAX_TAGS", "CommInfo", "NcclLog", "QpTag", "timestamp_ns"]
 
-# Messages this parser claims: a line that starts like one of them but does not parse is malformed.
-_CLAIMED = ("NET/IB : Using", "comm 0x", "Channel ", "NET/IB: NCCL ")
 MAX_PIDS = 4096
 """Processes remembered at once (``NcclLog.max_pids``)."""
-MAX_CHANNEL = 1 << 16
-"""Channels and ports a line may name (NCCL has at most 64 channels)."""
-MAX_NET_DEVS = 1024
-"""NCCL net and IB device indices a line may name (NCCL drives at most a few dozen NICs per process)."""
 MAX_COMMS = 1024
 """Communicators remembered per process (``NcclLog.max_comms``); the least recently used is forgotten first."""
 MAX_SENDS = 8192
 """Channel [send] lines per process waiting for their QP line (``NcclLog.max_sends``); the oldest goes first."""
-MAX_TAGS = 1 << 16
-"""QP tags held per host between two ``retain`` calls (``NcclLog.max_tags``); the oldest goes first."""
 #: What ``NcclLog`` tells of each COLL line: pid, rank, comm id, operation, count, datatype, root, nranks, t_ns.
 CallSink = Callable[[int, int, str, str, int, int, int, int, int], None]
 
 
-def timestamp_ns(text: str | None, cache: dict[str, int]) -> int:
-    """ns since the epoch of NCCL's ``YYYY-MM-DD HH:MM:SS[.frac]`` timestamp (read as UTC), 0 when ``text`` is
-    None or another format. ``cache`` holds the seconds already converted (lines of one second share them)."""
-    if not text:
-        return 0
-    m = _STAMP.match(text)
-    if m is None:
-        return 0
-    sec = cache.get(m.group(1))
-    if sec is None:
-        try:
-            sec = int(datetime.fromisoformat(m.group(1)).replace(tzinfo=UTC).timestamp())
-        except ValueError:  # month 13 and the like
-            return 0
-        if len(cache) > 4096:
-            cache.clear()
-        cache[m.group(1)] = sec
-    frac = m.group(2) or ""
-    return sec * 1_000_000_000 + int(frac.ljust(9, "0")) if frac else sec * 1_000_000_000
-
-def _int(text: str, high: int, low: int = 0) -> int:
-    """The decimal number ``text`` within [``low``, ``high``]; ValueError (the line is malformed) otherwise. Every
-    number the parser keeps goes through here: a line of 2^64 or a thousand digits is one bad line, never a value
-    that later overflows a protobuf field and takes the agent down."""
-    n = bounded_int(text, low, high)
-    if n is None:
-        raise ValueError(f"{text[:32]!r} is outside [{low}, {high}]")
-    return n
-
-
-def _hex(text: str, high: int) -> int:
-    """The hex number ``text`` within [0, ``high``]; ValueError otherwise."""
-    if len(text) > len(f"{high:x}") or int(text, 16) > high:
-        raise ValueError(f"0x{text[:32]} is above {high:#x}")
-    return int(text, 16)
-
-
-@dataclass(slots=True)
-class CommInfo:
-    """One communicator as seen by one process."""
-
-    pointer: str
-    rank: int
-    nranks: int
-    comm_id: str = ""  # commId hash from "Init COMPLETE"; "" until seen
-    collective: str = ""  # last collective enqueued (AllReduce, ...), "" before the first
-    op_count: int = 0
-
-    @property
-    def id(self) -> str:
-        """The id to report: NCCL's commId hash, or the comm pointer when NCCL did not log one."""
-        return self.comm_id or self.pointer
-
-
 @dataclass(frozen=True, slots=True)
-class QpTag:
-    """What the log says one QP is for. ``peer_rank`` / ``channel`` are -1 when unknown."""
+class _Where:
+    """``file:line`` of a line, formatted only when a log line names it."""
 
-    comm: CommInfo
-    channel: int
-    peer_rank: int
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file or 'NCCL log'}:{self.line}"
 
 
 @dataclass(slots=True)
 class _Send:
-    comm: CommInfo | None
+    comm: CommInfo
     channel: int
-    rank: int
     peer: int
+    qps: int = 0  # QP lines that took it so far
+
+
+@dataclass(slots=True)
+class _Gpu:
+    current: CommInfo | None = None
+    pending: dict[int, deque[_Send]] = field(default_factory=dict)  # by NCCL net device
+    last: dict[int, _Send] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class _Proc:
     ib_devs: dict[int, tuple[str, int]] = field(default_factory=dict)
-    comms: dict[str, CommInfo] = field(default_factory=dict)  # by pointer, least recently used first
-    current: CommInfo | None = None
-    pending: dict[int, deque[_Send]] = field(default_factory=dict)  # by NCCL net device
-    queued: int = 0  # sends in ``pending``
-    last: dict[int, _Send] = field(default_factory=dict)
+    #: By pointer (or "gpu G rank R" while unnamed), least recently used first.
+    comms: dict[str, CommInfo] = field(default_factory=dict)
+    gpus: dict[int, _Gpu] = field(default_factory=dict)
+    queued: int = 0  # sends in the GPUs' ``pending``
     traffic_class: int | None = None
+    qps_per_connection: int = 1
 
 
 class NcclLog:
     """Accumulated knowledge from one host's NCCL INFO lines (one or many processes).
 
-    ``feed`` lines in log order; ``tag(pid, device, lqpn)`` answers for a QP of ``rdma res show
-    qp``. ``malformed`` counts claimed lines that did not parse (never raises on input).
+    ``feed`` lines in log order; ``tag(pid, device, lqpn)`` answers for a QP of ``rdma res show qp``. ``malformed``
+    counts lines not understood outside history (``unknown`` and ``bad``); ``shapes`` has them by shape. Never
+    raises on input. ``zone``: the zone of the hosts that wrote the log (None: this process's local zone).
     """
 
     def __init__(self, max_pids: int = MAX_PIDS, on_call: CallSink | None = None, max_comms: int = MAX_COMMS,
-                 max_sends: int = MAX_SENDS, max_tags: int = MAX_TAGS) -> None:
-        for name, v in (("max_pids", max_pids), ("max_comms", max_comms), ("max_sends", max_sends),
-                        ("max_tags", max_tags)):
+                 max_sends: int = MAX_SENDS, max_tags: int = MAX_TAGS, zone: tzinfo | None = None,
+                 shapes: ShapeCounter | None = None) -> None:
+        for name, v in (("max_pids", max_pids), ("max_comms", max_comms), ("max_sends", max_sends)):
             if v < 1:
                 raise ValueError(f"{name} must be at least 1, not {v}")
         self.max_pids = max_pids
-        self.max_comms, self.max_sends, self.max_tags = max_comms, max_sends, max_tags
+        self.max_comms, self.max_sends = max_comms, max_sends
+        #: The QP tags learned (bounded by ``max_tags``; ``retain`` forgets those of QPs gone).
+        self.tags = QpTags(max_tags)
         self.on_call = on_call
+        self.zone = zone
+        self.shapes = shapes if shapes is not None else ShapeCounter()
         self._seconds: dict[str, int] = {}
         self._procs: dict[int, _Proc] = {}  # least recently logging first
-        self._by_dev: dict[tuple[str, int], QpTag] = {}  # (device, qpn): unique on a host at a time
-        self._by_pid: dict[tuple[int, int], QpTag] = {}  # (pid, qpn): when the device is not known
-        self._pid_qpns: dict[int, set[int]] = {}  # pid -> qpns in _by_pid
-        self._fresh_dev: set[tuple[str, int]] = set()  # learned since the last retain
-        self._fresh_pid: set[tuple[int, int]] = set()
+        self._where: dict[tuple[str, int], tuple[int, int]] = {}  # (comm id or "", rank) -> (pid, gpu)
+        self._parked: dict[tuple[str, int], list[tuple[int, _Send]]] = {}  # PXN sends waiting for their proxy
         self.malformed = 0
         self.lines = 0
+        #: Lines by what became of them: used, known and not needed, of no family read here, not understood.
+        self.used = self.ignored = self.other = self.unknown = 0
+        #: Lines of a known format whose numbers are out of bounds (or that tripped a bug here).
+        self.bad = 0
+        self._warned_bad = False  # the first bad line outside history was logged
         #: While True, COLL lines teach communicators but are not calls (``on_call``): a log's history.
         self.history = False
-        #: Processes forgotten because more than ``max_pids`` logged.
         self.forgotten_pids = 0
-        #: QP tags forgotten by ``retain`` because the QP was gone.
-        self.forgotten_qps = 0
-        #: Communicators forgotten because a process had more than ``max_comms``.
         self.forgotten_comms = 0
-        #: Channel [send] lines dropped because a process had ``max_sends`` waiting for their QP line.
         self.forgotten_sends = 0
-        #: QP tags dropped because ``max_tags`` were held between two ``retain`` calls.
-        self.forgotten_tags = 0
+
+    # -- feeding ------------------------------------------------------------------------------------------------
+
+    def feed(self, lines: list[str], where: str = "", first_line: int = 1, history: bool = False) -> None:
+        """Consume log lines (with or without trailing newlines): ``lines[i]`` is line ``first_line + i`` of
+        ``where`` (a file name, for the log). ``history``: lines the log held before the agent first read it
+        (``log_tail.LogChunk.history``): they teach communicators and QPs, but their COLL lines are not calls of
+        this window and their lines not understood are not counted in ``malformed`` again (their shapes are)."""
+        self.history = history
+        try:
+            for i, line in enumerate(lines):
+                self._line(line.rstrip("\r\n"), where, first_line + i)
+        finally:
+            self.history = False
+
+    def _line(self, line: str, file: str, lineno: int) -> None:
+        self.lines += 1
+        if "NCCL INFO" not in line:
+            self.other += 1
+            return
+        parts = split_line(line)
+        if parts is None:
+            self._unknown(shape_of("line", line), line, _Where(file, lineno))
+            return
+        if " NCCL INFO " in parts.msg:  # records glued into one line (a paste, interleaved writers)
+            self._unknown("glued|NCCL records glued into one line", line, _Where(file, lineno))
+            return
+        if parts.unknown_prefix:
+            self.shapes.add(shape_of("prefix", parts.unknown_prefix), line, _Where(file, lineno))
+        try:
+            msg = parse_message(parts.msg)
+            if isinstance(msg, Unknown):
+                self._unknown(shape_of(msg.family, parts.msg), line, _Where(file, lineno))
+            elif msg == IGNORED:
+                self.ignored += 1
+            elif msg == OTHER:
+                self.other += 1
+            else:
+                self._apply(number(parts.pid, PID_MAX), number(parts.dev, MAX_CUDA_DEVS, -1), msg, parts.stamp)
+                self.used += 1
+        except Exception as e:  # out of bounds (``number``), or a bug on one line: that line, not the agent
+            where = _Where(file, lineno)
+            self.bad += 1
+            self.shapes.add(shape_of("bounds", parts.msg), line, where)
+            if not self.history:
+                self.malformed += 1
+                if not self._warned_bad:
+                    self._warned_bad = True
+                    log.warning("%s: NCCL log line skipped (%s), counted as malformed; further ones are only "
+                                "counted (flowtracer_agent_malformed_records_total): %.200r", where,
+                                e if isinstance(e, ValueError) else f"{type(e).__name__}: {e}", line)
+
+    def _unknown(self, shape: str, line: str, where: _Where) -> None:
+        self.unknown += 1
+        self.shapes.add(shape, line, where)
+        if not self.history:
+            self.malformed += 1
+
+    def _apply(self, pid: int, dev: int, msg: object, stamp: str | None) -> None:
+        p = self._proc(pid)
+        if isinstance(msg, Coll):  # by far the most frequent, once a job runs
+            self._coll(pid, p, dev, msg, stamp)
+        elif isinstance(msg, Conn):
+            self._conn(pid, p, dev, msg)
+        elif isinstance(msg, Qp):
+            self._qp(pid, p, dev, msg)
+        elif isinstance(msg, CommEvent):
+            self._comm_event(pid, p, dev, msg)
+        elif isinstance(msg, Devices):
+            for index, name, port in msg.devs:
+                p.ib_devs[index] = (name, port)
+        elif isinstance(msg, Setting):
+            if msg.name == "NCCL_IB_TC":
+                p.traffic_class = msg.value
+            else:
+                p.qps_per_connection = max(1, msg.value)
+
+    # -- processes, GPUs and communicators ----------------------------------------------------------------------
 
     def _proc(self, pid: int) -> _Proc:
         p = self._procs.pop(pid, None)
@@ -221,209 +236,163 @@ class NcclLog:
 
     def _forget_pid(self, pid: int) -> None:
         del self._procs[pid]
-        for qpn in self._pid_qpns.pop(pid, ()):
-            self._by_pid.pop((pid, qpn), None)
-            self._fresh_pid.discard((pid, qpn))
+        self.tags.forget_pid(pid)
         self.forgotten_pids += 1
 
-    def retain(self, live_dev: set[tuple[str, int]], live_pid: set[tuple[int, int]]) -> None:
-        """Forget the tags of QPs gone from the host's QP listing: ``live_dev`` holds its (device,
-        qpn), ``live_pid`` its (pid, qpn). Tags learned since the previous call are kept once more."""
-        for key in [k for k in self._by_dev if k not in live_dev and k not in self._fresh_dev]:
-            del self._by_dev[key]
-            self.forgotten_qps += 1
-        for key in [k for k in self._by_pid if k not in live_pid and k not in self._fresh_pid]:
-            del self._by_pid[key]
-            qpns = self._pid_qpns.get(key[0])
-            if qpns is not None:
-                qpns.discard(key[1])
-                if not qpns:
-                    del self._pid_qpns[key[0]]
-        self._fresh_dev.clear()
-        self._fresh_pid.clear()
-
-    def _comm(self, p: _Proc, pointer: str, rank: int, nranks: int) -> CommInfo:
-        c = p.comms.pop(pointer, None)
-        if c is None or c.rank != rank or c.nranks != nranks:
-            c = CommInfo(pointer, rank, nranks)  # new, or a freed pointer reused by a new comm
-        return self._keep_comm(p, c)
-
     def _keep_comm(self, p: _Proc, c: CommInfo) -> CommInfo:
-        """``c`` as ``p``'s most recently used communicator, the least recently used forgotten beyond
+        """``c`` as the most recently used communicator of ``p``, the least recently used forgotten beyond
         ``max_comms`` (a process that creates communicators without destroying them)."""
-        p.comms.pop(c.pointer, None)
+        key = c.pointer or f"gpu {c.gpu} rank {c.rank}"  # a pointer is unique in its process
+        p.comms.pop(key, None)
         if len(p.comms) >= self.max_comms:
             del p.comms[next(iter(p.comms))]
             self.forgotten_comms += 1
-        p.comms[c.pointer] = c
+        p.comms[key] = c
         return c
 
-    def feed(self, lines: list[str], where: str = "", first_line: int = 1, history: bool = False) -> None:
-        """Consume log lines (with or without trailing newlines): ``lines[i]`` is line ``first_line + i`` of
-        ``where`` (a file name, for the log). ``history``: lines the log held before the agent first read it
-        (``log_tail.LogChunk.history``): they teach communicators and QPs, but their COLL lines are not calls of
-        this window and their malformed lines are not counted again. Never raises: a line that does not parse,
-        whose numbers are out of bounds or that trips a bug here is skipped and counted in ``malformed``; the
-        first is logged with its ``file:line``."""
-        self.history = history
-        try:
-            for i, line in enumerate(lines):
-                self.lines += 1
-                if "NCCL INFO" not in line:
-                    continue
-                m = _PREFIX.match(line.rstrip("\r\n"))
-                try:
-                    ok = m is not None and self._message(_int(m.group(3), PID_MAX), m.group(6), m.group(1))
-                    why = "does not parse"
-                except ValueError as e:  # a number out of its bounds (``_int``): one bad line, not a dead agent
-                    ok, why = False, str(e)
-                except Exception as e:  # the boundary: a bug on one line costs that line
-                    ok, why = False, f"{type(e).__name__}: {e}"
-                if not ok and not history:
-                    self.malformed += 1
-                    if self.malformed == 1:
-                        log.warning("%s:%d: NCCL log line skipped (%s), counted as malformed; further ones are only "
-                                    "counted (flowtracer_agent_malformed_records_total): %.200r",
-                                    where or "NCCL log", first_line + i, why, line)
-        finally:
-            self.history = False
+    def _comm_of_rank(self, p: _Proc, gpu: int, rank: int) -> CommInfo:
+        """The communicator of ``gpu`` whose rank is ``rank``: the GPU's current one, else the most recent such,
+        else a new one named only by that rank (completed by the GPU's later lines, ``_adopt``)."""
+        g = p.gpus.setdefault(gpu, _Gpu())
+        if g.current is not None and g.current.rank == rank:
+            return g.current
+        for c in reversed(p.comms.values()):
+            if c.gpu == gpu and c.rank == rank:
+                return c
+        c = self._keep_comm(p, CommInfo("", rank, 0, gpu=gpu))
+        g.current = c
+        return c
 
-    def _message(self, pid: int, msg: str, stamp: str | None = None) -> bool:
-        """Apply one message (``stamp``: the line's timestamp text, if any); False when it is one of ours but does
-        not parse."""
-        if msg.startswith("Channel "):
-            m = _CHANNEL.match(msg)
-            if m is None:
-                return "via NET/" not in msg  # P2P / SHM channels are not ours
-            if m.group(4) == "send":
-                send = _Send(None, _int(m.group(1), MAX_CHANNEL), _int(m.group(2), MAX_NRANKS),
-                             _int(m.group(3), MAX_NRANKS))
-                p = self._proc(pid)
-                send.comm = p.current
-                self._queue(p, _int(m.group(5), MAX_NET_DEVS), send)
-            return True
-        if msg.startswith("NET/IB: NCCL "):
-            m = _QPN.match(msg)
-            if m is None:
-                return False
-            self._qpn(pid, _int(m.group(1), MAX_NET_DEVS), _int(m.group(2), MAX_NET_DEVS),
-                      _int(m.group(3), MAX_CHANNEL), _int(m.group(4), QPN_MASK))
-            return True
-        if msg.startswith("comm 0x") or msg.endswith(("Init START", "Init COMPLETE", "Destroy COMPLETE")):
-            return self._init(pid, msg)
-        if "opCount" in msg:
-            m = _COLL.match(msg)
-            if m is None:
-                return False
-            op, op_count, nranks = m.group(1), _hex(m.group(2), INT64_MAX), _int(m.group(8), MAX_NRANKS)
-            count, datatype, root = _int(m.group(3), MAX_CALL_BYTES), _int(m.group(4), 255), \
-                _int(m.group(6), MAX_NRANKS, -1)
-            if call_bytes(op, count, datatype, nranks) > MAX_CALL_BYTES:
-                return False  # no GPU holds such a call: a corrupt or forged line
-            p = self._proc(pid)
-            c = self._keep_comm(p, p.comms.get(m.group(7)) or CommInfo(m.group(7), -1, nranks))
-            c.collective, c.op_count = op, op_count
-            p.current = c
-            if self.on_call is not None and not self.history:
-                self.on_call(pid, c.rank, c.id, c.collective, count, datatype, root, nranks,
-                             timestamp_ns(stamp, self._seconds))
-            return True
-        if msg.startswith("NET/IB : Using"):
-            m = _USING.match(msg)
-            if m is None:
-                return False
-            devs = self._proc(pid).ib_devs
-            for d in _USING_DEV.finditer(m.group(1)):
-                devs[_int(d.group(1), MAX_NET_DEVS)] = (d.group(2), _int(d.group(3), MAX_CHANNEL))
-            return True
-        if msg.startswith("NCCL_IB_TC"):
-            m = _TC.match(msg)
-            if m is None:
-                return False
-            self._proc(pid).traffic_class = _int(m.group(1), 255)
-            return True
-        return not msg.startswith(_CLAIMED)
+    def _adopt(self, p: _Proc, gpu: int, pointer: str, rank: int, nranks: int) -> CommInfo | None:
+        """The communicator known only by its rank on ``gpu`` that ``pointer`` turns out to be, now named."""
+        for key, c in reversed(p.comms.items()):
+            if not c.pointer and c.gpu == gpu and rank in (c.rank, -1):
+                del p.comms[key]
+                c.pointer, c.nranks = pointer, nranks
+                return self._keep_comm(p, c)
+        return None
 
-    def _init(self, pid: int, msg: str) -> bool:
-        p = self._proc(pid)
-        m = _INIT.match(msg)
-        if m is not None:
-            if m.group(4) == "Destroy COMPLETE":
-                c = p.comms.pop(m.group(1), None)
-                if p.current is c:
-                    p.current = None
-                return True
-            c = self._comm(p, m.group(1), _int(m.group(2), MAX_NRANKS), _int(m.group(3), MAX_NRANKS))
-            cid = _COMM_ID.search(msg)
-            if cid is not None:
-                c.comm_id = cid.group(1).lower()
-            if m.group(4) == "Init START":
-                p.current = c
-            return True
-        m = _COMM_START.match(msg)
-        if m is None:
-            return not msg.startswith("comm 0x")
-        p.current = self._comm(p, m.group(1), _int(m.group(2), MAX_NRANKS), _int(m.group(3), MAX_NRANKS))
-        return True
-
-    def _qpn(self, pid: int, net_dev: int, ib_dev: int, port: int, qpn: int) -> None:
-        p = self._proc(pid)
-        queue = p.pending.get(net_dev)
-        if queue:
-            send = queue.popleft()
-            p.queued -= 1
-            p.last[net_dev] = send
-        else:
-            send = p.last.get(net_dev)  # another QP of the last connection (QPS_PER_CONNECTION > 1)
-        comm = send.comm if send is not None and send.comm is not None else p.current
-        if comm is None:
+    def _comm_event(self, pid: int, p: _Proc, dev: int, e: CommEvent) -> None:
+        gpu = e.cuda_dev if e.cuda_dev >= 0 else dev
+        g = p.gpus.setdefault(gpu, _Gpu())
+        if e.event == "end":
+            c = p.comms.pop(e.pointer, None)
+            if c is not None and g.current is c:
+                g.current = None
             return
-        tag = QpTag(comm, send.channel if send else -1, send.peer if send else -1)
-        device = p.ib_devs.get(ib_dev, ("", port))[0]
-        if device:
-            if len(self._by_dev) >= self.max_tags and (device, qpn) not in self._by_dev:
-                old = next(iter(self._by_dev))
-                del self._by_dev[old]
-                self._fresh_dev.discard(old)
-                self.forgotten_tags += 1
-            self._by_dev[(device, qpn)] = tag
-            self._fresh_dev.add((device, qpn))
-        if len(self._by_pid) >= self.max_tags and (pid, qpn) not in self._by_pid:
-            old_pid, old_qpn = old = next(iter(self._by_pid))
-            del self._by_pid[old]
-            self._fresh_pid.discard(old)
-            qpns = self._pid_qpns.get(old_pid)
-            if qpns is not None:
-                qpns.discard(old_qpn)
-                if not qpns:
-                    del self._pid_qpns[old_pid]
-            self.forgotten_tags += 1
-        self._by_pid[(pid, qpn)] = tag
-        self._fresh_pid.add((pid, qpn))
-        self._pid_qpns.setdefault(pid, set()).add(qpn)
+        c = p.comms.get(e.pointer)
+        if c is None or c.rank != e.rank or c.nranks != e.nranks:  # new, or a freed pointer reused
+            c = self._adopt(p, gpu, e.pointer, e.rank, e.nranks) or CommInfo(e.pointer, e.rank, e.nranks)
+        c.gpu = gpu
+        self._keep_comm(p, c)
+        if e.comm_id:
+            c.comm_id = e.comm_id
+        if e.event == "start":
+            g.current = c
+        self._located(c.comm_id, c.rank, pid, gpu)
 
-    def _queue(self, p: _Proc, net_dev: int, send: _Send) -> None:
-        """Queue a Channel [send] line for the next QP line of its net device; beyond ``max_sends`` waiting in the
-        process the oldest of that device (else of the longest queue) is dropped: its QP line never came."""
-        queue = p.pending.setdefault(net_dev, deque())
+    def _coll(self, pid: int, p: _Proc, dev: int, e: Coll, stamp: str | None) -> None:
+        c = p.comms.get(e.pointer) or self._adopt(p, dev, e.pointer, -1, e.nranks) \
+            or CommInfo(e.pointer, -1, e.nranks, gpu=dev)
+        self._keep_comm(p, c)
+        c.collective, c.op_count = e.op, e.op_count
+        p.gpus.setdefault(dev, _Gpu()).current = c
+        if self.on_call is not None and not self.history:
+            self.on_call(pid, c.rank, c.id, c.collective, e.count, e.datatype, e.root, e.nranks,
+                         timestamp_ns(stamp, self._seconds, self.zone))
+
+    # -- connections and QPs ------------------------------------------------------------------------------------
+
+    def _conn(self, pid: int, p: _Proc, dev: int, e: Conn) -> None:
+        me = e.rank if e.send else e.peer  # a [receive] line names the peer first
+        if e.comm:
+            c = p.comms.get(e.comm) or self._adopt(p, dev, e.comm, me, 0) \
+                or self._keep_comm(p, CommInfo(e.comm, me, 0, gpu=dev))
+        else:
+            c = self._comm_of_rank(p, dev, me)
+        self._located(c.comm_id, me, pid, dev)
+        if not e.send or "IB" not in e.net:  # no QP of ours: the receiving side's, or a socket
+            return
+        send = _Send(c, e.channel, e.peer)
+        if e.proxy_rank == e.rank:
+            self._queue(p, dev, e.net_dev, send)
+            return
+        where = self._where.get((c.comm_id, e.proxy_rank)) or self._where.get(("", e.proxy_rank))
+        if where is not None and where[0] in self._procs:
+            self._queue(self._procs[where[0]], where[1], e.net_dev, send)
+        else:  # the proxy's process has not logged yet
+            parked = self._parked.setdefault((c.comm_id, e.proxy_rank), [])
+            parked.append((e.net_dev, send))
+            if sum(len(v) for v in self._parked.values()) > self.max_sends:
+                oldest = next(iter(self._parked))
+                self._parked[oldest].pop(0)
+                if not self._parked[oldest]:
+                    del self._parked[oldest]
+                self.forgotten_sends += 1
+
+    def _located(self, comm_id: str, rank: int, pid: int, gpu: int) -> None:
+        """Rank ``rank`` of communicator ``comm_id`` runs on ``gpu`` of ``pid``: PXN sends through it go there."""
+        if len(self._where) >= 2 * self.tags.max_tags:
+            self._where.clear()
+        for key in {(comm_id, rank), ("", rank)}:
+            self._where[key] = (pid, gpu)
+            for net_dev, send in self._parked.pop(key, ()):
+                self._queue(self._procs[pid], gpu, net_dev, send)
+
+    def _queue(self, p: _Proc, gpu: int, net_dev: int, send: _Send) -> None:
+        """Queue a send for the next QP line of ``net_dev`` on ``gpu``; beyond ``max_sends`` waiting in the process
+        the oldest of that device (else of the longest queue) is dropped: its QP line never came."""
+        pending = p.gpus.setdefault(gpu, _Gpu()).pending
+        queue = pending.setdefault(net_dev, deque())
         if p.queued >= self.max_sends:
-            victim = queue if queue else max(p.pending.values(), key=len)
+            victim = queue if queue else max((q for g in p.gpus.values() for q in g.pending.values()), key=len)
             victim.popleft()
             p.queued -= 1
             self.forgotten_sends += 1
         queue.append(send)
         p.queued += 1
 
+    def _qp(self, pid: int, p: _Proc, dev: int, e: Qp) -> None:
+        g = p.gpus.setdefault(dev, _Gpu())
+        send = g.last.get(e.net_dev)
+        queue = g.pending.get(e.net_dev)
+        if queue and (send is None or send.qps >= p.qps_per_connection):
+            send = queue.popleft()
+            p.queued -= 1
+            g.last[e.net_dev] = send
+        if send is None:
+            if g.current is None:
+                return
+            tag = QpTag(g.current, -1, -1)
+        else:
+            send.qps += 1
+            tag = QpTag(send.comm, send.channel, send.peer)
+        self.tags.hold(p.ib_devs.get(e.ib_dev, ("", 0))[0], pid, e.qpn, tag)
+
+    # -- answers ------------------------------------------------------------------------------------------------
+
+    @property
+    def forgotten_qps(self) -> int:
+        """QP tags forgotten by ``retain`` because the QP was gone."""
+        return self.tags.forgotten_qps
+
+    @property
+    def forgotten_tags(self) -> int:
+        """QP tags dropped because ``max_tags`` were held between two ``retain`` calls."""
+        return self.tags.forgotten_tags
+
+    def retain(self, live_dev: set[tuple[str, int]], live_pid: set[tuple[int, int]]) -> None:
+        """Forget the tags of QPs gone from the host's QP listing (``QpTags.retain``)."""
+        self.tags.retain(live_dev, live_pid)
+
     def knows_anything(self) -> bool:
         """False while no ``tag`` or ``traffic_class`` can be anything but None (no NCCL lines yet)."""
-        return bool(self._procs or self._by_dev or self._by_pid)
+        return bool(self._procs or self.tags)
 
     def tag(self, pid: int, device: str, lqpn: int) -> QpTag | None:
         """The tag of a QP, or a communicator-only tag (channel and peer -1) for a QP of a process
         with exactly one known communicator; None when the log says nothing about it."""
-        # By device first: the log's pid is the one in NCCL's pid namespace, which may differ from
-        # the pid rdma shows when NCCL runs in a container.
-        t = self._by_dev.get((device, lqpn)) or self._by_pid.get((pid, lqpn))
+        t = self.tags.get(pid, device, lqpn)
         if t is not None:
             return t
         p = self._procs.get(pid)
@@ -435,3 +404,8 @@ class NcclLog:
         """NCCL_IB_TC of a process (DSCP = TC >> 2), None when the log did not say."""
         p = self._procs.get(pid)
         return None if p is None else p.traffic_class
+
+    def devices(self, pid: int) -> dict[int, tuple[str, int]]:
+        """The IB devices a process named in ``NET/IB : Using``: index -> (RDMA device, port)."""
+        p = self._procs.get(pid)
+        return {} if p is None else dict(p.ib_devs)

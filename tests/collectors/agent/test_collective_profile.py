@@ -32,13 +32,14 @@ def _profiles(lines: list[str], jobs: dict[int, str] | None = None) -> tuple[Col
     return prof, prof.take("h1", lambda pid: (jobs or {}).get(pid, "default"), 0, 10)
 
 
-def test_nccl_timestamps_are_read_as_utc_with_their_fraction() -> None:
+def test_nccl_timestamps_are_read_with_their_fraction() -> None:
     cache: dict[str, int] = {}
     want = int(datetime(2025, 11, 25, 23, 30, 1, tzinfo=UTC).timestamp()) * 10**9
-    assert timestamp_ns("2025-11-25 23:30:01", cache) == want
-    assert timestamp_ns("2025-11-25 23:30:01.123456", cache) == want + 123_456_000
-    assert timestamp_ns("2025-11-25 23:30:01.5", cache) == want + 500_000_000
-    assert timestamp_ns(sim_log.timestamp(T0)[1:-2], cache) == T0  # the simulator writes what the agent reads
+    assert timestamp_ns("2025-11-25 23:30:01", cache, UTC) == want
+    assert timestamp_ns("2025-11-25 23:30:01.123456", cache, UTC) == want + 123_456_000
+    assert timestamp_ns("2025-11-25 23:30:01.5", cache, UTC) == want + 500_000_000
+    # the simulator writes local time as NCCL does, and the agent reads it in its local zone by default
+    assert timestamp_ns(sim_log.timestamp(T0)[1:-2], {}) == T0
     for other in (None, "", "Nov 25 23:30:01", "2025-13-25 23:30:01"):
         assert timestamp_ns(other, cache) == 0
 

@@ -84,8 +84,8 @@ def test_one_process_logging_200k_lines_keeps_bounded_state_and_counts_what_it_f
     [p] = log._procs.values()
     assert log.malformed == 0
     assert len(p.comms) == MAX_COMMS and log.forgotten_comms == n - MAX_COMMS
-    assert p.queued == sum(map(len, p.pending.values())) == MAX_SENDS and log.forgotten_sends == n - MAX_SENDS
-    assert len(log._by_pid) <= log.max_tags and log.forgotten_tags == max(0, n - log.max_tags)
+    assert p.queued == sum(len(q) for g in p.gpus.values() for q in g.pending.values()) == MAX_SENDS and log.forgotten_sends == n - MAX_SENDS
+    assert len(log.tags.by_pid) <= log.tags.max_tags and log.forgotten_tags == max(0, n - log.tags.max_tags)
     assert len(prof._stats) == MAX_PROFILES and prof.dropped == n - MAX_PROFILES
     profiles = prof.take("node01", lambda pid: "job", T1, T2)
     assert len(profiles) == MAX_PROFILES

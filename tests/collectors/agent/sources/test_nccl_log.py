@@ -103,7 +103,7 @@ def test_short_lived_processes_are_bounded(max_pids: int, pids: int, kept: int, 
     log = NcclLog(max_pids=max_pids)
     for pid in range(1, pids + 1):
         log.feed(process_lines(pid, 1000 + pid, device=""))  # no device: tagged by (pid, qpn)
-    assert (len(log._procs), len(log._by_pid), log.forgotten_pids) == (kept, kept, forgotten)
+    assert (len(log._procs), len(log.tags.by_pid), log.forgotten_pids) == (kept, kept, forgotten)
     newest = log.tag(pids, "", 1000 + pids)
     assert newest is not None and newest.comm.id == f"0x{pids:x}ff"  # the most recent ones are kept
     assert (log.tag(1, "", 1001) is None) == (forgotten > 0)
