@@ -3,7 +3,8 @@ what fires (issue #33). Three faults, one after the other, each alert waited for
 ``/api/v2/alerts`` until it fires and again until it has resolved:
 
 - a stalled switch stream: spine02's gNMI server keeps its sessions but sends nothing for ``SILENT_S``
-  (workload fault ``gnmi_silent``, then ``gnmi_resume``): ``FlowtracerGnmiTargetSilent`` for spine02;
+  (workload fault ``gnmi_silent``, then ``gnmi_resume``): ``FlowtracerGnmiTargetSilent`` and, once the collector
+  gave the stream up, ``FlowtracerGnmiTargetDown`` for spine02;
 - an open incident: the diagnosis (``flowtracer diagnose``) names that silence ``switch_silent_or_rebooted``:
   ``FlowtracerIncidentOpen`` for that kind;
 - a broker outage: every stage reaches the broker through a proxy that is cut (as in tests/e2e/test_faults_e2e.py),
@@ -133,19 +134,25 @@ def _scrapes_up(run: Run) -> bool:
 
 
 def test_every_stage_is_scraped(run: Run) -> None:
+    """A stage slower to start than ``FOR_S`` (the processor's Faust worker) fires FlowtracerScrapeFailing until
+    its /metrics answers; once all four answer, nothing of it is left."""
     wait_for(lambda: _scrapes_up(run), WAIT_S, "Prometheus to scrape all four stages")
-    assert not run.alerts("FlowtracerScrapeFailing")
+    run.until_resolved("FlowtracerScrapeFailing")
 
 
 def test_a_stalled_switch_stream_and_its_incident_fire_and_resolve(run: Run) -> None:
     silent = run.until_firing("FlowtracerGnmiTargetSilent", target=SILENT)
     assert silent.labels["job"] == "flowtracer-collector" and silent.labels["severity"] == "warning"
     assert silent.annotations["summary"].startswith(f"no gNMI message from {SILENT} for ")
+    # the collector's watchdog ends the stalled stream; the silent server takes the new one and never syncs it
+    down = run.until_firing("FlowtracerGnmiTargetDown", target=SILENT)
+    assert down.annotations["summary"].startswith(f"switch {SILENT} is not streaming")
     incident = run.until_firing("FlowtracerIncidentOpen", kind="switch_silent_or_rebooted")
     assert "switch_silent_or_rebooted incident(s) open" in incident.annotations["summary"]
     # only the silent switch: every other switch streams on
     assert {a.labels["target"] for a in run.alerts("FlowtracerGnmiTargetSilent")} == {SILENT}
     run.until_resolved("FlowtracerGnmiTargetSilent", target=SILENT)
+    run.until_resolved("FlowtracerGnmiTargetDown", target=SILENT)
     run.until_resolved("FlowtracerIncidentOpen", kind="switch_silent_or_rebooted")
 
 
