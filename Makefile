@@ -1,5 +1,5 @@
 # Two entry points for a new user (README): `make demo` and `make test`. Both set up everything they need
-# (a virtualenv in .venv, the Debian package victoria-metrics for the tests) and are safe to run again.
+# (a virtualenv in .venv, Debian packages for the tests: victoria-metrics, prometheus, ...) and are safe to run again.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -21,13 +21,20 @@ $(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx
 # Chromium and its driver run the dashboard's browser test; stunnel4 terminates TLS in front of the
 # embedded Kafka broker for the Kafka TLS test (tests/e2e/test_kafka_tls_e2e.py); stress-ng keeps a core busy
 # for `make test-loaded`; tmux is the 120x40 terminal the live view's screenshot test reads (capture-pane).
+# Prometheus (with promtool) and Alertmanager unit-test and fire the alert rules
+# (tests/deploy/test_deploy_alert_rules.py, tests/e2e/test_alerts_e2e.py); without their recommends, which would
+# add node-exporter and SNMP tools the tests do not use.
 SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4 stress-ng tmux
+ALERT_PKGS  := prometheus prometheus-alertmanager
 system-deps:
 	@command -v victoria-metrics >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 	 command -v chromedriver >/dev/null 2>&1 && command -v stunnel4 >/dev/null 2>&1 && \
-	 command -v stress-ng >/dev/null 2>&1 && command -v tmux >/dev/null 2>&1 || { echo "installing $(SYSTEM_PKGS) (Debian packages)"; \
+	 command -v stress-ng >/dev/null 2>&1 && command -v tmux >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && \
+	 command -v promtool >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1 || \
+	 { echo "installing $(SYSTEM_PKGS) $(ALERT_PKGS) (Debian packages)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PKGS); }
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PKGS) && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ALERT_PKGS); }
 
 # The main job on the embedded default: the whole pipeline on a simulated 16-node fabric for 60 s, with the
 # live dashboard at http://127.0.0.1:6066/dashboard/ and a summary checked against ground truth.

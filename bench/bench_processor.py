@@ -55,6 +55,7 @@ from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime.app import Processor
 from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.heap import settle_heap
 from flowtracer.stream.runtime.worker import emitted_lines
 from flowtracer.stream.stages.emitted import Emitted
 
@@ -303,6 +304,7 @@ def bench(spec: FabricSpec, qps: int, windows: int, warmup: int, partitions: int
         topo.write_text(fabric.topology.to_yaml())
         cfg = ProcessorConfig(topology=topo, kafka="127.0.0.1:9", partitions=partitions, data_dir=Path(tmp))
         proc = Processor(cfg, fabric, RESOLVERS["hash"])
+        settle_heap()  # as the worker does before records flow (stream/runtime/heap.py)
         # Window 1 has no history: its stages release it after the grace; later ones complete at once.
         now = T0 + S + cfg.grace_ns + S // 10
         splits = []

@@ -6,6 +6,8 @@ run's topics give, per window ending at E (ns):
 - ``sampled``: the newest of the switches' first counter samples at or after E (CounterBatch ``timestamp_ns``):
   how long until every switch has sampled past the window's end (sampling phase, not a delay of ours);
 - ``counters_in_kafka``: the newest Kafka stamp of those batches (gNMI transit + the collector's batching);
+- ``flows_read``: the newest ``received_ns`` of the agents' FlowBatches of the window (the agent's wall clock when it
+  read the host: the simulator's view writer and the agent's notice of the last host);
 - ``flows_in_kafka``: the newest Kafka stamp of the agents' FlowBatches of the window;
 - ``attributions``: the newest AttributionBatch of the window (the flows stage released it);
 - ``link_loads``: the newest LinkLoad of the window (the links stage released it: what the demo's and
@@ -32,11 +34,12 @@ from typing import Any
 
 S = 1_000_000_000
 MS = 1_000_000
-STAGES = ("sampled", "counters_in_kafka", "flows_in_kafka", "attributions", "link_loads", "fabric")
+STAGES = ("sampled", "counters_in_kafka", "flows_read", "flows_in_kafka", "attributions", "link_loads", "fabric")
 #: The steps between consecutive marks (what each stage adds), as (name, from mark, to mark).
 STEPS = (("switch sampling phase", None, "sampled"),
          ("gNMI + collector to Kafka", "sampled", "counters_in_kafka"),
-         ("agents to Kafka (window end -> last FlowBatch)", None, "flows_in_kafka"),
+         ("host views + agents' reads (window end -> last host read)", None, "flows_read"),
+         ("agents' windows to Kafka (last host read -> last FlowBatch)", "flows_read", "flows_in_kafka"),
          ("flows stage (last FlowBatch -> attributions)", "flows_in_kafka", "attributions"),
          ("links stage (last input -> LinkLoads)", "inputs", "link_loads"),
          ("fabric stage (LinkLoads -> fabric FIM)", "link_loads", "fabric"))
@@ -45,15 +48,17 @@ STEPS = (("switch sampling phase", None, "sampled"),
 def marks(records: Iterable[tuple[str, Any, int]], switches: int, hosts: int) -> dict[int, dict[str, float]]:
     """Per window end (ns): each mark in seconds after it, from (kind, decoded record, Kafka ms) triples with kind
     in counters, flows, attributions, link_loads, fim. A window missing a switch's or a host's record gets no
-    ``sampled``/``flows_in_kafka`` mark (it is left out of the breakdown)."""
+    ``sampled``/``flows_read``/``flows_in_kafka`` mark (it is left out of the breakdown)."""
     samples: dict[str, list[tuple[int, int]]] = defaultdict(list)  # switch -> (sample ns, kafka ms)
     flows: dict[int, list[int]] = defaultdict(list)
+    reads: dict[int, list[int]] = defaultdict(list)  # window end -> the agents' received_ns (ns)
     newest: dict[str, dict[int, int]] = {"attributions": {}, "link_loads": {}, "fabric": {}}
     for kind, rec, ts_ms in records:
         if kind == "counters":
             samples[rec.switch].append((rec.timestamp_ns, ts_ms))
         elif kind == "flows":
             flows[rec.window_end_ns].append(ts_ms)
+            reads[rec.window_end_ns].append(rec.received_ns)
         elif kind == "fim":
             if rec.group == "fabric":
                 newest["fabric"][rec.window_end_ns] = max(ts_ms, newest["fabric"].get(rec.window_end_ns, 0))
@@ -70,6 +75,7 @@ def marks(records: Iterable[tuple[str, Any, int]], switches: int, hosts: int) ->
             m["sampled"] = (max(f[0] for f in firsts if f) - end) / S
             m["counters_in_kafka"] = (max(f[1] for f in firsts if f) * MS - end) / S
         if len(flows.get(end, ())) >= hosts:
+            m["flows_read"] = (max(reads[end]) - end) / S
             m["flows_in_kafka"] = (max(flows[end]) * MS - end) / S
         for k in ("attributions", "link_loads", "fabric"):
             if end in newest[k]:

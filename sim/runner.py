@@ -132,7 +132,7 @@ class SimRunner:
             hosts_dir = self.out_dir / "hosts"
             if o.host_views:
                 for hs in self.engine.host_states.values():
-                    write_host_view(hs, hosts_dir)
+                    write_host_view(hs, hosts_dir, spares_ahead=True)  # before the first tick (views.py)
                 self._views_thread = threading.Thread(target=self._write_views, args=(hosts_dir,),
                                                       name="sim-host-views", daemon=True)
                 self._views_thread.start()

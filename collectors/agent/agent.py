@@ -11,6 +11,10 @@ source costs that part of one window (``sources/guard.py``), and a ``sample()`` 
 whole costs one window, as does a host's sample that makes its pipeline raise (parts ``prepare`` and
 ``window``: that host only): counted in ``flowtracer_agent_source_failures_total{part}``, logged once
 per cause, and the agent goes on.
+
+Why one module over 400 lines: a window is one sequence over one state (the hosts' pipelines, their last good
+boundaries, the counters): waiting for the boundary (all hosts, or each as its data lands with a ``PerHostSource``),
+step 1 per host, step 2 across hosts, the metrics.
 """
 
 from __future__ import annotations
@@ -29,13 +33,13 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.host_pipeline import HostPipeline
-from flowtracer.collectors.agent.host_window import PipelineConfig, WindowStats
+from flowtracer.collectors.agent.host_window import HostSample, PipelineConfig, WindowStats
 from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.guard import PartGuard
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.nccl_shapes import merge_counts
-from flowtracer.collectors.agent.sources.registry import FlowSource
+from flowtracer.collectors.agent.sources.registry import FlowSource, PerHostSource
 from flowtracer.collectors.agent.tracing.plan import TraceFlow
 from flowtracer.collectors.agent.tracing.tracer import Tracer
 from flowtracer.collectors.agent.tracing.wiring import dst_leaves, trace_flows
@@ -156,6 +160,21 @@ class RunStats:
     per_host: dict[str, int] = field(default_factory=dict)
 
 
+#: How often the agent looks whether more hosts' data for the boundary exists (s).
+POLL_S = 0.01
+
+
+@dataclass
+class _Round:
+    """One window in the making: the hosts prepared so far (each with the agent's wall clock at its read, ns) and
+    the QP ends they added."""
+
+    boundary: int
+    peers: PeerDirectory = field(default_factory=PeerDirectory)
+    prepared: list[tuple[HostSample, int]] = field(default_factory=list)
+    published: int = 0
+
+
 class Agent:
     """Samples a source every window and sends FlowBatches to a sink.
 
@@ -204,9 +223,13 @@ class Agent:
         interval = self.cfg.interval_ns
         boundary = -(-self.source.now_ns() // interval) * interval  # the next boundary, or now if on one
         while not stop.is_set():
-            if not self.source.wait_until(boundary, stop):
-                break
-            self.window(boundary)
+            if isinstance(self.source, PerHostSource):
+                if not self.window_as_ready(boundary, stop):
+                    break
+            else:
+                if not self.source.wait_until(boundary, stop):
+                    break
+                self.window(boundary)
             if self.cfg.max_windows and self.stats.windows >= self.cfg.max_windows:
                 break
             boundary += interval
@@ -220,34 +243,68 @@ class Agent:
     def window(self, boundary: int) -> None:
         """Sample every host as of ``boundary`` and send the batches of the windows ending there."""
         t0 = time.perf_counter()
-        samples = self._guard.read("sample", lambda: self.source.sample(boundary), [])
+        rnd = _Round(boundary)
+        self._prepare(rnd, self._guard.read("sample", lambda: self.source.sample(boundary), []))
+        self._finish(rnd, time.perf_counter() - t0)
+
+    def window_as_ready(self, boundary: int, stop: threading.Event) -> bool:
+        """``window`` for a ``PerHostSource``: each host is read and prepared as soon as its data for ``boundary``
+        exists (step 1 needs no other host), the windows are built and sent once every host is in or not waited
+        for (step 2 matches QPs across hosts, so it needs them all). False when ``stop`` was set first."""
+        src = self.source
+        assert isinstance(src, PerHostSource)
+        rnd = _Round(boundary)
+        pending = set(src.hosts())
+        busy = 0.0  # the agent's own time, not its waits (``window_seconds``)
+        while pending:
+            ready, gone = self._guard.read("sample", lambda: src.poll(boundary, pending), ([], list(pending)))
+            pending.difference_update(ready, gone)
+            if ready:
+                t0 = time.perf_counter()
+                self._prepare(rnd, self._guard.read("sample", lambda r=ready: src.sample_hosts(boundary, r), []))
+                busy += time.perf_counter() - t0
+            elif pending and stop.wait(POLL_S):
+                return False
+        if stop.is_set():
+            return False
+        t0 = time.perf_counter()
+        self._finish(rnd, busy + time.perf_counter() - t0)
+        return True
+
+    def _prepare(self, rnd: _Round, samples: list[HostSample]) -> None:
+        """Step 1 for each of ``samples``: the host's addresses, NCCL lines and QP ends (published to the other
+        agents when they are exchanged)."""
         # The agent's wall clock at the read (not the source's, which is the simulator's for ``sim``): the
         # processor compares the batches' window ends with it to show each host's clock skew.
         read_ns = time.time_ns()
         ex = self.exchange
-        version = ex.remote.version if ex is not None else 0  # what the directory below holds, at least
-        peers = PeerDirectory(remote=ex.directory(boundary) if ex is not None else None)
-        published = 0
-        prepared = []
         for s in samples:
             p = self.pipelines.get(s.host)
             if p is None:
                 p = self.pipelines[s.host] = HostPipeline(s.host, self.inventory, self._pc)
             try:
-                p.prepare(s, peers)
+                p.prepare(s, rnd.peers)
             except Exception as e:  # the boundary: a host's sample that trips a bug costs its window, never the agent
                 self._guard.fail("prepare", e)
                 continue
-            prepared.append(s)
+            rnd.prepared.append((s, read_ns))
             if ex is not None and p.qp_ends is not None:
-                published += ex.publish(s.host, p.qp_ends, boundary)
-        samples = prepared
+                rnd.published += ex.publish(s.host, p.qp_ends, rnd.boundary)
+
+    def _finish(self, rnd: _Round, busy_s: float) -> None:
+        """Step 2: every prepared host's window, matched against all the hosts' QP ends, sent; then the metrics.
+        ``busy_s``: the time the agent spent on this window so far (s)."""
+        t0 = time.perf_counter()
+        boundary, peers = rnd.boundary, rnd.peers
+        ex = self.exchange
         if ex is not None:
+            version = ex.remote.version  # what the directory below holds, at least
+            peers.remote = ex.directory(boundary)
             self._await_peers(ex, peers, boundary, version)
         sent = 0
         seen = set()
         traced: list[TraceFlow] = []
-        for s in samples:
+        for s, read_ns in rnd.prepared:
             seen.add(s.host)
             start = self._last_ok.get(s.host, boundary)
             try:
@@ -273,7 +330,7 @@ class Agent:
             missing = len(set(self.pipelines) - seen)
             if missing:
                 self.metrics.sample_errors.inc(missing)
-            self.metrics.window_seconds.observe(time.perf_counter() - t0)
+            self.metrics.window_seconds.observe(busy_s + time.perf_counter() - t0)
             logs = [p.nccl for p in self.pipelines.values()]
             for what in ("pids", "qps", "comms", "sends", "tags"):
                 self.metrics.nccl_forgotten.labels(what).set(sum(getattr(n, f"forgotten_{what}") for n in logs))
@@ -287,13 +344,13 @@ class Agent:
             self.metrics.windows.inc()
             if ex is not None:
                 self.metrics.peer_hosts.set(len(ex.remote.seen()))
-                self.metrics.peer_published.inc(published)
+                self.metrics.peer_published.inc(rnd.published)
                 self.metrics.peer_malformed.inc(ex.remote.malformed - self._peer_malformed)
                 self._peer_malformed = ex.remote.malformed
         if sent:
             self.stats.windows += 1
         elif not self.stats.windows:
-            log.info("baseline taken at %d ns for %d host(s)", boundary, len(samples))
+            log.info("baseline taken at %d ns for %d host(s)", boundary, len(rnd.prepared))
         self.stats.last_window_end_ns = boundary
 
     def _await_peers(self, ex: PeerExchange, peers: PeerDirectory, boundary: int, version: int) -> None:

@@ -25,7 +25,9 @@
     .spare/<ts>-<seq>/                         snapshots pruned from snapshots/, waiting to be rewritten as new ones
 
 Each snapshot is built under a temporary name and renamed into place before ``current`` moves,
-so a reader never sees half a file or a mix of two ticks; the last ``KEEP`` snapshots are kept
+so a reader never sees half a file or a mix of two ticks; ``current`` moves last (after the tick's NCCL lines
+and ``proc/`` entries), so a host's data for a tick exists once ``current`` names its snapshot (what an agent
+waits for); the last ``KEEP`` snapshots are kept
 so an agent can read the one at its window boundary (the state of the host at that instant).
 What a snapshot holds is one rule (``_plan_snapshot``); it is built afresh, or, once ``SPARES`` older
 ones wait in ``.spare/``, by rewriting the oldest of them in place when its layout matches (only the files
@@ -217,7 +219,8 @@ def _stat_json(w: _HostWriter, ifindex: dict[str, int], qps: list[QpState]) -> s
     return json.dumps(rows, separators=(",", ":")) + "\n"
 
 
-def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None, recycle: bool = True) -> None:
+def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = None, recycle: bool = True,
+                    spares_ahead: bool = False) -> None:
     """Write one snapshot of ``state`` under ``root/<state.name>/`` and make it ``current``.
 
     Call at the end of each engine tick. ``qp_counters`` (default: env
@@ -226,6 +229,10 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
     snapshot, and the next one written after that holds everything since (cumulative counters, the missed NCCL lines).
     ``recycle`` (default): a snapshot pruned from ``snapshots/`` is kept aside and later rewritten in place as a new
     one (same files, same bytes as one built afresh: tests/sim/hosts checks); False builds every snapshot afresh.
+    ``spares_ahead`` (with ``recycle``, on a host's first write: the runner's, before the engine's first tick): also
+    build ``KEEP + SPARES + 1`` spare copies of this snapshot now, so the ticks that follow rewrite from the first one
+    on instead of building their first ``KEEP + SPARES`` snapshots afresh (~5x the cost: at 256 hosts on a loaded
+    machine the views then lagged the engine by several seconds for the first 20-25 s).
     """
     if not state.reporting:
         return
@@ -239,7 +246,7 @@ def write_host_view(state: HostState, root: Path, *, qp_counters: bool | None = 
             _writer_of[(str(root), state.name)] = w
     with w.lock:
         w.recycle = recycle
-        _write_snapshot(state, hostdir, w, qp_counters)
+        _write_snapshot(state, hostdir, w, qp_counters, spares_ahead)
 
 
 @dataclass
@@ -336,7 +343,7 @@ def _rewrite(plan: _Plan, old: _Plan, spare: Path) -> None:
             os.close(fd)
 
 
-def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool) -> None:
+def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters: bool, spares_ahead: bool) -> None:
     with state.lock:  # copy what is needed, write outside the engine's lock
         ts = state.timestamp_ns
         nics = list(state.nics)
@@ -379,18 +386,24 @@ def _write_snapshot(state: HostState, hostdir: Path, w: _HostWriter, qp_counters
     if tmp is None:
         tmp = Path(tempfile.mkdtemp(prefix=".snap-", dir=snaps_dir))
         _build_fresh(plan, tmp)
+    if new_lines:  # before ``current`` moves: a reader that sees this tick's snapshot finds its log lines too
+        with open(hostdir / "nccl.log", "a", encoding="utf-8") as f:
+            f.write("".join(line if line.endswith("\n") else line + "\n" for line in new_lines))
     final = snaps_dir / name
     os.rename(tmp, final)
     w.plans[name] = plan
+    if spares_ahead and w.recycle and not w.spares and len(w.plans) == 1:
+        # Never listed in snapshots/, so no reader can hold them: usable from the next write on.
+        (hostdir / ".spare").mkdir(exist_ok=True)
+        for _ in range(KEEP + SPARES + 1):
+            spare = Path(tempfile.mkdtemp(prefix=".ahead-", dir=hostdir / ".spare"))
+            _build_fresh(plan, spare)
+            w.spares.append((spare, plan))
     link_tmp = hostdir / f".current-{os.getpid()}-{threading.get_ident()}"
     if link_tmp.is_symlink():
         link_tmp.unlink()
     os.symlink(os.path.join("snapshots", name), link_tmp)
     os.replace(link_tmp, hostdir / "current")  # atomic: readers see the old or the new snapshot
-
-    if new_lines:
-        with open(hostdir / "nccl.log", "a", encoding="utf-8") as f:
-            f.write("".join(line if line.endswith("\n") else line + "\n" for line in new_lines))
 
     snaps = sorted(p for p in os.listdir(snaps_dir) if not p.startswith("."))
     for old_name in snaps[:-KEEP]:

@@ -24,6 +24,9 @@ class LinkIndex:
     in_host_link: dict[tuple[str, str], str] = field(init=False)  # (leaf, port) -> host link into it
     owner: dict[str, str] = field(init=False)  # link id -> owning switch
     owned: dict[str, list[DirectedLink]] = field(init=False)  # switch -> links it owns
+    #: switch -> port -> (link it transmits on, host link into it; None where there is none): the two lookups above
+    #: by port, so that a CounterBatch is read without a key tuple per interface
+    ports: dict[str, dict[str, tuple[str | None, str | None]]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.out_link, self.in_host_link, self.owner = {}, {}, {}
@@ -38,6 +41,9 @@ class LinkIndex:
                 owner = link.dst_node
             self.owner[link.id] = owner
             self.owned[owner].append(link)
+        self.ports = {}
+        for sw, port in {*self.out_link, *self.in_host_link}:
+            self.ports.setdefault(sw, {})[port] = (self.out_link.get((sw, port)), self.in_host_link.get((sw, port)))
 
     def measured(self, batch: counters_pb2.CounterBatch, hop_ns: int) -> dict[str, int]:
         """Bytes per owned link from one CounterBatch, for trusted deltas over one hop only.
@@ -46,14 +52,14 @@ class LinkIndex:
         cannot be placed in one window, so the link has no measurement for it.
         """
         out: dict[str, int] = {}
-        sw = batch.switch
+        ports = self.ports.get(batch.switch, {})
         for itf in batch.interfaces:
-            if not interval_fits(itf.interval_ns, hop_ns):
+            ends = ports.get(itf.name)
+            if ends is None or not interval_fits(itf.interval_ns, hop_ns):
                 continue
-            lid = self.out_link.get((sw, itf.name))
+            lid, hid = ends
             if lid is not None and itf.out_octets.status in TRUSTED_STATUSES:
                 out[lid] = itf.out_octets.delta
-            hid = self.in_host_link.get((sw, itf.name))
             if hid is not None and itf.in_octets.status in TRUSTED_STATUSES:
                 out[hid] = itf.in_octets.delta
         return out
@@ -62,12 +68,15 @@ class LinkIndex:
         """Oper status (up or not) per owned link from one CounterBatch: the measuring end's interface, as the
         collector last saw its oper-status leaf (ON_CHANGE). Interfaces without a reported status are absent."""
         out: dict[str, bool] = {}
-        sw = batch.switch
+        ports = self.ports.get(batch.switch, {})
         for itf in batch.interfaces:
             if itf.oper_status == counters_pb2.OPER_STATUS_UNSPECIFIED:
                 continue
+            ends = ports.get(itf.name)
+            if ends is None:
+                continue
             up = itf.oper_status == counters_pb2.OPER_STATUS_UP
-            for lid in (self.out_link.get((sw, itf.name)), self.in_host_link.get((sw, itf.name))):
+            for lid in ends:
                 if lid is not None:  # a host port measures both its directions
                     out[lid] = up
         return out

@@ -144,6 +144,11 @@ class HashResolver:
                 measured: Mapping[str, int]) -> list[Placement | None]:
         paths = [self._path(f) for f in flows]
         self._learn(paths, flows, measured)
+        if confidence_from_mismatch(max(self.mismatch.values(), default=0.0)) == 1.0:
+            # The model holds on every group (the usual case): the confidence falls with the mismatch, so no path's
+            # worst group lowers it, and each placement is one lookup instead of a pass over its links.
+            placements, new = self._placements, self._placement
+            return [placements.get((p, 1.0)) or new(p) if p is not None else None for p in paths]
         return [self._placement(p) if p is not None else None for p in paths]
 
     def state(self) -> dict[str, Any]:

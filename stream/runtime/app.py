@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import faust
@@ -59,9 +60,10 @@ def fabric_changelog_topic(cfg: ProcessorConfig) -> str:
     return topics.changelog_name(cfg.app_id, topics.FABRIC_CHANGELOG)
 
 
-def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None
-              ) -> tuple[faust.App, Processor]:
-    """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines."""
+def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | None = None,
+              on_started: Callable[[], None] = lambda: None) -> tuple[faust.App, Processor]:
+    """A configured Faust app and the Processor it drives. ``lines`` turns outputs into sink lines; ``on_started``
+    runs once, when the worker's first batch arrives (``Worker``)."""
     fabric = fabric or Fabric(load_topology(cfg.topology))
     brokers = faust_settings(cfg.kafka_security, cfg.kafka)  # broker URLs and TLS/SASL credentials
     settings: dict[str, Any] = {
@@ -119,7 +121,8 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
     commits = CommitProtocol(sink, save_state, flush=outputs.flush)
     worker = Worker(proc, commits, outputs, lines, sink_name=getattr(sink, "name", ""), highwater=highwater,
                     broker_gone=broker_gone, contract_topic={attributions: topics.ATTRIBUTIONS.name,
-                                                             group_fim: topics.GROUP_FIM.name})
+                                                             group_fim: topics.GROUP_FIM.name},
+                    on_started=on_started)
     commits.dead_letter = worker.dead_letter_rejected
     # On Tansu, whose ListOffsets(latest) is wrong for batched partitions, recovery checks the ends by a fetch.
     faust_driver.configure(app, faust_driver.DriverOptions(fetch_wait_ms=cfg.fetch_wait_ms,

@@ -91,11 +91,14 @@ class Worker:
         broker_gone: whether the consumer holds no broker connection (stall_clock.py).
         contract_topic: the contract name of each internal topic (the app id's attributions, group FIMs).
         step_every_s: within a long batch, windows are checked at least this often (s).
+        on_started: called once, when the first batch arrives (Faust, its tables and the producer are up): the
+            worker process settles its heap there (heap.py).
     """
 
     def __init__(self, proc: Processor, commits: CommitProtocol, outputs: Outputs, lines: LinesFn, *,
                  sink_name: str = "", highwater: Highwater = no_highwater, broker_gone: Callable[[], bool] = never,
-                 contract_topic: Mapping[str, str] | None = None, step_every_s: float = 0.1) -> None:
+                 contract_topic: Mapping[str, str] | None = None, step_every_s: float = 0.1,
+                 on_started: Callable[[], None] = lambda: None) -> None:
         self.proc = proc
         self.commits = commits
         self.ledger = commits.ledger
@@ -116,6 +119,7 @@ class Worker:
         self.lock = asyncio.Lock()  # one step at a time: the agents and the timer all step
         self._starting = asyncio.Lock()
         self._started = False
+        self.on_started = on_started
 
     def contract(self, topic: str) -> str:
         """The contract name of a topic this worker reads (internal topics carry the app id)."""
@@ -165,8 +169,11 @@ class Worker:
     async def start(self) -> None:
         """Start the output producer (once: both agents may come first)."""
         async with self._starting:
+            if self._started:
+                return
             await self.outputs.start()
             self._started = True
+            self.on_started()
 
     def dead_letter(self, m: Any, reason: str) -> asyncio.Future[Any]:
         """Send an input record that cannot be used to the dead-letter topic; returns the send's future."""

@@ -9,6 +9,7 @@ from prometheus_client import start_http_server
 
 from flowtracer.stream.runtime.app import build_app
 from flowtracer.stream.runtime.config import ProcessorConfig
+from flowtracer.stream.runtime.heap import settle_heap
 from flowtracer.stream.sinks import registry
 from flowtracer.stream.sinks.base import Sink
 from flowtracer.stream.sinks.null import NullSink
@@ -49,7 +50,8 @@ def run_worker(cfg: ProcessorConfig, sink: Sink, metrics_port: int = 0,
     import faust
 
     lines = (lambda e: []) if sink.name == NullSink.name else emitted_lines
-    app, proc = build_app(cfg, sink, lines)
+    # Once Faust, its tables and the producer are up: they, the fabric and the libraries leave the collector's way.
+    app, proc = build_app(cfg, sink, lines, on_started=settle_heap)
     if host_key_master is not None:  # agents' records must be signed by the host they name
         proc.require_host_signatures(host_key_master)
     if cfg.web_port:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.schemas import topics
@@ -50,22 +49,6 @@ log = logging.getLogger(__name__)
 STREAMS = {"counters": topics.COUNTERS.name, "congestion": topics.SWITCH_CONGESTION.name,
            "attr": topics.ATTRIBUTIONS.name}
 """The input topic (of the stage's own partition) each source name prefix comes in."""
-
-
-@dataclass
-class LinkEnds:
-    """Who sends over one link in a window, summed over the flows partitions' attribution batches."""
-
-    sources: int = 0
-    """Sending NICs (a NIC's flows are in one flows partition: the partitions' counts add up)."""
-    destinations: set[str] = field(default_factory=set)
-    """The one receiving NIC each partition named."""
-    several: bool = False
-    """Some partition's flows on the link went to several NICs."""
-
-    def destination(self) -> str:
-        """The one NIC every flow on the link goes to, or "" when there is not one (or it is not known)."""
-        return next(iter(self.destinations)) if len(self.destinations) == 1 and not self.several else ""
 
 
 class LinksStage:
@@ -105,6 +88,11 @@ class LinksStage:
         #: link's plateau spans two congested windows. Congested links only: this is saved with every window.
         self.last_utilization: tuple[int, dict[str, float]] = (0, {})
         self.nic_of_ip = {ip: ref.name for ip, ref in fabric.nic_by_ip.items()}
+        #: The live group lists ``_groups_by_link`` last indexed (held, so compared by identity) and its answer.
+        self._by_link_memo: tuple[list[list[WeightedGroup]], dict[str, list[WeightedGroup]], dict[str, list[str]]] \
+            | None = None
+        #: Per switch: its last AFT groups (items in order; None: no view) and what ``_groups`` made of them.
+        self._groups_memo: dict[str, tuple[Any, tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]]] = {}
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
@@ -156,8 +144,11 @@ class LinksStage:
         measured: dict[str, int] = {}
         reported: set[str] = set()
         shares: dict[str, Share] = {}
-        member_flows: dict[str, list[common_pb2.FlowRef]] = defaultdict(list)
-        ends: dict[str, LinkEnds] = {}
+        member_flows: dict[str, list[common_pb2.FlowRef]] = {}  # only the links whose shares name flows
+        # Per link: sending NICs summed over the partitions, and the one receiving NIC all of them named ("" when
+        # not one): two dicts instead of a LinkEnds per link, which only congested links need (_congested).
+        sources: dict[str, int] = {}
+        destination: dict[str, str] = {}
         congestion: list[counters_pb2.CongestionBatch] = []
         views: dict[str, AftView | None] = {}  # per switch that reported: its AFT view in this window, if any
         nh_measured: dict[str, int] = {}
@@ -179,22 +170,30 @@ class LinksStage:
                 congestion.append(item)
             elif isinstance(item, internal_pb2.AttributionBatch):
                 for ls in item.links:
-                    s = shares.get(ls.link)
+                    lid, b = ls.link, ls.bytes
+                    s = shares.get(lid)
                     if s is None:
-                        s = shares[ls.link] = Share()
-                    s.bytes += ls.bytes
-                    s.flow_count += ls.flow_count
-                    s.conf_bytes += ls.bytes * ls.confidence
-                    member_flows[ls.link].extend(ls.flows)
-                    if ls.src_nic_count:
-                        e = ends.get(ls.link)
-                        if e is None:
-                            e = ends[ls.link] = LinkEnds()
-                        e.sources += ls.src_nic_count
-                        if ls.dst_nic:
-                            e.destinations.add(ls.dst_nic)
+                        shares[lid] = Share(0.0 + b, ls.flow_count, 0.0 + b * ls.confidence)
+                    else:
+                        s.bytes += b
+                        s.flow_count += ls.flow_count
+                        s.conf_bytes += b * ls.confidence
+                    if ls.flows:
+                        named = member_flows.get(lid)
+                        if named is None:
+                            member_flows[lid] = list(ls.flows)
                         else:
-                            e.several = True
+                            named.extend(ls.flows)
+                    n = ls.src_nic_count
+                    if n:
+                        dst = ls.dst_nic  # "": that partition's flows on the link go to several NICs
+                        if lid in sources:
+                            sources[lid] += n
+                            if destination[lid] != dst:
+                                destination[lid] = ""
+                        else:
+                            sources[lid] = n
+                            destination[lid] = dst
                 for nc in item.nic_cnps:
                     nic_cnps[nc.nic] = nc.cnp_sent
         out = Emitted()
@@ -211,13 +210,11 @@ class LinksStage:
                     del self.last_view[sw]
                     log.warning("ECMP groups of %s: no AFT next hops for %d windows, back to the topology's groups",
                                 sw, self.history.hops)
-            topo = self.topology_groups[sw]
-            self.live_groups[sw] = switch_groups(view, topo, self.links)
-            sig = groups_signature(self.live_groups[sw])
+            live, sig, drifts = self._groups(sw, view)
+            self.live_groups[sw] = live
             if self.groups_sent.get(sw) != sig:
                 self.groups_sent[sw] = sig
-                out.ecmp_groups.append(groups_record(sw, self.live_groups[sw], start, end))
-            drifts = group_drift(view, topo, self.links) if view is not None else ()
+                out.ecmp_groups.append(groups_record(sw, live, start, end))
             out.ecmp_drift.extend(drift_records(drifts, start, end))
             line = drift_change(sw, self.drift_logged.get(sw, ()), drifts) if view is not None else None
             if line is not None:
@@ -235,11 +232,7 @@ class LinksStage:
         link_ids = {lk.id for sw in reported for lk in self.links.owned[sw]} | set(shares)
         # A link's groups are those its switch has now (live: its AFT's, else the topology's): they name it, and
         # their other members are its siblings.
-        groups_of: dict[str, list[WeightedGroup]] = defaultdict(list)
-        for sw in sorted(self.live_groups):
-            for wg in self.live_groups[sw]:
-                for m in wg.group.members:
-                    groups_of[m.id].append(wg)
+        groups_of, group_ids = self._groups_by_link()
         for lid in sorted(link_ids):
             link = self.links.fabric.links[lid]
             share = shares.get(lid)
@@ -253,7 +246,7 @@ class LinksStage:
                 unexplained_bytes=meas - attributed if valid else 0,
                 utilization=utilization.get(lid, 0.0),
                 flow_count=share.flow_count if share else 0, resolver=self.resolver,
-                groups=[wg.group.id for wg in groups_of.get(lid, ())], oper_up=oper.get(lid, False),
+                groups=group_ids.get(lid, ()), oper_up=oper.get(lid, False),
                 oper_valid=lid in oper))
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
@@ -270,15 +263,45 @@ class LinksStage:
             if collision is not None:
                 assess(collision, congestion_of, nic_cnps, self.nic_of_ip)
                 out.collisions.append(collision)
-        congested_links = self._congested(out.link_congestion, utilization, shares, ends, groups_of, start)
+        congested_links = self._congested(out.link_congestion, utilization, shares, sources, destination,
+                                          groups_of, start)
         group_batch.congested.extend(congested_links)
         self.last_utilization = (end, {c.congestion.link: c.utilization for c in congested_links
                                        if c.utilization >= 0})
         out.group_fims.append(group_batch)
         return out
 
+    def _groups(self, sw: str, view: AftView | None) -> tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]:
+        """A switch's live groups, their signature and their drift from the topology, by ``view`` (None: the
+        topology's). Worked out again only when the AFT groups differ from the last window's, in content or order
+        (a switch's AFT rarely changes; the drift lists ports in the view's order)."""
+        key = tuple(tuple(g.items()) for g in view.groups) if view is not None else None
+        memo = self._groups_memo.get(sw)
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        topo = self.topology_groups[sw]
+        live = switch_groups(view, topo, self.links)
+        found = (live, groups_signature(live), group_drift(view, topo, self.links) if view is not None else ())
+        self._groups_memo[sw] = (key, found)
+        return found
+
+    def _groups_by_link(self) -> tuple[dict[str, list[WeightedGroup]], dict[str, list[str]]]:
+        """Link id -> the live groups it is a member of, and their ids; built again only when a switch's live groups
+        changed (``_groups`` hands out the same list while they do not)."""
+        lists = [self.live_groups[sw] for sw in sorted(self.live_groups)]
+        memo = self._by_link_memo
+        if memo is None or len(memo[0]) != len(lists) or any(a is not b for a, b in zip(memo[0], lists, strict=True)):
+            groups_of: dict[str, list[WeightedGroup]] = defaultdict(list)
+            for groups in lists:
+                for wg in groups:
+                    for m in wg.group.members:
+                        groups_of[m.id].append(wg)
+            ids = {lid: [wg.group.id for wg in gs] for lid, gs in groups_of.items()}
+            memo = self._by_link_memo = (lists, dict(groups_of), ids)
+        return memo[1], memo[2]
+
     def _congested(self, lcs: list[analytics_pb2.LinkCongestion], utilization: dict[str, float],
-                   shares: dict[str, Share], ends: dict[str, LinkEnds],
+                   shares: dict[str, Share], sources: Mapping[str, int], destination: Mapping[str, str],
                    groups_of: Mapping[str, list[WeightedGroup]], start: int) -> list[internal_pb2.CongestedLink]:
         """The evidence of this window's congested links (window start ``start`` ns) for the fabric stage."""
         hot = [lc for lc in lcs if congested(lc)]
@@ -291,7 +314,7 @@ class LinksStage:
         for lc in hot:
             share = shares.get(lc.link)
             siblings = [m.id for wg in groups_of.get(lc.link, ()) for m in wg.group.members]
-            e = ends.get(lc.link, LinkEnds(several=True))
-            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0, e.sources,
-                                      e.destination(), siblings, ids, to_host=lc.dst_node not in fabric.switch_names))
+            out.append(congested_link(lc, utilization, previous, share.flow_count if share else 0,
+                                      sources.get(lc.link, 0), destination.get(lc.link, ""), siblings, ids,
+                                      to_host=lc.dst_node not in fabric.switch_names))
         return out

@@ -6,6 +6,9 @@ then per window ``wait_until(boundary_ns, stop)`` and ``sample(boundary_ns)``; `
 end. ``now_ns()`` is the source's clock: wall clock on a real host, engine time for the simulator
 (so windows line up with the simulated switches even when the simulation runs faster than real
 time). Every source reads through the same parsers (``rdma_json``, ``sysfs``, ``nccl_log``).
+
+Why one module over 400 lines: the protocol, the registry and the sources registered in it are read together (a new
+source is written against the two sources here); the sim source's readiness rules are most of the length.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from flowtracer.collectors.agent.config import AgentConfig, ConfigError
 from flowtracer.collectors.agent.host_window import HostSample
@@ -69,6 +72,20 @@ class FlowSource(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PerHostSource(Protocol):
+    """A source of many hosts that can tell when each host's data for a boundary exists (``sim``), so the agent
+    reads each host as soon as it can instead of waiting for the slowest one."""
+
+    def poll(self, at_ns: int, pending: Collection[str]) -> tuple[list[str], list[str]]:
+        """Of ``pending`` hosts: (those whose data as of ``at_ns`` exists now, those not to wait for)."""
+        ...
+
+    def sample_hosts(self, at_ns: int, hosts: Iterable[str]) -> list[HostSample]:
+        """``sample`` of these hosts only."""
+        ...
 
 
 SOURCES: dict[str, Callable[[AgentConfig], FlowSource]] = {}
@@ -292,7 +309,15 @@ class SimSource:
     interval behind the newest host's is not waited for, and a host with no snapshot since a boundary, or none
     within an interval before it, has no sample for it (its agent would have read nothing). When its view moves
     again, its next window starts where its last one ended, as for any host that missed windows.
+
+    A host's data for a boundary exists once its ``current`` names a snapshot at or after it (the view writer moves
+    ``current`` last, sim/hosts/views.py): ``poll`` says which hosts are there, so the agent reads each host as its
+    view lands rather than all of them after the last one (the writer takes a while for hundreds of hosts).
     """
+
+    #: Every this many ``poll`` calls, every host's ``current`` is read (keeps "newest" fresh for the stopped-host
+    #: rule); the others read the pending hosts only up to the first one still to wait for.
+    FULL_SCAN_EVERY = 25
 
     def __init__(self, cfg: AgentConfig) -> None:
         if cfg.sim_endpoints is None:
@@ -304,36 +329,85 @@ class SimSource:
         self._tails = {h: LogTail(d / "nccl.log") for h, d in self.dirs.items()}
         self._jobs = {h: ProcJobs(d / "proc") for h, d in self.dirs.items()}  # the host's processes (views.py)
         self._gids = _GidClock(round(cfg.gid_refresh.total_seconds() * 1e9))
+        self._gids_at: tuple[int, bool] = (-1, False)  # (boundary, whether GIDs are read for it)
         self.guard = PartGuard("sim source")
+        # Polled many times a second for hundreds of hosts: plain strings, not Path objects.
+        self._links = {h: os.path.join(d, "current") for h, d in self.dirs.items()}
+        self._newest = 0  # the newest snapshot time seen on any host (ns)
+        self._polls = 0
+        # The order hosts became ready for the last boundary polled (the writer's order), and for this one.
+        self._order = sorted(self.dirs)
+        self._order_at = -1
+        self._became_ready: list[str] = []
 
     def hosts(self) -> list[str]:
         return sorted(self.dirs)
 
-    def _current_ts(self, d: Path) -> int | None:
+    def _current_ts(self, host: str) -> int | None:
         try:
-            return _snapshot_ts(os.path.basename(os.readlink(d / "current")))
+            t = _snapshot_ts(os.path.basename(os.readlink(self._links[host])))
         except OSError:
             return None
+        if t is not None and t > self._newest:
+            self._newest = t
+        return t
 
     def now_ns(self) -> int:
         """Engine time every reporting host has reached (the oldest of the hosts' newest snapshots, leaving out
         those more than one interval behind the newest: stopped); 0 before any."""
-        ts = [t for d in self.dirs.values() if (t := self._current_ts(d)) is not None]
+        ts = [t for h in self.dirs if (t := self._current_ts(h)) is not None]
         if not ts:
             return 0
         newest = max(ts)
         return min(t for t in ts if t >= newest - self.cfg.interval_ns)
 
     def wait_until(self, t_ns: int, stop: threading.Event) -> bool:
-        while self.now_ns() < t_ns:
-            if stop.wait(0.01):
+        pending: set[str] = set(self.dirs)
+        while pending:
+            ready, gone = self.poll(t_ns, pending)
+            pending.difference_update(ready, gone)
+            if pending and stop.wait(0.01):
                 return False
         return not stop.is_set()
 
+    def poll(self, at_ns: int, pending: Collection[str]) -> tuple[list[str], list[str]]:
+        """Of ``pending``: (hosts whose view has a snapshot at or after ``at_ns``, hosts not to wait for: no view,
+        or more than one interval behind the newest). The hosts are read in the order they became ready for the
+        last boundary (the writer's order, so the ready ones come first), up to the first one still to wait for;
+        every ``FULL_SCAN_EVERY`` calls every host is read."""
+        self._polls += 1
+        full = self._polls % self.FULL_SCAN_EVERY == 0
+        if at_ns != self._order_at:
+            seen = set(self._became_ready)
+            self._order = self._became_ready + [h for h in self._order if h not in seen]
+            self._order_at, self._became_ready = at_ns, []
+        if full:
+            for h in self.dirs:
+                self._current_ts(h)
+        ready: list[str] = []
+        gone: list[str] = []
+        for h in self._order:
+            if h not in pending:
+                continue
+            t = self._current_ts(h)
+            if t is not None and t >= at_ns:
+                ready.append(h)
+            elif t is None or t < self._newest - self.cfg.interval_ns:
+                gone.append(h)
+            elif not full:
+                break  # the writer has not reached this host yet: nor the ones after it
+        self._became_ready += ready
+        return ready, gone
+
     def sample(self, at_ns: int) -> list[HostSample]:
-        gids = self._gids.due(self.now_ns())
+        return self.sample_hosts(at_ns, self.hosts())
+
+    def sample_hosts(self, at_ns: int, hosts: Iterable[str]) -> list[HostSample]:
+        if self._gids_at[0] != at_ns:  # one decision per boundary, however many calls read its hosts
+            self._gids_at = (at_ns, self._gids.due(at_ns))
+        gids = self._gids_at[1]
         out = []
-        for host in self.hosts():
+        for host in hosts:
             # one host's snapshot that fails to read costs that host's window, not the others'
             s = self.guard.read("snapshot", lambda h=host: self._read_host(h, at_ns, gids), None)
             if s is not None:

@@ -17,7 +17,7 @@ from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_st
 from flowtracer.collectors.agent.sources.sysfs import read_sysfs
 from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS, NIC_HW_COUNTERS, NIC_PFC_COUNTERS
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
-from flowtracer.sim.hosts.views import KEEP, host_view_dir, ipv4_mapped_gid, write_host_view
+from flowtracer.sim.hosts.views import KEEP, SPARES, host_view_dir, ipv4_mapped_gid, write_host_view
 
 T0 = 1_700_000_000_000_000_000
 
@@ -196,3 +196,49 @@ def test_a_recycled_snapshot_is_the_snapshot_built_afresh(shm: Path) -> None:
         assert sorted(os.listdir(a / "snapshots")) == sorted(os.listdir(b / "snapshots"))
     assert recycled > KEEP  # the fast way was taken, not only the fresh build
     assert not (shm / "plain" / "gpu01" / ".spare").exists()
+
+
+def test_current_moves_last_so_a_reader_of_a_tick_finds_its_log_lines(shm: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent reads a host as soon as ``current`` names the tick's snapshot (the sim source's ``poll``): by then
+    the tick's NCCL lines are in ``nccl.log`` (and its processes in ``proc/``)."""
+    hs = _host()
+    write_host_view(hs, shm)
+    log = host_view_dir(shm, "gpu01") / "nccl.log"
+    seen: list[str] = []
+    replace = os.replace
+
+    def watch(src: str | Path, dst: str | Path) -> None:
+        replace(src, dst)
+        if Path(dst).name == "current":  # the instant a polling reader could see the new tick
+            seen.append(log.read_text())
+
+    monkeypatch.setattr(os, "replace", watch)
+    with hs.lock:
+        hs.timestamp_ns = T0 + 1_000_000_000
+        hs.nccl_log.append("gpu01:42:42 [0] NCCL INFO the tick's line")
+    write_host_view(hs, shm)
+    assert len(seen) == 1 and seen[0].endswith("NCCL INFO the tick's line\n")
+
+
+def test_spares_built_ahead_make_every_later_snapshot_a_rewrite_of_the_same_bytes(shm: Path) -> None:
+    """``spares_ahead`` (the runner's first write, before the engine's first tick): every later write rewrites a
+    spare instead of building a snapshot afresh, and the snapshots are those built the plain way."""
+    fast, plain = _host(), _host()
+    spares = shm / "fast" / "gpu01" / ".spare"
+    for i in range(KEEP + SPARES + 3):
+        for hs in (fast, plain):
+            with hs.lock:
+                hs.timestamp_ns = T0 + i * 250_000_000
+                hs.qps[("mlx5_0", 300)].tx_bytes = 10 ** (i % 13)
+            hs.ports[("mlx5_0", 1)].tx_bytes += 4 * i
+        before = {n for n in os.listdir(spares)} if spares.is_dir() else set()
+        write_host_view(fast, shm / "fast", spares_ahead=True)
+        write_host_view(plain, shm / "plain", recycle=False)
+        if i == 0:
+            assert len(os.listdir(spares)) == KEEP + SPARES + 1
+        else:  # the new snapshot is one of the spares, renamed into place: nothing was built afresh
+            assert before - set(os.listdir(spares)), i
+        a, b = host_view_dir(shm / "fast", "gpu01"), host_view_dir(shm / "plain", "gpu01")
+        assert os.readlink(a / "current") == os.readlink(b / "current")
+        assert _tree(a / "current") == _tree(b / "current"), i

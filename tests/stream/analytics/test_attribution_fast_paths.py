@@ -98,7 +98,8 @@ def test_flow_observer_matches_placed_ends() -> None:
     fabric = _Fabric()
     batch = flows_pb2.FlowBatch(host="h1", flows=[
         flows_pb2.Flow(rdma_device="mlx5_0", src_ip="10.0.0.1", dst_ip="10.0.0.2", tx_bytes=5, lqpn=3, rqpn=4,
-                       qp_generation=9, nccl=flows_pb2.NcclTag(collective="AllReduce", comm_id="c1")),
+                       qp_generation=9, udp_src_port=49152, udp_dst_port=4791, job_id="j7",
+                       nccl=flows_pb2.NcclTag(collective="AllReduce", comm_id="c1")),
         flows_pb2.Flow(rdma_device="other", src_ip="10.0.0.1", dst_ip="10.0.0.2", tx_bytes=6),  # by source IP
         flows_pb2.Flow(rdma_device="mlx5_0", src_ip="10.0.0.1", dst_ip="10.9.9.9", tx_bytes=7),  # unknown receiver
         flows_pb2.Flow(rdma_device="mlx5_0", src_ip="10.0.0.1", dst_ip="10.0.0.2", tx_bytes=0),  # idle
@@ -116,3 +117,7 @@ def test_flow_observer_matches_placed_ends() -> None:
         assert (u.flows, u.bytes) == (ref_u.flows, ref_u.bytes) == (1, 7)
         assert got[0].flow_id == "h1:mlx5_0/3/9" and (got[0].collective, got[0].comm_id) == ("AllReduce", "c1")
         assert (got[1].collective, got[1].comm_id) == ("", "")
+        # Every field by name (the observer builds FlowObs positionally: a field out of order shows here).
+        o = got[0]
+        assert (o.src_ip, o.dst_ip, o.udp_src_port, o.udp_dst_port, o.lqpn, o.rqpn, o.job_id) == \
+            ("10.0.0.1", "10.0.0.2", 49152, 4791, 3, 4, "j7")

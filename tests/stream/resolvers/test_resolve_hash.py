@@ -94,6 +94,24 @@ def test_wrong_model_is_doubted_not_confidently_wrong(ring: tuple[Fabric, list])
             assert p is not None and p.confidence < 0.9, f.flow_id
 
 
+@pytest.mark.parametrize("seeded", [True, False], ids=["model right: every group within tolerance",
+                                                    "model wrong: some groups doubted"])
+def test_resolve_places_each_flow_as_the_plain_per_path_rule(ring: tuple[Fabric, list], seeded: bool) -> None:
+    """``resolve`` skips the per-link pass while every group is within tolerance; its placements must be those of
+    ``_placement`` (the worst group on each path) window after window, in both regimes."""
+    fabric, data = ring
+    if seeded:
+        fabric = Fabric(generate(replace(FabricSpec(hosts=16, leaves=4, spines=2), hash_seed=ENGINE_SEED)))
+    resolver = HashResolver(fabric)
+    regimes = set()
+    for end, obs, measured, _ in data:
+        placed = resolver.resolve(end, obs, measured)
+        regimes.add(max(resolver.mismatch.values(), default=0.0) <= MISMATCH_TOLERANCE)
+        plain = [resolver._placement(p) if (p := resolver._path(f)) is not None else None for f in obs]
+        assert placed == plain
+    assert regimes == {seeded}  # each case stays in its regime: both are covered
+
+
 def test_state_round_trip(ring: tuple[Fabric, list]) -> None:
     fabric, data = ring
     a = HashResolver(fabric)

@@ -197,3 +197,23 @@ def test_revoked_partitions_are_never_acked_here(proc: Processor) -> None:
         assert feed.acked == []
 
     asyncio.run(main())
+
+
+def test_the_start_hook_runs_once_when_the_first_batches_arrive_together(proc: Processor) -> None:
+    """Both agents may bring the first batch at once: the producer starts once and ``on_started`` (where the worker
+    process settles its heap) runs once, before any record is taken."""
+    async def main() -> None:
+        outputs, feed = Outputs(), Feed()
+        calls: list[int] = []
+        commits = CommitProtocol(NullSink(), saved, flush=outputs.flush)
+        w = Worker(proc, commits, outputs, lambda e: [], contract_topic={ATTRIBUTIONS: topics.ATTRIBUTIONS.name},
+                   on_started=lambda: calls.append(outputs.started))
+        commits.dead_letter = w.dead_letter_rejected
+        records = recent_window(proc)
+        half = len(records) // 2
+        await asyncio.gather(w.receive(feed.events(records[:half])), w.receive(feed.events(records[half:])))
+        assert calls == [1] and outputs.started == 1  # once, after the producer started
+        await w.receive(feed.events(recent_window(proc)))
+        assert calls == [1]
+
+    asyncio.run(main())

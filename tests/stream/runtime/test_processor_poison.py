@@ -105,6 +105,15 @@ def test_a_flow_faster_than_its_nic_is_dead_lettered(proc: Processor) -> None:
     assert len(dead) == 1 and "flows[0].tx_bytes" in dead[0] and "mlx5_0" in dead[0], dead
 
 
+@pytest.mark.parametrize("field", ["tx_bytes", "rx_bytes", "tx_packets", "rx_packets"])
+def test_a_port_total_beyond_its_nic_is_dead_lettered_naming_the_field(proc: Processor, field: str) -> None:
+    bad = batch(proc, "host02")
+    port = bad.ports.add(rdma_device="mlx5_0", port=1)
+    setattr(port, field, 4 * 50_000_000_000)  # 4x what a 400G NIC moves in the second: beyond bytes and packets
+    _, _, dead = run(proc, window(proc, {"host02": bad}))
+    assert len(dead) == 1 and f"ports[0] (mlx5_0).{field}" in dead[0], dead
+
+
 def test_a_collective_profile_of_2_63_call_bytes_is_dead_lettered(proc: Processor) -> None:
     prof = flows_pb2.CollectiveProfile(schema_version=1, job_id="job7", comm_id="c0ffee", operation="AllReduce",
                                        datatype=7, datatype_bytes=8, count=2**60, call_bytes=2**63, calls=1,

@@ -141,3 +141,31 @@ def test_each_switch_s_groups_go_out_once_after_a_start_and_again_when_they_chan
     assert [(g.switch, [list(x.weights) for x in g.groups]) for g in back.ecmp_groups] == [("leaf01", [[1, 1]])]
     weighted = _window(stage, 6, {"Ethernet3": ("7", 2, GB), "Ethernet4": ("7", 1, GB)})
     assert [[list(x.weights) for x in g.groups] for g in weighted.ecmp_groups] == [[[2, 1]]]
+
+
+def test_live_groups_and_drift_are_those_of_the_plain_rules_window_after_window() -> None:
+    """The stage works a switch's groups out again only when its AFT groups change (``LinksStage._groups``): over
+    the same, withdrawn, back, weighted and back again, they must be what ``switch_groups`` and ``group_drift``
+    give for each window's view."""
+    from flowtracer.stream.analytics.aft_groups import read_aft, switch_groups
+    from flowtracer.stream.analytics.group_drift import drift_records, group_drift
+
+    stage = LinksStage(0, 1, FABRIC, LINKS, S, 5 * S, rolling_hops=1)
+    same = {"Ethernet3": ("7", 1, GB), "Ethernet4": ("7", 1, GB)}
+    withdrawn = {"Ethernet3": ("7", 1, GB), "Ethernet4": ("", 1, 0)}
+    weighted = {"Ethernet3": ("7", 2, GB), "Ethernet4": ("7", 1, GB)}
+    topo = stage.topology_groups["leaf01"]
+    drifted = []
+    for k, hops in enumerate([same, withdrawn, withdrawn, same, weighted, weighted, same], start=1):
+        cb = counters_pb2.CounterBatch(switch="leaf01", timestamp_ns=k * S)
+        for port, (group, weight, nbytes) in hops.items():
+            cb.next_hops.append(counters_pb2.NextHopCounters(
+                group=group, egress_interface=port, weight=weight, group_weights=[weight] if group else [],
+                interval_ns=S, octets_forwarded=_counter(nbytes)))
+        view = read_aft(cb, LINKS, S)
+        e = _window(stage, k, hops)
+        assert stage.live_groups["leaf01"] == switch_groups(view, topo, LINKS), k
+        expected = drift_records(group_drift(view, topo, LINKS), (k - 1) * S, k * S)
+        assert [d for d in e.ecmp_drift if d.switch == "leaf01"] == expected, k
+        drifted.append(bool(expected))
+    assert drifted == [False, True, True, False, True, True, False]  # the AFT's changes are drift while they last
