@@ -20,15 +20,16 @@ $(VENV)/.installed: pyproject.toml setup.py collectors/gnmi/counters/native.pyx
 # VictoriaMetrics stands in for InfluxDB 2 in tests (it accepts the InfluxDB v2 write API); headless
 # Chromium and its driver run the dashboard's browser test; stunnel4 terminates TLS in front of the
 # embedded Kafka broker for the Kafka TLS test (tests/e2e/test_kafka_tls_e2e.py); stress-ng keeps a core busy
-# for `make test-loaded`. Prometheus (with promtool) and Alertmanager unit-test and fire the alert rules
+# for `make test-loaded`; tmux is the 120x40 terminal the live view's screenshot test reads (capture-pane).
+# Prometheus (with promtool) and Alertmanager unit-test and fire the alert rules
 # (tests/deploy/test_deploy_alert_rules.py, tests/e2e/test_alerts_e2e.py); without their recommends, which would
 # add node-exporter and SNMP tools the tests do not use.
-SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4 stress-ng
+SYSTEM_PKGS := victoria-metrics chromium chromium-driver stunnel4 stress-ng tmux
 ALERT_PKGS  := prometheus prometheus-alertmanager
 system-deps:
 	@command -v victoria-metrics >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 	 command -v chromedriver >/dev/null 2>&1 && command -v stunnel4 >/dev/null 2>&1 && \
-	 command -v stress-ng >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && \
+	 command -v stress-ng >/dev/null 2>&1 && command -v tmux >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && \
 	 command -v promtool >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1 || \
 	 { echo "installing $(SYSTEM_PKGS) $(ALERT_PKGS) (Debian packages)"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \

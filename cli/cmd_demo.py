@@ -3,10 +3,11 @@
 Starts an embedded Tansu broker, the simulated fabric (FlowTracer's 16-node cluster running NCCL
 ring all-reduce, with a known ECMP collision and a link degraded later), the gNMI collector, the
 host agents and one processor worker, each as its own ``flowtracer`` subprocess (LocalPipeline).
-Output: InfluxDB with ``--influx-url``, else a line-protocol file. The terminal shows a compact
-status read from the output topics; the processor serves the dashboard on 127.0.0.1. At the end
-(``--duration`` or Ctrl-C) everything is stopped and a summary is printed (``--summary-json``
-writes it in full), with the fabric FIM set against the simulator's ground truth. docs/demo.md.
+Output: InfluxDB with ``--influx-url``, else a line-protocol file. The terminal shows a live view read
+from the output topics, redrawn in place (demo/live_view.py; compact lines of what changed when not a
+terminal); the processor serves the dashboard on 127.0.0.1. At the end (``--duration`` or Ctrl-C) everything
+is stopped and a summary is printed (``--summary-json`` writes it in full), with the fabric FIM set against the
+simulator's ground truth. docs/demo.md.
 
 Over 400 lines as one thing: the demo's options and the one run loop that starts, watches (status, incidents,
 broker memory) and stops them; the pieces it calls live in ``flowtracer.demo``.
@@ -33,6 +34,7 @@ import click
 
 from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
+from flowtracer.logs import json_logs_requested
 from flowtracer.testbed.managed_process import check_port_free
 
 if TYPE_CHECKING:
@@ -138,7 +140,8 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--degrade-at", "degrade_at", type=float, default=30.0, show_default=True,
               help="Seconds into the run when a link drops to half capacity; negative = never.")
 @click.option("--status-every", type=float, default=2.0, show_default=True,
-              help="Seconds between status updates in the terminal.")
+              help="Seconds between redraws of the live view (a terminal), or between checks for changes to print (a "
+                   "pipe, CI, --log-format json).")
 @click.option("--dataplane", type=click.Choice(["model", "kernel"]), default="model", show_default=True,
               help="Who forwards: the hash models, or Linux network namespaces (root; docs/kernel-dataplane.md).")
 @click.option("--resolver", type=click.Choice(["hash", "infer", "trace"]), default="hash", show_default=True,
@@ -244,19 +247,21 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     stop when the embedded broker's resident memory passes it (MB; 0: no limit); ``broker_storage`` and
     ``broker_retention_s``: :class:`~flowtracer.demo.local_pipeline.PipelineOptions`' ``broker_storage`` and
     ``broker_retention_s``."""
-    from flowtracer.demo.incidents import IncidentWatch, incident_lines
+    from flowtracer.demo.incidents import IncidentWatch
+    from flowtracer.demo.live_view import LiveView
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
-    from flowtracer.demo.status import Observed, OutputWatcher, StatusPrinter, status_lines
+    from flowtracer.demo.status import Observed, OutputWatcher
     from flowtracer.demo.summary import build_summary, summary_lines
+    from flowtracer.demo.view_state import view_state
     from flowtracer.schemas.topology import load_topology
     from flowtracer.stream.diagnosis.publisher import IncidentPublisher
     from flowtracer.stream.runtime.worker import make_sink
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
-    printer = StatusPrinter(lambda s: (out.write(s), out.flush()), tty=out.isatty())
+    printer = LiveView(out, live=out.isatty() and not json_logs_requested())
     if influx_url is None:
         line_protocol_file = (line_protocol_file or run_dir / "flowtracer.lp").resolve()
         line_protocol_file.parent.mkdir(parents=True, exist_ok=True)
@@ -329,6 +334,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                         + (f"; dashboard: {dashboard}" if dashboard else "")
                         + (f"; writing {line_protocol_file}" if line_protocol_file else f"; writing {influx_url}"))
         printer.message("the first rolling FIM appears after ~15 s (baselines, 3 s grace, 10 s rolling window)")
+        title = (f"flowtracer demo: {scenario.hosts} hosts, {scenario.workload_name}"
+                 + (f", dashboard {dashboard}" if dashboard else ""))
         t0 = time.monotonic()
         next_status = t0
         while not stop.event.is_set():
@@ -347,11 +354,12 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                 break
             if now >= next_status:
                 with watcher.lock:
-                    lines = status_lines(watcher.observed, now - t0, duration,
-                                         [(st.name, st.alive()) for st in pipeline.stages], time.time_ns())
                     incidents.advance(watcher.observed)
-                lines[1:1] = incident_lines(incidents)
-                printer.show(lines)
+                    frame = view_state(watcher.observed, title, f"{now - t0:.0f}s" + (f"/{duration:g}s" if duration
+                                                                                     else ""),
+                                       stages=[(st.name, st.alive()) for st in pipeline.stages],
+                                       error=watcher.error)
+                printer.show(frame)
                 next_status = now + status_every
             stop.event.wait(0.2)
     finally:
@@ -360,6 +368,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
         ran_s = time.monotonic() - t0
         busy = machine_busy.stop()
         sim_lag = sim_lag_s(pipeline.ready.get("ground_truth"), time.time_ns())
+        printer.close()
         if watcher is not None:
             printer.message(f"stopping ({stop.reason}) ...")
         pipeline.stop_stages()

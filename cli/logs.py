@@ -41,3 +41,12 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     # Third-party clients are chatty at INFO; their warnings still show.
     for noisy in ("kafka", "aiokafka", "faust", "mode", "urllib3", "influxdb_client"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def json_logs_requested() -> bool:
+    """Whether the command line asked for ``--log-format json`` (a log shipper reads this process: a live view
+    then writes lines, never a redrawn screen)."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().params.get("log_format") == "json")

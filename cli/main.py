@@ -15,6 +15,7 @@ from flowtracer.cmd_diagnose import diagnose
 from flowtracer.cmd_export import export
 from flowtracer.cmd_process import process
 from flowtracer.cmd_sim import sim
+from flowtracer.cmd_top import top
 from flowtracer.cmd_topology import topology
 from flowtracer.cmd_whatif import whatif
 from flowtracer.logs import FORMATS, setup_logging
@@ -43,6 +44,7 @@ cli.add_command(agent)
 cli.add_command(whatif)
 cli.add_command(export)
 cli.add_command(demo)
+cli.add_command(top)
 
 
 def main() -> None:

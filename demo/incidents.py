@@ -3,7 +3,8 @@
 :class:`IncidentWatch` takes each window once it is complete, in order, by the rule ``flowtracer diagnose``
 uses (stream/diagnosis/assembly.py: its fabric FIM sample arrived, or a grace passed), and keeps every
 incident it opened; the snapshots go out through the service's publisher (stream/diagnosis/publisher.py).
-:func:`incident_lines` is the terminal's status line; :func:`incidents_section` the summary's list, with the
+:func:`incidents_section` is the summary's list (the terminal view shows the snapshots read back from the
+incidents topic, demo/view_state.py), with the
 jobs the pipeline names (``jobs``: the agents read each flow's job from its process's cgroup, which the simulated
 hosts write) next to the simulator's job names of the affected flows (``jobs_ground_truth``, the check).
 """
@@ -57,25 +58,6 @@ class IncidentWatch:
 
     def open(self) -> list[Incident]:
         return sorted((i for i in self.incidents.values() if i.state is State.OPEN), key=lambda i: i.start_ns)
-
-
-def _clock(ns: int) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(ns / S))
-
-
-def incident_lines(watch: IncidentWatch, top: int = 3) -> list[str]:
-    """One line per open incident (the newest ``top``), or one line saying there is none."""
-    now = watch.open()
-    closed = len(watch.incidents) - len(now)
-    if not now:
-        return ["  incidents: none open" + (f" ({closed} closed)" if closed else "")]
-    out = []
-    for inc in now[-top:]:
-        suspects = ", ".join(c for c, _ in inc.ranked()[:3])
-        jobs = f"jobs {','.join(sorted(inc.jobs)[:3])}{'...' if len(inc.jobs) > 3 else ''}, " if inc.jobs else ""
-        out.append(f"  INCIDENT {inc.kind} since {_clock(inc.start_ns)}: {suspects}; {jobs}{len(inc.flows)} flows, "
-                   f"hosts {','.join(sorted(inc.hosts)[:6])}{'...' if len(inc.hosts) > 6 else ''}")
-    return out
 
 
 def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict[str, Any]]:

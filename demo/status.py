@@ -4,10 +4,11 @@
 ``link-loads`` and ``dead-letter`` (manual assignment from the beginning: no consumer group, so
 nothing to rebalance on an embedded broker), and with ``Observed.watch_flows`` the agents' FlowBatches too (a
 heterogeneous job's iteration time, ``whatif/iterations.py``). It folds every record into :class:`Observed`, which
-is pure (tests feed it messages). :func:`status_lines` renders a compact status from it.
+is pure (tests feed it messages). The terminal view drawn from it is demo/view_state.py (``flowtracer top`` reads
+any deployment's output topics into the same :class:`Observed`).
 
-Over 400 lines as one thing: what the demo reads from the output topics, the bounded state it keeps of them (an
-hour of windows, ``window_rows``) and the status drawn from that state, which change together.
+Over 400 lines as one thing: what the demo reads from the output topics and the bounded state it keeps of them (an
+hour of windows, ``window_rows``), which change together.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 import time
 from array import array
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +126,8 @@ class Observed:
     undecodable: int = 0
     #: incident id -> newest state read back from the incidents topic ("open" / "closed")
     incident_states: dict[str, str] = field(default_factory=dict)
+    #: incident id -> newest snapshot of each incident still open (the terminal view's incidents)
+    open_incidents: dict[str, analytics_pb2.Incident] = field(default_factory=dict)
     #: the diagnosis's windows, by the service's own assembly rule (demo/incidents.py takes the complete ones)
     assembler: WindowAssembler = field(default_factory=lambda: WindowAssembler(S, GRACE_NS))
     #: whether the watcher's last poll left records unread on some partition (no window completes meanwhile)
@@ -179,6 +182,10 @@ class Observed:
             elif topic == topics.INCIDENTS.name:
                 inc = analytics_pb2.Incident.FromString(value or b"")
                 self.incident_states[inc.id] = inc.state
+                if inc.state == "open":
+                    self.open_incidents[inc.id] = inc
+                else:
+                    self.open_incidents.pop(inc.id, None)
             elif topic == topics.DEAD_LETTER.name:
                 dl = analytics_pb2.DeadLetter.FromString(value or b"")
                 self.dead_letters += 1
@@ -301,9 +308,13 @@ class OutputWatcher(threading.Thread):
     """Consumes the output topics into an :class:`Observed` until stopped. ``lock`` guards ``observed``."""
 
     def __init__(self, bootstrap: str, observed: Observed | None = None, poll_ms: int = 300,
-                 client_config: Mapping[str, Any] | None = None) -> None:
+                 client_config: Mapping[str, Any] | None = None, since_s: float | None = None,
+                 client_id: str = "flowtracer-demo-status") -> None:
         super().__init__(name="demo-output-watcher", daemon=True)
         self.bootstrap = bootstrap
+        #: read from this many seconds ago (by record time), None from the beginning
+        self.since_s = since_s
+        self.client_id = client_id
         #: Extra KafkaConsumer settings (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
         self.client_config = dict(client_config or {})
         self.observed = observed or Observed()
@@ -318,7 +329,7 @@ class OutputWatcher(threading.Thread):
             from kafka import KafkaConsumer, TopicPartition
 
             consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None,
-                                     client_id="flowtracer-demo-status", auto_offset_reset="earliest",
+                                     client_id=self.client_id, auto_offset_reset="earliest",
                                      **self.client_config)
         except Exception as e:  # the demo goes on without a live status
             self.error = f"cannot consume the output topics: {e}"
@@ -332,8 +343,8 @@ class OutputWatcher(threading.Thread):
                     time.sleep(0.5)
                     ps = consumer.partitions_for_topic(t)
                 parts += [TopicPartition(t, p) for p in sorted(ps or ())]
-            consumer.assign(parts)
-            consumer.seek_to_beginning(*parts)
+            consumer.assign(parts)  # no group: nothing joins, nothing is committed
+            self._seek(consumer, parts)
             while not self._stop_event.is_set():
                 self._poll(consumer, parts)
         except Exception as e:
@@ -341,6 +352,29 @@ class OutputWatcher(threading.Thread):
             log.warning("%s", self.error)
         finally:
             consumer.close()
+
+    def _seek(self, consumer: Any, parts: list[Any]) -> None:
+        """To the beginning, or to the first record of the last ``since_s`` seconds (a partition with none: its
+        end; a broker that cannot look offsets up by time: the beginning)."""
+        if self.since_s is None or not parts:
+            consumer.seek_to_beginning(*parts)
+            return
+        want_ms = int((time.time() - self.since_s) * 1e3)
+        try:
+            found = consumer.offsets_for_times({p: want_ms for p in parts})
+        except Exception as e:  # e.g. an old broker: the whole retention, slower but complete
+            log.info("offsets by time unavailable (%s); reading from the beginning", e)
+            consumer.seek_to_beginning(*parts)
+            return
+        at_end = []
+        for p in parts:
+            hit = found.get(p)
+            if hit is None:
+                at_end.append(p)
+            else:
+                consumer.seek(p, hit.offset)
+        if at_end:
+            consumer.seek_to_end(*at_end)
 
     def _poll(self, consumer: Any, parts: list[Any]) -> int:
         batch = consumer.poll(timeout_ms=self.poll_ms)
@@ -369,66 +403,3 @@ class OutputWatcher(threading.Thread):
         self._stop_event.set()
         if self.is_alive():
             self.join(timeout)
-
-
-def _fmt(v: float | None) -> str:
-    return "  –  " if v is None else f"{v:.3f}"
-
-
-def status_lines(obs: Observed, elapsed_s: float, duration_s: float | None, stages: Sequence[tuple[str, bool]],
-                 now_ns: int, top: int = 3) -> list[str]:
-    """A compact status: progress, fabric FIM, top collisions, pipeline health (one string per line)."""
-    progress = f"{elapsed_s:5.0f}s" + (f"/{duration_s:.0f}s" if duration_s else "")
-    latest = obs.latest_fabric()
-    if latest is None:
-        fim = "fabric FIM: waiting for the first rolling window"
-    else:
-        end, v = latest
-        fim = (f"fabric FIM measured {_fmt(v.get('measured'))}  attributed {_fmt(v.get('attributed'))}  "
-               f"(window ending {time.strftime('%H:%M:%S', time.localtime(end / S))})")
-    lines = [f"[{progress}] {fim}"]
-    cols = obs.current_collisions()
-    if not cols:
-        lines.append("  collisions: none now" + (f" ({len(obs.collisions)} seen earlier)" if obs.collisions else ""))
-    for c in cols[:top]:
-        flows = ", ".join(f"{f['src_host'] or f['src_ip']}>{f['dst_host'] or f['dst_ip']}:{f['udp_src_port']}"
-                          for f in list(c.flows.values())[:4])
-        lines.append(f"  collision {c.group}: {len(c.flows)} flows on {c.link} ({c.max_link_utilization:.0%}) "
-                     f"while {c.idle_link} idles ({c.min_idle_utilization:.0%}) [{flows}]"
-                     + (" HARMFUL" if c.harmful_windows else ""))
-    if len(cols) > top:
-        lines.append(f"  ... and {len(cols) - top} more collisions")
-    lag = (now_ns - obs.newest_end_ns) / S if obs.newest_end_ns else None
-    recent = [e for e in obs.switches if e > obs.newest_end_ns - 3 * S]
-    switches = len(set().union(*(obs.switches[e] for e in recent))) if recent else 0
-    down = [name for name, alive in stages if not alive]
-    health = (f"  health: lag {'–' if lag is None else f'{lag:.1f}s'}, windows {len(obs.fabric_fim)}, "
-              f"switches reporting {switches}, dead letters {obs.dead_letters}, "
-              + (f"STOPPED: {', '.join(down)}" if down else f"{len(stages)} stages up"))
-    lines.append(health)
-    it = obs.recent_iteration_s() if obs.watch_flows else None
-    if it is not None:
-        lines.append(f"  job iteration: {it * 1e3:.1f} ms over the last 10 s (agents: NCCL opCount per window)")
-    return lines
-
-
-class StatusPrinter:
-    """Prints status blocks: redrawn in place on a terminal, plain appended lines otherwise."""
-
-    def __init__(self, write: Callable[[str], None], tty: bool) -> None:
-        self.write = write
-        self.tty = tty
-        self._shown = 0
-
-    def show(self, lines: list[str]) -> None:
-        if self.tty:
-            prefix = f"\x1b[{self._shown}F\x1b[J" if self._shown else ""
-            self.write(prefix + "\n".join(lines) + "\n")
-            self._shown = len(lines)
-        else:
-            self.write(" | ".join(s.strip() for s in lines) + "\n")
-
-    def message(self, text: str) -> None:
-        """A line that stays (not overwritten by the next status block)."""
-        self.write(text + "\n")
-        self._shown = 0

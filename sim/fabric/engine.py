@@ -209,7 +209,7 @@ class Engine:
             self.gt.write_meta(self._meta())
         self._make_background()
         for sf in workload.flows:
-            self.add_steady_flow(sf.src, sf.dst, math.inf if sf.rate is None else sf.rate, job="flows")
+            self.add_steady_flow(sf.src, sf.dst, math.inf if sf.rate is None else sf.rate, job=sf.job)
         self._publish(start_ns, None)
 
     # -- set-up -----------------------------------------------------------------------------------
@@ -286,9 +286,10 @@ class Engine:
                 self._start(Transfer([self.flows[pair.meta["fwd"]]], math.inf, demand=float(bg.rate)))
 
     def add_steady_flow(self, src_nic: str, dst_nic: str, rate_bps: float = math.inf, *,
-                        job: str = "steady") -> QpPair:
+                        job: str = "") -> QpPair:
         """One QP pair sending from ``src_nic`` to ``dst_nic`` (``host:rdma_device``) for ever, asking
-        for ``rate_bps`` of payload (inf: as much as max-min fairness gives). For tests and what-ifs."""
+        for ``rate_bps`` of payload (inf: as much as max-min fairness gives). For tests and what-ifs.
+        ``job``: the scheduler's job of its processes, "" for none (no name is made up)."""
         for n in (src_nic, dst_nic):
             if n not in self.nics:
                 raise WorkloadError(f"unknown NIC {n!r} (give host:rdma_device)")

@@ -36,7 +36,7 @@ Example::
       - {at: 65s, agent_stop: host02}      # the host's view stops updating; the host forwards
       - {at: 70s, agent_resume: host02}
     flows:                        # explicit steady flows (incast, collisions), one QP each
-      - {src: "host01:mlx5_0", dst: "host05:mlx5_0", rate: 400G}
+      - {src: "host01:mlx5_0", dst: "host05:mlx5_0", rate: 400G}   # job: "42" names its scheduler job
     congestion:                   # the RoCE congestion model (docs/congestion.md); absent = off
       pfc: true                   # false: tail drops instead of pauses
       kmin: 150KB
@@ -188,11 +188,13 @@ class Background(_Model):
 
 class SteadyFlow(_Model):
     """One QP sending from ``src`` to ``dst`` (``host:rdma_device``) for ever at up to ``rate`` bit/s of
-    payload (None: as much as max-min fairness gives)."""
+    payload (None: as much as max-min fairness gives). ``job``: the scheduler's job the sending process runs in
+    ("" none: a process outside any job, as an ``ib_write_bw`` started from a shell is)."""
 
     src: str
     dst: str
     rate: int | None = None
+    job: str = ""
 
     @field_validator("rate", mode="before")
     @classmethod

@@ -1,15 +1,18 @@
 """The demo's incident watch on output records (no servers): windows are diagnosed once complete, in order, and
-the status line and the summary name the incident."""
+the view (from the snapshots read back) and the summary name the incident."""
 
 from __future__ import annotations
 
-from flowtracer.demo.incidents import IncidentWatch, incident_lines, incidents_section
+from flowtracer.demo.incidents import IncidentWatch, incidents_section
 from flowtracer.demo.status import Observed
 from flowtracer.demo.summary import incident_summary_lines
+from flowtracer.demo.view_render import incident_text
+from flowtracer.demo.view_state import view_state
 from flowtracer.schemas import topics
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.stream.diagnosis.records import incident_record
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
@@ -39,19 +42,26 @@ def _window(obs: Observed, k: int, queue: bool, fabric_fim: bool = True) -> None
         obs.add(topics.FIM.name, fim.SerializeToString(), 0, now_ns=k * S)
 
 
-def test_a_queue_below_nominal_becomes_a_degraded_link_incident_in_status_and_summary() -> None:
+def test_a_queue_below_nominal_becomes_a_degraded_link_incident_in_the_view_and_summary() -> None:
     obs = Observed()
     published: list[tuple[str, int]] = []
-    watch = IncidentWatch(TOPO, on_window=lambda incs, end: published.extend((i.kind, end) for i in incs))
+
+    def publish(incs: list, end: int) -> None:  # as the publisher does, read back as the demo's watcher does
+        published.extend((i.kind, end) for i in incs)
+        for i in incs:
+            obs.add(topics.INCIDENTS.name, incident_record(i, end).SerializeToString(), 0)
+
+    watch = IncidentWatch(TOPO, on_window=publish)
     for k in range(1, 6):
         _window(obs, k, queue=k >= 3, fabric_fim=k <= 3)
     watch.advance(obs, now_ns=6 * S)
     assert watch.done_until_ns == T0 + 3 * S  # windows 4 and 5 have no fabric FIM yet: they may still get records
-    assert incident_lines(watch) == ["  incidents: none open"]
+    assert view_state(obs, "demo", "6s").incidents == ()
     watch.advance(obs, final=True)
-    [line] = incident_lines(watch)
-    assert "INCIDENT degraded_link" in line and "cable:leaf03:Ethernet5~spine01:Ethernet3" in line
-    assert "jobs 4711, 1 flows" in line
+    [row] = view_state(obs, "demo", "7s").incidents
+    line = incident_text(row)
+    assert line.startswith("degraded_link since ") and "top suspect cable:leaf03:Ethernet5~spine01:Ethernet3" in line
+    assert "jobs 4711; 1 flows, 2 hosts" in line
     assert published == [("degraded_link", T0 + 4 * S), ("degraded_link", T0 + 5 * S)]
     [inc] = incidents_section(watch, None)
     assert inc["suspects"][0]["component"] == "cable:leaf03:Ethernet5~spine01:Ethernet3"

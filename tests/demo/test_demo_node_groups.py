@@ -11,8 +11,9 @@ from ring_batches import S, ring_batches
 
 from flowtracer.demo.node_groups import load_inputs, node_groups_section
 from flowtracer.demo.scenario import SLOW_GROUP, ScenarioError, write_scenario
-from flowtracer.demo.status import Observed, status_lines
+from flowtracer.demo.status import Observed
 from flowtracer.demo.summary import node_group_lines
+from flowtracer.demo.view_state import view_state
 from flowtracer.schemas import topics
 from flowtracer.schemas.roce import FRAME_OVERHEAD_BYTES
 from flowtracer.sim.fabric.engine import Engine
@@ -78,12 +79,12 @@ def test_section_names_the_slow_group_and_scores_the_iteration(scored: dict) -> 
     assert fim["replay_as_recorded"] == pytest.approx(fim["replay_all_fast"])  # a ring alone: scale-invariant
 
 
-def test_summary_and_status_lines_show_the_slow_group(scored: dict) -> None:
+def test_summary_and_the_view_show_the_slow_group(scored: dict) -> None:
     s = scored["s"]
     text = "\n".join(node_group_lines(s))
     assert f"iteration {s['iteration_s'] * 1e3:.1f} ms, ground truth {T_SLOW * 1e3:.1f} ms" in text.splitlines()[0]
     assert "SLOW group host13, host14, host15, host16 (4): NIC 200G" in text
     assert "other hosts host01..host12 (12): NIC 400G" in text
     assert "all nodes fast (what-if model)" in text and "counterfactual simulator run (ground truth)" in text
-    status = "\n".join(status_lines(scored["obs"], 20, 30, [], 20 * S))
-    assert "job iteration: 13" in status  # ~131.7 ms over the last 10 s, +-1 op
+    v = view_state(scored["obs"], "demo", "20s", 20 * S)
+    assert v.iteration_ms is not None and 130 <= v.iteration_ms < 140  # ~131.7 ms over the last 10 s, +-1 op

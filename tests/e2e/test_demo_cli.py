@@ -1,5 +1,5 @@
 """`flowtracer demo` without running the pipeline: refusals before anything starts, the scenario files,
-and the status and summary built from output records (fast; the full run is test_demo_dashboard.py)."""
+and the view and summary built from output records (fast; the full run is test_demo_dashboard.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from click.testing import CliRunner
 
 from flowtracer.cmd_demo import MARKER, demo
 from flowtracer.demo.scenario import DEGRADE_LINK, write_scenario
-from flowtracer.demo.status import Observed, StatusPrinter, status_lines
+from flowtracer.demo.status import Observed
 from flowtracer.demo.summary import build_summary, summary_lines
+from flowtracer.demo.view_render import Reported, change_lines
+from flowtracer.demo.view_state import view_state
 from flowtracer.schemas import topics
 from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
@@ -113,7 +115,7 @@ def _observed() -> Observed:
     return obs
 
 
-def test_observed_folds_outputs_and_status_lines_show_fim_collisions_and_health() -> None:
+def test_observed_folds_outputs_and_the_view_shows_fim_collisions_and_health() -> None:
     obs = _observed()
     assert obs.latest_fabric() == (T0 + 5 * S, {"measured": 0.5, "attributed": 0.5})
     [c] = obs.current_collisions()
@@ -121,24 +123,13 @@ def test_observed_folds_outputs_and_status_lines_show_fim_collisions_and_health(
     assert obs.fabric_bytes[T0 + 5 * S] == 25 * 10**9 and obs.switches[T0 + 5 * S] == {"leaf01"}
     assert obs.latency_stats()["p50_s"] == pytest.approx(1.5)
     assert obs.dead_letters == 1 and obs.undecodable == 1
-    lines = status_lines(obs, 12.0, 60.0, [("sim", True), ("collect", False)], T0 + 7 * S)
-    assert lines[0].startswith("[   12s/60s] fabric FIM measured 0.500  attributed 0.500")
-    assert "collision leaf01:spine01|spine02: 2 flows on leaf01:Ethernet5>spine01:Ethernet1 (45%)" in lines[1]
+    v = view_state(obs, "demo", "12s/60s", T0 + 7 * S, stages=[("sim", True), ("collect", False)])
+    lines, _ = change_lines(Reported(), v)
+    assert lines[0] == "[12s/60s] fabric FIM measured 0.500 attributed 0.500"
+    assert "collision leaf01:spine01|spine02: 2 flows on leaf01:Ethernet5>spine01:Ethernet1 45%" in lines[1]
     assert "host04>host05:59280" in lines[1]
-    assert lines[-1] == ("  health: lag 2.0s, windows 5, switches reporting 1, dead letters 1, STOPPED: collect")
-
-
-def test_status_printer_redraws_on_a_terminal_and_appends_plain_lines_otherwise() -> None:
-    out: list[str] = []
-    tty = StatusPrinter(out.append, tty=True)
-    tty.show(["a", "b"])
-    tty.show(["c", "d"])
-    assert out == ["a\nb\n", "\x1b[2F\x1b[Jc\nd\n"]
-    out.clear()
-    plain = StatusPrinter(out.append, tty=False)
-    plain.show(["a", "  b"])
-    plain.message("done")
-    assert out == ["a | b\n", "done\n"]
+    assert lines[-1] == ("[12s/60s] health: lag 2.0s, windows 5, switches reporting 1, dead letters 1, undecodable 1, "
+                         "STOPPED: collect")
 
 
 def test_summary_without_ground_truth_says_so_and_keeps_the_collisions() -> None:

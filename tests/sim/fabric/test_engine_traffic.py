@@ -367,3 +367,13 @@ def test_communicator_recreation_reuses_qp_numbers(tmp_path: Path) -> None:
         assert destroy_lines
     live = {(q.rdma_device, q.lqpn): q.created_ns for q in e.host_states["host01"].qps.values()}
     assert len(live) == 2 and all(c > START for c in live.values())  # only the current communicator's QPs
+
+
+def test_steady_flows_carry_the_job_the_workload_names_and_none_otherwise(tmp_path: Path) -> None:
+    # A flow's job is the scheduler's name for it; a flow the workload gives no job (an ib_write_bw from a shell)
+    # has none, never an invented one.
+    wl = validate_workload({"seed": 1, "flows": [{"src": "host01:mlx5_0", "dst": "host03:mlx5_0", "job": "train-7"},
+                                                 {"src": "host02:mlx5_0", "dst": "host04:mlx5_0"}]}, "test")
+    _, gt = run(fabric(), wl, tmp_path, 1)
+    jobs = {f.src_nic: f.job for f in gt.flows.values() if f.direction == "data"}
+    assert jobs == {"host01:mlx5_0": "train-7", "host02:mlx5_0": ""}
