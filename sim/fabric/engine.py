@@ -499,9 +499,11 @@ class Engine:
                 self._spread_cache[k] = spread_route(self.fabric, self._spread_modes, *k, self.link_index, self._down)
         for f, k in zip(flows, keys, strict=True):
             self._set_path(f, self._path_cache[k])
-            f.spread = self._spread_cache.get(k)
-            if f.spread is not None:  # rates see every link of the tree (weighted by share), counters the dealt bytes
-                f.path, f.nh_hops, f.group_hops = f.spread.links, (), ()
+            if self._spread_modes and (tree := self._spread_cache.get(k)) is not None:
+                # rates see every link of the tree (weighted by share), counters the dealt bytes
+                f.spread, f.path, f.nh_hops, f.group_hops = tree, tree.links, (), ()
+            else:
+                f.spread = None
 
     def _set_path(self, f: Flow, ids: tuple[str, ...] | None) -> None:
         """Set a flow's path (directed link ids, None: unreachable) and the ECMP hops on it."""
@@ -523,7 +525,8 @@ class Engine:
             arr = None if any(p is None for p in paths) else np.fromiter(
                 (li for p in paths for li in p), dtype=np.intp)  # type: ignore[union-attr]
             t.links = (self._route_version, arr)
-            t.link_weights = None if arr is None or not any(f.spread for f in t.flows) else np.fromiter(
+            t.link_weights = None if arr is None or not self._spread_modes or not any(
+                f.spread for f in t.flows) else np.fromiter(
                 (f.spread.link_shares[li] if f.spread else 1.0 for f in t.flows for li in f.path or ()),
                 dtype=np.float64)
         return t.links[1]
