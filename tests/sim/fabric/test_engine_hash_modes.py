@@ -13,13 +13,14 @@ import pytest
 from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashField, HashMode
 from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.topology_generate import FabricSpec, generate
-from flowtracer.sim.fabric.engine import Engine
+from flowtracer.sim.fabric.engine import HEADER_BYTES, Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.spray import least_loaded
 from flowtracer.sim.fabric.workload import Workload, WorkloadError, preset, validate_workload
 
 G = 1_000_000_000
 START = 1_700_000_000 * G
+FRAME = 4096 + HEADER_BYTES  # one full packet on the wire (the engine's default MTU)
 UPLINKS = ("leaf01:Ethernet5>spine01:Ethernet1", "leaf01:Ethernet6>spine02:Ethernet1")
 
 
@@ -99,11 +100,12 @@ def test_sprayed_flow_truth_per_member_sums_to_the_flow_and_goes_round_robin(tmp
     links = gt.link_bytes(START, START + 3 * G)
     assert sorted(links[p[1]] for p in per_path) == sorted(per_path.values())
     assert links[fw.paths[0][0]] == fw.bytes  # the NIC sent it all
-    assert abs(per_path[fw.paths[0]] - per_path[fw.paths[1]]) <= 4200  # one frame, as round robin deals
+    assert abs(per_path[fw.paths[0]] - per_path[fw.paths[1]]) <= FRAME  # one packet, as round robin deals
 
 
 def test_adaptive_leaf_sends_each_packet_to_the_least_loaded_uplink(tmp_path: Path) -> None:
-    e, gt = _spray_run(tmp_path, HashMode.ADAPTIVE, [30 * G, 50 * G, 7 * G], 1)
+    rates = [60 * G, 70 * G, 50 * G]  # 180G from leaf01 over two 100G uplinks
+    e, gt = _spray_run(tmp_path, HashMode.ADAPTIVE, rates, 1)
     (t,) = gt.ticks
     loads = [0.0, 0.0]
     for fid in sorted({r[0] for r in t["flows"]}):  # the engine deals flows in id order
@@ -114,11 +116,13 @@ def test_adaptive_leaf_sends_each_packet_to_the_least_loaded_uplink(tmp_path: Pa
             assert got == least_loaded(pk, b / pk, loads)
         for r in rows:
             loads[UPLINKS.index(gt.paths[r[1]][1])] += r[2]
-    assert abs(loads[0] - loads[1]) <= 4200  # balanced within a frame
+    assert abs(loads[0] - loads[1]) <= FRAME  # balanced within a packet
     assert t["groups"]["leaf01:spine01|spine02"] == [int(x) for x in loads]
-    # The fluid rates saw the spread: three flows of 87G over two 100G uplinks all get what they ask.
+    # The rates saw each flow half on each uplink: all get what they ask (counting each flow whole on every uplink
+    # would put 180G on each and cut them to a third of 100G).
     sent = {f.flow.src_nic: f.payload for f in gt.flows_in(START, START + G) if f.flow.direction == "data"}
-    assert sent["host02:mlx5_0"] == pytest.approx(50 * G / 8, rel=1e-6)
+    for i, rate in enumerate(rates, start=1):
+        assert sent[f"host0{i}:mlx5_0"] == pytest.approx(rate / 8, rel=1e-6)
 
 
 def test_mixed_fabric_runs_and_conserves_bytes(tmp_path: Path) -> None:
