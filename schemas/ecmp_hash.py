@@ -34,6 +34,25 @@ class HashAlgorithm(StrEnum):
     XOR_FOLD = "xor-fold"
 
 
+class HashMode(StrEnum):
+    """How a switch spreads flows over an ECMP group's members.
+
+    ``5tuple``: the configured hash fields (by default the IP/UDP 5-tuple); ``5tuple+bth_dqp``: those fields plus
+    the RoCEv2 BTH destination QP (Junos EVO's default for RoCEv2, Meta's E-ECMP via UDF); ``spray``: every flow's
+    packets go round robin over the members; ``adaptive``: each packet goes to the least-loaded member (adaptive
+    routing / dynamic load balancing). The last two have no per-flow member: see ``sim/fabric/spray.py``.
+    """
+
+    FIVE_TUPLE = "5tuple"
+    FIVE_TUPLE_BTH_DQP = "5tuple+bth_dqp"
+    SPRAY = "spray"
+    ADAPTIVE = "adaptive"
+
+
+SPREAD_MODES: frozenset[HashMode] = frozenset({HashMode.SPRAY, HashMode.ADAPTIVE})
+"""Modes that spread one flow's packets over several members (no single hashed member)."""
+
+
 class MemberSelection(StrEnum):
     MODULO = "modulo"  # member = hash mod k
     THRESHOLD = "threshold"  # hash-threshold (RFC 2992): member = hash * k >> hash bits
@@ -114,3 +133,11 @@ class EcmpHash:
         """Index of the member (in the group's member order) this flow is sent to."""
         h = hash_bytes(pack_fields(headers, self.fields), self.algorithm, self.seed)
         return select_member(h, members, self.algorithm, self.selection)
+
+
+def hash_for_mode(base: EcmpHash, mode: HashMode) -> EcmpHash:
+    """The hash a switch in ``mode`` applies: ``5tuple+bth_dqp`` appends the BTH destination QP to the configured
+    fields (the same packing, algorithm, seed and selection: one rule); other modes keep ``base`` unchanged."""
+    if mode is HashMode.FIVE_TUPLE_BTH_DQP and HashField.DST_QPN not in base.fields:
+        return EcmpHash((*base.fields, HashField.DST_QPN), base.algorithm, base.seed, base.selection)
+    return base

@@ -17,10 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
-from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashAlgorithm, HashField, MemberSelection
+from flowtracer.schemas.ecmp_hash import (
+    DEFAULT_FIELDS,
+    EcmpHash,
+    HashAlgorithm,
+    HashField,
+    HashMode,
+    MemberSelection,
+    hash_for_mode,
+)
 from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM, check_platform
 from flowtracer.schemas.security import Credentials, TlsConfig
 from flowtracer.schemas.speeds import format_speed, parse_speed
@@ -101,8 +109,18 @@ class Switch(_Model):
     role: Role
     gnmi: GnmiEndpoint | None = None
     ecmp_hash: EcmpHashConfig | None = None
+    #: How it spreads flows over a group's members (``HashMode``); None: ``defaults.hash_mode``.
+    hash_mode: HashMode | None = None
     #: Declared port speeds (bit/s, or "400G"); links and NICs must match them.
     ports: dict[str, int] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hash_mode(cls, data: Any) -> Any:
+        # Checked here, not by the enum, so the message names the switch as well as the bad value.
+        if isinstance(data, dict):
+            check_hash_mode(data.get("hash_mode"), f"switch {data.get('name', '?')}")
+        return data
 
     @field_validator("name")
     @classmethod
@@ -205,6 +223,7 @@ class Defaults(_Model):
     tls: TlsConfig = TlsConfig()
     credentials: Credentials = Credentials()
     ecmp_hash: EcmpHashConfig = EcmpHashConfig()
+    hash_mode: HashMode = HashMode.FIVE_TUPLE
     #: Speed of every port not declared in a switch's ``ports``, in bit/s (or "400G").
     port_speed: int | None = None
 
@@ -212,6 +231,20 @@ class Defaults(_Model):
     @classmethod
     def _speed(cls, v: Any) -> Any:
         return None if v is None else parse_speed(v)
+
+    @field_validator("hash_mode", mode="before")
+    @classmethod
+    def _hash_mode(cls, v: Any) -> Any:
+        check_hash_mode(v, "")
+        return v
+
+
+def check_hash_mode(value: object, where: str) -> None:
+    """Raise ValueError naming ``where`` (if given) unless ``value`` is None or a ``HashMode`` value."""
+    if value is None or value in tuple(HashMode):
+        return
+    choices = ", ".join(m.value for m in HashMode)
+    raise ValueError(f"{where + ': ' if where else ''}hash_mode {value!r} is not one of: {choices}")
 
 
 class Topology(_Model):
@@ -231,10 +264,14 @@ class Topology(_Model):
                 return s
         raise KeyError(name)
 
+    def hash_mode(self, switch: str) -> HashMode:
+        """How a switch spreads flows (its own ``hash_mode``, else the defaults')."""
+        return self.switch(switch).hash_mode or self.defaults.hash_mode
+
     def ecmp_hash(self, switch: str) -> EcmpHash:
-        """The ECMP hash model a switch uses (its own, else the defaults)."""
+        """The ECMP hash model a switch uses (its own, else the defaults), with its hash mode's fields."""
         cfg = self.switch(switch).ecmp_hash or self.defaults.ecmp_hash
-        return cfg.model()
+        return hash_for_mode(cfg.model(), self.hash_mode(switch))
 
     def to_yaml(self) -> str:
         """Serialize back to YAML (speeds written as 400G, defaults left out)."""

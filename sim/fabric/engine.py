@@ -69,6 +69,7 @@ from flowtracer.sim.fabric.ground_truth import GroundTruthWriter
 from flowtracer.sim.fabric.jobs import COMM_NAME, JobRun
 from flowtracer.sim.fabric.neighbors import lldp_neighbors, port_addresses
 from flowtracer.sim.fabric.rdma import NicEnd, QpnAllocator, QpPair, random_psn
+from flowtracer.sim.fabric.spread import SpreadRoute, ecmp_hops, spread_modes, spread_route
 from flowtracer.sim.fabric.workload import FAULT_KINDS, Workload, WorkloadError
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
 from flowtracer.sim.switches.state import Event, EventKind, SwitchState
@@ -160,6 +161,12 @@ class Engine:
         #: The RoCE congestion model (docs/congestion.md), None when the workload has it off.
         self.cc: CongestionModel | None = None
         self._cc_publisher: CongestionPublisher | None = None
+        #: Switches that spray or route adaptively (hash_mode spray/adaptive), by name.
+        self._spread_modes = spread_modes(topology)
+        if workload.congestion is not None and self._spread_modes:
+            sw, mode = next(iter(self._spread_modes.items()))
+            raise WorkloadError(f"congestion: switch {sw} has hash_mode {mode.value}; the congestion model queues "
+                                "each flow on one path, so it runs only on fabrics whose switches hash")
         if workload.congestion is not None:
             if dataplane is not None:  # its switch counters are the kernel's: no queues to add bytes to
                 raise WorkloadError("congestion: the congestion model runs on the model data plane only")
@@ -177,6 +184,7 @@ class Engine:
         self._rates_dirty = True
         self._route_version = 0
         self._path_cache: dict[tuple[HeaderFields, str, str], tuple[str, ...] | None] = {}
+        self._spread_cache: dict[tuple[HeaderFields, str, str], SpreadRoute | None] = {}
         self._pending_add: dict[str, list[tuple[QpPair, QpState]]] = {}
         self._closed_pairs: list[QpPair] = []
         self._logs: dict[str, list[str]] = {}
@@ -445,6 +453,7 @@ class Engine:
             # A weight change rehashes like a withdrawal: the switch reprograms the group's hash table.
             self._down, self._weights = down, weights
             self._path_cache.clear()
+            self._spread_cache.clear()
             self._route_version += 1
             if self.dataplane is not None:
                 self.dataplane.link_state(down)
@@ -486,8 +495,15 @@ class Engine:
         for k in missing:
             if k not in self._path_cache:
                 self._path_cache[k] = self.fabric.hash_path(k[0], k[1], k[2], down=self._down, weights=self._weights)
+            if self._spread_modes:
+                self._spread_cache[k] = spread_route(self.fabric, self._spread_modes, *k, self.link_index, self._down)
         for f, k in zip(flows, keys, strict=True):
             self._set_path(f, self._path_cache[k])
+            if self._spread_modes and (tree := self._spread_cache.get(k)) is not None:
+                # rates see every link of the tree (weighted by share), counters the dealt bytes
+                f.spread, f.path, f.nh_hops, f.group_hops = tree, tree.links, (), ()
+            else:
+                f.spread = None
 
     def _set_path(self, f: Flow, ids: tuple[str, ...] | None) -> None:
         """Set a flow's path (directed link ids, None: unreachable) and the ECMP hops on it."""
@@ -495,17 +511,7 @@ class Engine:
             f.path, f.nh_hops, f.group_hops = None, (), ()
             return
         f.path = tuple(self.link_index[i] for i in ids)
-        dst_leaf = self.fabric.nics[f.dst.name].leaf
-        nh, gh = [], []
-        for lid in ids[1:-1]:
-            # A hop counts on a next hop when the switch's (healthy) group toward the destination has
-            # this link as a member; a shrunk group still forwards through its remaining members.
-            group = self.fabric.group_of(self.fabric.links[lid].src_node, dst_leaf)
-            pos = next((i for i, m in enumerate(group.members) if m.id == lid), None) if group else None
-            if group is not None and pos is not None:
-                nh.append(self.link_index[lid])
-                gh.append((group.id, pos))
-        f.nh_hops, f.group_hops = tuple(nh), tuple(gh)
+        f.nh_hops, f.group_hops = ecmp_hops(self.fabric, ids, self.fabric.nics[f.dst.name].leaf, self.link_index)
 
     def _start(self, t: Transfer) -> None:
         for f in t.flows:
@@ -519,6 +525,10 @@ class Engine:
             arr = None if any(p is None for p in paths) else np.fromiter(
                 (li for p in paths for li in p), dtype=np.intp)  # type: ignore[union-attr]
             t.links = (self._route_version, arr)
+            t.link_weights = None if arr is None or not self._spread_modes or not any(
+                f.spread for f in t.flows) else np.fromiter(
+                (f.spread.link_shares[li] if f.spread else 1.0 for f in t.flows for li in f.path or ()),
+                dtype=np.float64)
         return t.links[1]
 
     def _compute_rates(self) -> None:
@@ -538,8 +548,12 @@ class Engine:
             fs = active_flows(self.transfers, self._nic_index, self._capacity * wire, wire)
             stalled = {self._link_to_nic[n] for n in self.faults.stalled}
             capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
+        weights = None
+        if self._spread_modes and links:  # a spread flow loads each link by its share there
+            weights = np.concatenate([np.ones(len(a)) if t.link_weights is None else t.link_weights
+                                      for t, a in zip(self.transfers, arrs, strict=True) if a is not None and len(a)])
         rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
-                              capacity, len(self.transfers), demand)
+                              capacity, len(self.transfers), demand, weights)
         for t, r in zip(self.transfers, rates.tolist(), strict=True):
             t.rate = r
         if fs is not None:
@@ -815,10 +829,14 @@ class Engine:
         for fid, (pl, wire, pk) in sorted(stats.flows.items()):
             f = self.flows[fid]
             assert f.path is not None
-            flows.append([fid, self.gt.path_id(tuple(self.link_ids[i] for i in f.path)), wire, pk, pl])
-            for gid, pos in f.group_hops:
-                loads = groups.setdefault(gid, [0] * len(self.fabric.ecmp_groups[gid].members))
-                loads[pos] += wire
+            # A spread flow has one row per path its packets took (same id), the truth per member.
+            rows = [(p.links, p.group_hops, w, k, p_l) for p, p_l, w, k in stats.spread[fid]] \
+                if fid in stats.spread else [(f.path, f.group_hops, wire, pk, pl)]
+            for links, group_hops, w, k, p_l in rows:
+                flows.append([fid, self.gt.path_id(tuple(self.link_ids[i] for i in links)), w, k, p_l])
+                for gid, pos in group_hops:
+                    loads = groups.setdefault(gid, [0] * len(self.fabric.ecmp_groups[gid].members))
+                    loads[pos] += w
         links = [[self.link_ids[i], int(stats.link_bytes[i]), int(stats.link_pkts[i])]
                  for i in np.flatnonzero(stats.link_bytes)]
         return {"start_ns": stats.start_ns, "end_ns": stats.end_ns, "flows": flows, "links": links,

@@ -6,7 +6,9 @@ Pure bookkeeping, used by the engine at each tick end:
   cumulative progress; its packets are ceil(payload / MTU); its frame bytes are payload + packets x
   ``header_bytes``. The reverse direction of the QP pair carries one 64-byte clear-to-send write
   (one packet) per ``cts_every`` payload bytes. Link bytes and packets are the sums over the flows
-  whose path crosses the link, so switch counters equal host flow bytes exactly.
+  whose path crosses the link, so switch counters equal host flow bytes exactly. A flow through spraying or
+  adaptive switches (``spread``) has its bytes dealt over its paths by their policies (``spread.deal``) after
+  the hashed flows are summed, so least-loaded sees the tick's other traffic.
 - ``restate_tick``: a real data plane's bytes (the kernel's senders) in place of the model's, links summed again.
 - ``nh_deltas``: the part of each link's bytes its transmitting switch forwarded by an ECMP decision.
 - ``apply_to_hosts``: the same numbers onto the HostStates (QP and port counters, PSNs, new and
@@ -27,6 +29,7 @@ from flowtracer.schemas.roce import FRAME_OVERHEAD_BYTES
 from flowtracer.sim.fabric.congestion import Extra
 from flowtracer.sim.fabric.congestion_math import ActiveFlows
 from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair
+from flowtracer.sim.fabric.spread import Dealt, SpreadRoute, deal
 from flowtracer.sim.hosts.state import HostState, PortCounters, QpState
 
 #: Frame bytes per RoCEv2 packet besides payload (schemas.roce: one copy for the simulator and the what-if).
@@ -48,6 +51,8 @@ class Transfer:
     rate: float = 0.0
     #: Links of all its flows' paths (routing version, array), or None when a flow has no path.
     links: tuple[int, np.ndarray | None] = (-1, None)
+    #: Weight of each entry of ``links`` (a spread flow's share of each link), None: all 1.
+    link_weights: np.ndarray | None = None
 
 
 @dataclass(eq=False)
@@ -65,6 +70,9 @@ class Flow:
     path: tuple[int, ...] | None = None
     nh_hops: tuple[int, ...] = ()  # links of the path chosen by an ECMP group (next-hop counters)
     group_hops: tuple[tuple[str, int], ...] = ()  # (ECMP group id, member position) of those hops
+    #: Through a spraying/adaptive switch: its tree of paths (``path`` is then every link of the tree).
+    spread: SpreadRoute | None = None
+    spray_cursors: dict[str, int] = field(default_factory=dict)  # round-robin state per spraying switch
     transfer: Transfer | None = None
     base_payload: int = 0  # payload of finished transfers
     reported_payload: int = 0  # cumulative payload accounted at the last tick end
@@ -86,6 +94,8 @@ class TickStats:
     tx_extra: dict[int, tuple[int, int]] = field(default_factory=dict)
     rx_extra: dict[int, tuple[int, int]] = field(default_factory=dict)
     congestion: dict[str, Any] | None = None
+    #: Spread flows only: how their bytes went down their paths (``spread.Dealt``).
+    spread: dict[int, Dealt] = field(default_factory=dict)
 
 
 def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int, header_bytes: int,
@@ -95,6 +105,7 @@ def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int
     coo_links: list[int] = []
     coo_bytes: list[int] = []
     coo_pkts: list[int] = []
+    spread: list[Flow] = []
     for f in flows:
         if not f.forward:
             continue
@@ -107,10 +118,19 @@ def account_tick(flows: Iterable[Flow], t0: int, t1: int, n_links: int, mtu: int
                 continue
             wire = pl + pk * header_bytes
             per_flow[flow.id] = (pl, wire, pk)
+            if flow.spread is not None:
+                spread.append(flow)
+                continue
             coo_links.extend(flow.path)
             coo_bytes.extend([wire] * len(flow.path))
             coo_pkts.extend([pk] * len(flow.path))
-    return TickStats(t0, t1, per_flow, *_link_sums(coo_links, coo_bytes, coo_pkts, n_links))
+    stats = TickStats(t0, t1, per_flow, *_link_sums(coo_links, coo_bytes, coo_pkts, n_links))
+    for flow in sorted(spread, key=lambda x: x.id):
+        assert flow.spread is not None
+        dealt = stats.spread[flow.id] = deal(flow.spread, *per_flow[flow.id], stats.link_bytes, flow.spray_cursors)
+        for p, _pl, _w, pk in dealt:
+            stats.link_pkts[list(p.links)] += pk
+    return stats
 
 
 def _link_sums(coo_links: list[int], coo_bytes: list[int], coo_pkts: list[int],
@@ -181,6 +201,11 @@ def nh_deltas(stats: TickStats, flows: Mapping[int, Flow], n_links: int) -> tupl
     nh_bytes = np.zeros(n_links, dtype=np.int64)
     nh_pkts = np.zeros(n_links, dtype=np.int64)
     for fid, (_pl, wire, pk) in stats.flows.items():
+        if fid in stats.spread:
+            for p, _p_l, p_w, p_k in stats.spread[fid]:
+                nh_bytes[list(p.nh_hops)] += p_w
+                nh_pkts[list(p.nh_hops)] += p_k
+            continue
         for li in flows[fid].nh_hops:
             nh_bytes[li] += wire
             nh_pkts[li] += pk

@@ -10,7 +10,8 @@ The pipeline never reads this. The engine writes JSON lines into one directory:
   ranks, ``created_ns``), and a line ``{"id": .., "destroyed_ns": ..}`` when it is destroyed.
 - ``paths.jsonl``: ``{"id": n, "links": [directed link ids]}``, once per distinct path.
 - ``ticks.jsonl``: per tick ``start_ns``, ``end_ns``, ``flows`` = [[flow id, path id, bytes, packets,
-  payload bytes]] for every flow that moved bytes, ``links`` = [[link id, bytes, packets]] for every
+  payload bytes]] for every flow that moved bytes (a flow through spraying/adaptive switches has one row per
+  path its packets took that tick, so its rows sum to its bytes), ``links`` = [[link id, bytes, packets]] for every
   loaded link, ``groups`` = {ECMP group id: [bytes per member]} (bytes the group's switch forwarded
   over each member).
 - ``counters.jsonl``: per tick end (and at start) ``t_ns`` and, per switch, exactly what its
@@ -298,6 +299,15 @@ class GroundTruth:
                     a[3].append(pid)
         return [FlowWindow(self.flows[fid], b, p, pl, tuple(self.paths[x] for x in pids))
                 for fid, (b, p, pl, pids) in sorted(acc.items())]
+
+    def path_bytes(self, start_ns: int, end_ns: int) -> dict[int, dict[tuple[str, ...], int]]:
+        """Frame bytes per flow id per path (directed link ids) in the window: a spread flow's per-path truth."""
+        out: dict[int, dict[tuple[str, ...], int]] = {}
+        for t in self.ticks_in(start_ns, end_ns):
+            for fid, pid, b, _p, _pl in t["flows"]:
+                per = out.setdefault(fid, {})
+                per[self.paths[pid]] = per.get(self.paths[pid], 0) + b
+        return out
 
     def nic_bytes(self, start_ns: int, end_ns: int) -> tuple[dict[str, int], dict[str, int]]:
         """(sent, received) frame bytes per NIC (``host:rdma_device``) in the window."""

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from flowtracer.schemas.addressing import host_port_addresses, p2p_addresses
+from flowtracer.schemas.ecmp_hash import HashMode
 from flowtracer.schemas.fabric import Fabric, natural_key
 from flowtracer.schemas.topology import Topology
 
@@ -88,6 +89,13 @@ def make_plan(topology: Topology, prefix: str) -> Plan:
     plan = Plan(prefix, topology, fabric)
     for node in [*plan.switches, *plan.hosts]:
         plan.namespaces[node] = f"{prefix}-{node}"
+    for s in topology.switches:
+        mode = topology.hash_mode(s.name)
+        if mode is not HashMode.FIVE_TUPLE:
+            # Linux hashes L3/L4 headers only (fib_multipath_hash_policy): it cannot reach the BTH inside the UDP
+            # payload, nor spread one flow's packets; forwarding 5-tuple instead would make the truth silently wrong.
+            raise PlanError(f"switch {s.name}: hash_mode {mode.value} is not available on the kernel data plane "
+                            "(Linux multipath hashes the 5-tuple only); use the model data plane or hash_mode 5tuple")
     for h in topology.hosts:
         for nic in h.nics:
             if ipaddress.ip_address(nic.ip).version != 4:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from flowtracer.schemas.ecmp_hash import (
+    DEFAULT_FIELDS,
     EcmpHash,
     HashAlgorithm,
     HashField,
+    HashMode,
     HeaderFields,
     MemberSelection,
     hash_bytes,
+    hash_for_mode,
     pack_fields,
     select_member,
 )
@@ -55,3 +58,24 @@ def test_crc_is_affine_so_sport_planning_works() -> None:
     xyz = bytes(i ^ j ^ k for i, j, k in zip(x, y, z, strict=True))
     for alg in HashAlgorithm:
         assert hash_bytes(xyz, alg, 5) == hash_bytes(x, alg, 5) ^ hash_bytes(y, alg, 5) ^ hash_bytes(z, alg, 5)
+
+
+def test_bth_mode_is_the_plain_rule_over_the_five_tuple_plus_dst_qpn() -> None:
+    base = EcmpHash(seed=7, algorithm=HashAlgorithm.CRC32)
+    bth = hash_for_mode(base, HashMode.FIVE_TUPLE_BTH_DQP)
+    assert bth.fields == (*DEFAULT_FIELDS, HashField.DST_QPN)
+    assert (bth.algorithm, bth.seed, bth.selection) == (base.algorithm, base.seed, base.selection)
+    plain = EcmpHash((*DEFAULT_FIELDS, HashField.DST_QPN), HashAlgorithm.CRC32, 7)
+    seen = set()
+    for qpn in range(0x100, 0x140):
+        h = HeaderFields("10.0.0.1", "10.0.0.2", udp_src_port=0xC000, dst_qpn=qpn)
+        # The plain rule, written out: pack, hash, select.
+        want = select_member(hash_bytes(pack_fields(h, plain.fields), HashAlgorithm.CRC32, 7), 4,
+                             HashAlgorithm.CRC32, MemberSelection.MODULO)
+        assert bth.member(h, 4) == want
+        seen.add(want)
+    assert len(seen) > 1  # the destination QP moves flows of one 5-tuple
+    # The 5-tuple mode ignores the QP; the spreading modes leave the hash as configured; no field twice.
+    assert hash_for_mode(base, HashMode.FIVE_TUPLE) is base
+    assert hash_for_mode(base, HashMode.SPRAY) is base
+    assert hash_for_mode(bth, HashMode.FIVE_TUPLE_BTH_DQP).fields.count(HashField.DST_QPN) == 1

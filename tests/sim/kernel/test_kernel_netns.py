@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections import Counter
@@ -9,12 +10,12 @@ from collections import Counter
 import pytest
 from netns_skip import needs_netns
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.schemas.ecmp_hash import HashMode, HeaderFields
 from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.kernel.netns import KernelFabric, run_in_netns
 from flowtracer.sim.kernel.oracle import KernelOracle
-from flowtracer.sim.kernel.plan import make_plan
+from flowtracer.sim.kernel.plan import PlanError, make_plan
 from flowtracer.sim.kernel.traffic import frame_payload
 
 FRAME = 4158  # a 4096-byte RoCEv2 frame
@@ -29,6 +30,15 @@ def test_plan_names_fit_linux_and_map_back() -> None:
     assert plan.ifname[("host01", "mlx5_0")] == "ens1f0np0"  # a NIC's veth carries its netdev name
     assert plan.port_of[("leaf01", "Ethernet3")] == "Ethernet3"
     assert len(plan.cables) == len(topo.links) + 4
+
+
+@pytest.mark.parametrize("mode", [HashMode.FIVE_TUPLE_BTH_DQP, HashMode.SPRAY, HashMode.ADAPTIVE])
+def test_plan_refuses_a_hash_mode_linux_cannot_do(mode: HashMode) -> None:
+    topo = generate(FabricSpec(hosts=4, leaves=2, spines=2))
+    switches = tuple(s.model_copy(update={"hash_mode": mode}) if s.name == "leaf02" else s for s in topo.switches)
+    with pytest.raises(PlanError, match=rf"^switch leaf02: hash_mode {re.escape(mode.value)} is not available on "
+                                        r"the kernel data plane \(Linux multipath hashes the 5-tuple only\)"):
+        make_plan(topo.model_copy(update={"switches": switches}), "ft000000")
 
 
 def _send(kf: KernelFabric, host: str, src: str, dst: str, sport: int, n: int) -> None:
