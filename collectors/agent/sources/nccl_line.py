@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_NCCL = re.compile(r"(?P<host>[^\s:\[\]()|]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\] "
-                   r"(?:\d+\.\d+ )?NCCL INFO (?P<msg>.*)$", re.ASCII)
+_INFO = "NCCL INFO "
+_HEAD_CHARS = 400
+"""Longest ``host:pid:tid [dev] [column] `` before ``NCCL INFO`` looked for, characters (a host name is at most 255)."""
+_NCCL = re.compile(r"(?P<host>[^\s:\[\]()|]{1,255}):(?P<pid>\d{1,20}):(?P<tid>\d{1,20}) \[(?P<dev>-?\d{1,20})\] "
+                   r"(?:\d{1,20}\.\d{1,20} )?NCCL INFO ", re.ASCII)
 _LAUNCHERS = (
     ("stamp", re.compile(r"\[(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\] ?")),
     ("rank", re.compile(r"\[\d+\] ")),  # -prepend-rank; before "stamp other" so [155] is no timestamp
@@ -56,11 +59,12 @@ class NcclLine:
 
 def split_line(line: str) -> NcclLine | None:
     """The parts of one log line, None when it holds no ``host:pid:tid [dev] NCCL INFO`` prefix."""
-    m = _NCCL.match(line) or _NCCL.search(line)  # most lines have no launcher prefix
+    m = _head(line)
     if m is None:
         return None
+    msg = line[m.end():]
     if not m.start():  # no launcher prefix, no NCCL stamp
-        return NcclLine(m.group("host"), m.group("pid"), m.group("dev"), m.group("msg"), None, (), "")
+        return NcclLine(m.group("host"), m.group("pid"), m.group("dev"), msg, None, (), "")
     head = line[:m.start()]
     launchers: list[str] = []
     stamp: str | None = None
@@ -76,8 +80,26 @@ def split_line(line: str) -> NcclLine | None:
                 break
         else:
             break
-    return NcclLine(m.group("host"), m.group("pid"), m.group("dev"), m.group("msg"), stamp, tuple(launchers),
-                    head[pos:])
+    return NcclLine(m.group("host"), m.group("pid"), m.group("dev"), msg, stamp, tuple(launchers), head[pos:])
+
+
+def _head(line: str) -> re.Match[str] | None:
+    """NCCL's ``host:pid:tid [dev] NCCL INFO `` prefix in ``line``, the first that matches, None without one.
+
+    Found from each ``NCCL INFO`` backwards over at most ``_HEAD_CHARS``, not by searching the whole line: a regex
+    search of an unbounded host name from every position costs the square of the line's length, and a captured log
+    mixes in whatever the job prints (a 64 KiB progress bar took seconds a line)."""
+    at = line.find(_INFO)
+    while at >= 0:
+        end = at + len(_INFO)
+        lo = max(0, at - _HEAD_CHARS)
+        m = _NCCL.match(line, lo, end) if lo == 0 else None  # most lines have no launcher prefix
+        if m is None or m.end() != end:
+            m = next((c for c in _NCCL.finditer(line, lo, end) if c.end() == end), None)
+        if m is not None:
+            return m
+        at = line.find(_INFO, end)
+    return None
 
 
 def nccl_zone(name: str | None) -> tzinfo | None:

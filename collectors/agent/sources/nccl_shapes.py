@@ -26,9 +26,12 @@ MAX_SHAPE_CHARS = 160
 MAX_SHAPES = 200
 """Distinct shapes kept per reader; beyond, new shapes count as ``OTHER_SHAPE``."""
 OTHER_SHAPE = "(more shapes than counted one by one)"
+MAX_SHAPE_INPUT = 4 * MAX_SHAPE_CHARS
+"""Characters of a line masked into its shape: its start is the shape, and masking a 64 KiB line whole costs
+seconds (the masks' searches from every position)."""
 
 _MASKS = (
-    (re.compile(r"(?P<h>[^\s:\[\]()|]+):\d+:\d+ \[-?\d+\]"), "<nccl>"),
+    (re.compile(r"(?P<h>[^\s:\[\]()|]{1,255}):\d+:\d+ \[-?\d+\]"), "<nccl>"),
     (re.compile(r"0[xX][0-9A-Fa-f]+"), "<hex>"),
     (re.compile(r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b"), "<ip>"),
     (re.compile(r"\b(?=[0-9A-Fa-f]*\d)[0-9A-Fa-f]{6,}\b"), "#"),
@@ -39,6 +42,7 @@ _MASKS = (
 
 def shape_of(family: str, text: str) -> str:
     """The shape of ``text`` (a message, a prefix or a whole line) failing in ``family``."""
+    text = text[:MAX_SHAPE_INPUT]
     for rx, repl in _MASKS:
         text = rx.sub(repl, text)
     return f"{family}|{text.strip()}"[:MAX_SHAPE_CHARS]

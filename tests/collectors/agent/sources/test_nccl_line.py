@@ -60,6 +60,20 @@ def test_a_line_without_nccls_prefix_is_not_understood_and_counted() -> None:
     assert list(log.shapes.counts) == ["line|node#:# [#] NCCL INFO this prefix lost its thread id"]
 
 
+def test_long_lines_a_job_prints_are_read_where_nccls_prefix_is_and_shaped_from_their_start() -> None:
+    """A captured log mixes in the job's own output (progress bars, base64 blobs up to the tail's 64 KiB): NCCL's
+    prefix is still found after a long launcher text, a second ``NCCL INFO`` in the message stays in the message,
+    and a long line without the prefix is one shape of its start."""
+    bar = "#" * 65_000
+    parts = split_line(f"{bar} gpu-07:4242:4299 [3] NCCL INFO Using network IB; NCCL INFO again")
+    assert parts is not None and (parts.host, parts.pid, parts.dev) == ("gpu-07", "4242", "3")
+    assert parts.msg == "Using network IB; NCCL INFO again" and parts.unknown_prefix == bar + " "
+    assert split_line("a" * 65_000) is None and split_line("NCCL INFO " * 6_500) is None
+    log = NcclLog()
+    log.feed(["step 7 " + "=" * 65_000, "step 8 " + "=" * 65_000])
+    assert (log.other, log.malformed) == (2, 0)
+
+
 @pytest.mark.parametrize(("zone", "stamp", "utc"), [
     ("UTC", "2025-11-25 23:30:01", datetime(2025, 11, 25, 23, 30, 1, tzinfo=UTC)),
     ("Europe/Zurich", "2025-11-25 23:30:01", datetime(2025, 11, 25, 22, 30, 1, tzinfo=UTC)),  # CET, UTC+1
