@@ -17,6 +17,7 @@ from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.schemas.ecmp_hash import HashAlgorithm
 from flowtracer.schemas.fabric import Fabric, summarize
 from flowtracer.schemas.host_inventory import InventoryError, load_inventory
+from flowtracer.schemas.security import SecretError
 from flowtracer.schemas.speeds import parse_speed
 from flowtracer.schemas.topology import TopologyError, load_topology
 from flowtracer.schemas.topology_diff import diff_topologies
@@ -133,7 +134,7 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
             click.echo(f"warning: {w}", err=True)
         gnmi = Gnmi(encoding=Encoding(encoding)) if encoding else Gnmi()  # unset: each target's profile's
         facts, warnings = asyncio.run(read_all(targets, gnmi, timeout, rpc))
-    except ConfigError as e:
+    except (ConfigError, SecretError) as e:
         click.echo(f"flowtracer topology discover: {e}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     except (DiscoveryError, ConnectionError) as e:

@@ -96,4 +96,6 @@ def _at_key(text: str, file: Path, keys: tuple[str, ...]) -> str:
         node = node[k]
     if node is None or isinstance(node, dict | list):
         raise SecretError(f"{where}: not a password (empty or not a scalar)")
-    return str(node)
+    if not isinstance(node, str):  # YAML reads 0123 as 83 and yes as True: the text written is lost
+        raise SecretError(f"{where}: not a string (YAML read it as a {type(node).__name__}): quote it")
+    return node

@@ -14,7 +14,7 @@ gnmic              flowtracer
 ``password``       ``credentials.password_file`` = this file, ``password_key`` = where it is in it: read when
                    a connection needs it, never copied into the topology, a log or a repr
 ``insecure``       ``tls.enabled: false`` (plaintext gRPC); without it gnmic uses TLS, and so do we
-``skip-verify``    ``tls.skip_verify`` (TLS, the switch's certificate not verified; warned)
+``skip-verify``    ``tls.skip_verify`` (TLS, the certificate not verified; the collector warns)
 ``tls-ca``         ``tls.ca_file``;  ``tls-cert`` / ``tls-key``: ``tls.cert_file`` / ``tls.key_file``
 ``tls-server-name`` ``tls.server_name``
 ``timeout``        ``timeout`` (a duration: ``2s``)

@@ -114,6 +114,14 @@ def test_a_password_in_the_file_is_referenced_never_copied(tmp_path: Path) -> No
     f.write_text(f.read_text().replace("password: gnmi_pass\n  router2", "passwd: x\n  router2"))
     with pytest.raises(ValueError, match=r"password_key: .*targets\.router1\.lab\.net\.password: no such key"):
         r1.credentials.resolve()
+    # YAML would read an unquoted 0123 as 83 and yes as True: the password written is lost, so it is refused
+    for unquoted, kind in (("0123", "int"), ("yes", "bool"), ("[a]", None)):
+        f.write_text(f.read_text().replace("passwd: x\n  router2", f"password: {unquoted}\n  router2", 1)
+                     .replace("password: 0123\n", f"password: {unquoted}\n").replace("password: yes\n",
+                                                                                 f"password: {unquoted}\n"))
+        with pytest.raises(ValueError, match=f"password: not a {'string' if kind else 'password'}") as e:
+            r1.credentials.resolve()
+        assert unquoted not in str(e.value) and (kind is None or f"as a {kind}" in str(e.value))
 
 
 def test_gnmic_address_option_lists_targets_sharing_the_top_level() -> None:
