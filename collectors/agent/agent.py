@@ -193,6 +193,7 @@ class Agent:
         self.exchange = exchange
         self._peer_malformed = 0
         self._nccl_shapes: dict[str, int] = {}  # NCCL unknown-line counts already exported, by shape
+        self._nccl_labelled: set[str] = set()  # NCCL shapes exported under a label of their own, for good
         self._unknown_before: set[tuple[str, str, int, int, int]] = set()  # QPs whose peer was unknown
         self.source = source
         # The source boundary: a source whose sample() raises costs this window, not the agent.
@@ -335,7 +336,7 @@ class Agent:
             for what in ("pids", "qps", "comms", "sends", "tags"):
                 self.metrics.nccl_forgotten.labels(what).set(sum(getattr(n, f"forgotten_{what}") for n in logs))
             self.metrics.nccl_forgotten.labels("calls").set(sum(p.collectives.dropped for p in self.pipelines.values()))
-            shapes = merge_counts([p.nccl.shapes for p in self.pipelines.values()])
+            shapes = merge_counts([p.nccl.shapes for p in self.pipelines.values()], labelled=self._nccl_labelled)
             for shape, n in shapes.items():
                 if n > self._nccl_shapes.get(shape, 0):
                     self.metrics.nccl_unknown.labels(shape).inc(n - self._nccl_shapes.get(shape, 0))

@@ -48,13 +48,21 @@ def shape_of(family: str, text: str) -> str:
     return f"{family}|{text.strip()}"[:MAX_SHAPE_CHARS]
 
 
-def merge_counts(counters: list[ShapeCounter], max_shapes: int = MAX_SHAPES) -> dict[str, int]:
+def merge_counts(counters: list[ShapeCounter], max_shapes: int = MAX_SHAPES,
+                 labelled: set[str] | None = None) -> dict[str, int]:
     """The counts of several readers (an agent's hosts) added by shape, at most ``max_shapes`` shapes: the rest,
-    in the order met, under ``OTHER_SHAPE`` (the labels of one metric stay bounded)."""
+    in the order met, under ``OTHER_SHAPE`` (the labels of one metric stay bounded).
+
+    ``labelled``, kept by the caller from call to call, holds the shapes given a label of their own so far and is
+    added to: a shape keeps its label for good, so a cumulative metric never counts one shape under two labels
+    (which shapes fit would otherwise depend on each call's order)."""
+    own = set() if labelled is None else labelled
     out: dict[str, int] = {}
     for c in counters:
         for shape, n in c.counts.items():
-            key = shape if shape in out or len(out) < max_shapes - 1 else OTHER_SHAPE
+            if shape not in own and len(own) < max_shapes - 1:
+                own.add(shape)
+            key = shape if shape in own else OTHER_SHAPE
             out[key] = out.get(key, 0) + n
     return out
 

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog
-from flowtracer.collectors.agent.sources.nccl_shapes import OTHER_SHAPE, ShapeCounter, shape_of
+from flowtracer.collectors.agent.sources.nccl_shapes import OTHER_SHAPE, ShapeCounter, merge_counts, shape_of
 
 # A QP line of a format no NCCL printed (qpnum), as many hosts, processes and QPs would print it.
 FUTURE = "{host}:{pid}:{tid} [{dev}] NCCL INFO NET/IB: NCCL Dev {d} IbDev {d} Port 1 qpnum {q} mtu 5 GID 3 ({g}) " \
@@ -62,3 +62,20 @@ def test_shapes_are_bounded() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="max_shapes and log_burst must be at least 1"):
         ShapeCounter(max_shapes=0)
+
+
+def test_a_shape_keeps_its_label_across_windows_so_the_agents_counter_never_counts_it_twice() -> None:
+    """The agent exports the hosts' merged counts as one counter: once a shape has a label of its own it keeps it,
+    whatever order the hosts are merged in later, and the labels stay bounded."""
+    a, b = ShapeCounter(), ShapeCounter()
+    for s in ("s1", "s2"):
+        a.add(s, s, "a.log:1")
+    b.add("s3", "s3", "b.log:1")
+    labelled: set[str] = set()
+    first = merge_counts([a, b], max_shapes=3, labelled=labelled)
+    assert first == {"s1": 1, "s2": 1, OTHER_SHAPE: 1} and labelled == {"s1", "s2"}
+    b.add("s3", "s3", "b.log:2")
+    a.add("s2", "s2", "a.log:2")
+    later = merge_counts([b, a], max_shapes=3, labelled=labelled)  # b first: without the kept set s3 took a label
+    assert later == {OTHER_SHAPE: 2, "s1": 1, "s2": 2} and labelled == {"s1", "s2"}
+    assert all(later[k] >= first[k] for k in first)  # a cumulative counter only goes up
