@@ -38,6 +38,9 @@ _LAUNCHERS = (
     ("kubectl", re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) ")),
     ("pdsh", re.compile(r"[\w.-]+: ")),
 )
+FOLD_SLACK_NS = 60_000_000_000
+"""How far a log's stamps may go back (threads' lines interleaved) before a repeated wall time is read as the
+second pass through a fall-back hour, ns."""
 _ISO = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?$")
 
 
@@ -113,11 +116,15 @@ def nccl_zone(name: str | None) -> tzinfo | None:
         raise ValueError(f"no time zone {name!r} on this system (an IANA name such as Europe/Zurich, or UTC)") from e
 
 
-def timestamp_ns(text: str | None, cache: dict[str, int], zone: tzinfo | None = None) -> int:
+def timestamp_ns(text: str | None, cache: dict[str, int], zone: tzinfo | None = None, after_ns: int = 0) -> int:
     """ns since the epoch of NCCL's ``YYYY-MM-DD HH:MM:SS[.frac]`` timestamp, 0 when ``text`` is None or another
     format. NCCL writes local time of its host (``localtime_r`` in ``src/debug.cc``): ``zone`` is that host's zone,
     None = this process's local zone (with its daylight-saving rules). ``cache`` holds the seconds already converted
-    (lines of one second share them); it must not be shared between zones."""
+    (lines of one second share them); it must not be shared between zones.
+
+    A wall time the fall-back hour shows twice is read as its first instant unless that would go back more than
+    ``FOLD_SLACK_NS`` before ``after_ns`` (the newest stamp read before, 0 = none) and the second would not: a log's
+    second pass through that hour (``fold=1``, PEP 495). Such times are not cached: both passes share the text."""
     if not text:
         return 0
     m = _ISO.match(text)
@@ -127,13 +134,20 @@ def timestamp_ns(text: str | None, cache: dict[str, int], zone: tzinfo | None = 
     if sec is None:
         try:
             wall = datetime.fromisoformat(m.group(1))
-            sec = int((wall if zone is None else wall.replace(tzinfo=zone)).timestamp())
+            if zone is not None:
+                wall = wall.replace(tzinfo=zone)
+            sec, second = int(wall.timestamp()), int(wall.replace(fold=1).timestamp())
         except (ValueError, OverflowError, OSError):  # month 13, a year the platform cannot convert
             return 0
         if sec < 0:  # before 1970: no NCCL wrote it, and ns since the epoch must not go negative
             return 0
-        if len(cache) > 4096:
-            cache.clear()
-        cache[m.group(1)] = sec
+        if second != sec:
+            floor = after_ns - FOLD_SLACK_NS
+            if after_ns and sec * 1_000_000_000 < floor <= second * 1_000_000_000:
+                sec = second
+        else:
+            if len(cache) > 4096:
+                cache.clear()
+            cache[m.group(1)] = sec
     frac = m.group(2) or ""
     return sec * 1_000_000_000 + int(frac.ljust(9, "0")) if frac else sec * 1_000_000_000

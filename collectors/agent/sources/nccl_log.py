@@ -131,6 +131,7 @@ class NcclLog:
         self.zone = zone
         self.shapes = shapes if shapes is not None else ShapeCounter()
         self._seconds: dict[str, int] = {}
+        self._stamp_ns = 0  # the newest NCCL stamp read, ns (a repeated fall-back hour is read after it)
         self._procs: dict[int, _Proc] = {}  # least recently logging first
         self._where: dict[tuple[str, int], tuple[int, int]] = {}  # (comm id or "", rank) -> (pid, gpu)
         self._parked: dict[tuple[str, int], list[tuple[int, _Send]]] = {}  # PXN sends waiting for their proxy
@@ -298,8 +299,9 @@ class NcclLog:
         c.collective, c.op_count = e.op, e.op_count
         p.gpus.setdefault(dev, _Gpu()).current = c
         if self.on_call is not None and not self.history:
-            self.on_call(pid, c.rank, c.id, c.collective, e.count, e.datatype, e.root, e.nranks,
-                         timestamp_ns(stamp, self._seconds, self.zone))
+            at = timestamp_ns(stamp, self._seconds, self.zone, self._stamp_ns)
+            self._stamp_ns = max(self._stamp_ns, at)
+            self.on_call(pid, c.rank, c.id, c.collective, e.count, e.datatype, e.root, e.nranks, at)
 
     # -- connections and QPs ------------------------------------------------------------------------------------
 

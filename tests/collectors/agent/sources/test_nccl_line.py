@@ -74,6 +74,20 @@ def test_long_lines_a_job_prints_are_read_where_nccls_prefix_is_and_shaped_from_
     assert (log.other, log.malformed) == (2, 0)
 
 
+def test_a_fall_back_hour_seen_twice_is_read_as_two_hours() -> None:
+    """Europe/Zurich, 2025-10-26: at 03:00 CEST the clocks go back to 02:00 CET, so NCCL's local stamps show 02:xx
+    twice; read with the newest stamp before, the second pass is an hour later, not back in time."""
+    zone, cache, newest = ZoneInfo("Europe/Zurich"), {}, 0
+    got = []
+    for stamp in ("01:59:59", "02:30:00", "02:59:59", "02:00:00", "02:30:00", "03:00:00"):
+        at = timestamp_ns(f"2025-10-26 {stamp}", cache, zone, newest)
+        newest = max(newest, at)
+        got.append(datetime.fromtimestamp(at / 1e9, UTC).strftime("%H:%M:%S"))
+    assert got == ["23:59:59", "00:30:00", "00:59:59", "01:00:00", "01:30:00", "02:00:00"]
+    # without what came before (a log's first line), the first instant: as NCCL's first pass would be
+    assert timestamp_ns("2025-10-26 02:30:00", {}, zone) == int(datetime(2025, 10, 26, 0, 30, tzinfo=UTC).timestamp()) * 10**9
+
+
 @pytest.mark.parametrize(("zone", "stamp", "utc"), [
     ("UTC", "2025-11-25 23:30:01", datetime(2025, 11, 25, 23, 30, 1, tzinfo=UTC)),
     ("Europe/Zurich", "2025-11-25 23:30:01", datetime(2025, 11, 25, 22, 30, 1, tzinfo=UTC)),  # CET, UTC+1
