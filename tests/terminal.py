@@ -37,10 +37,11 @@ class Terminal:
         self.pane_pid, self.server_pid = int(pane), int(server)
 
     def _tmux(self, *args: str) -> str:
-        # os.environ, not the process's C environment: under pytest the latter holds COLUMNS=80 (set without
-        # os.environ), which the pane would inherit and a terminal program would take over the pane's real width
+        # without COLUMNS and LINES: pytest-xdist's workers run with COLUMNS=80 and LINES=24 in their environment,
+        # which the tmux server would hand the pane, and a terminal program takes them over the pane's real size
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True,
-                              timeout=30, env=dict(os.environ)).stdout
+                              timeout=30, env=env).stdout
 
     def screen(self) -> str:
         """The visible screen, one line per row."""
