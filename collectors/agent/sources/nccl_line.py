@@ -96,9 +96,7 @@ def _head(line: str) -> re.Match[str] | None:
     while at >= 0:
         end = at + len(_INFO)
         lo = max(0, at - _HEAD_CHARS)
-        m = _NCCL.match(line, lo, end) if lo == 0 else None  # most lines have no launcher prefix
-        if m is None or m.end() != end:
-            m = next((c for c in _NCCL.finditer(line, lo, end) if c.end() == end), None)
+        m = next((c for c in _NCCL.finditer(line, lo, end) if c.end() == end), None)
         if m is not None:
             return m
         at = line.find(_INFO, end)
