@@ -44,7 +44,7 @@ from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.rdma_json import parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView
-from flowtracer.schemas.topology import parse_topology
+from flowtracer.fabric.topology import parse_topology
 from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
 

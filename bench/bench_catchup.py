@@ -60,10 +60,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from bench_processor import S, build_qps, build_window
 from google.protobuf.json_format import MessageToDict
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.topic_admin import ensure_topics
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topic_admin import ensure_topics
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2, traces_pb2
 from flowtracer.testbed.managed_process import free_port
 from flowtracer.testbed.tansu import TansuBroker

@@ -44,8 +44,8 @@ from kafka import KafkaConsumer
 
 from flowtracer.demo import failover
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.stream.runtime.config import TANSU_FETCH_WAIT_MS
 
 RESOLVERS = ("hash", "infer")

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import EcmpHashConfig, Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import EcmpHashConfig, Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import preset, validate_workload

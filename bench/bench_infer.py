@@ -29,9 +29,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import EcmpHash, HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.resolvers.contract import FlowObs
 from flowtracer.stream.resolvers.infer.resolver import InferResolver
 

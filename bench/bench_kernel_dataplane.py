@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from flowtracer.cmd_sim import build_workload
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.kernel.netns import KernelFabric, missing_capability, run_in_netns
 from flowtracer.sim.runner import RunnerOptions, SimRunner
 

@@ -45,12 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.roce import ROCE_PRIORITY, rocev2_udp_sport
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.roce import ROCE_PRIORITY, rocev2_udp_sport
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime.app import Processor

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import PHASES, Engine
 from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.hosts.views import write_host_view

@@ -36,9 +36,9 @@ from flowtracer.collectors.agent.tracing.budget import RateGovernor, TokenBucket
 from flowtracer.collectors.agent.tracing.plan import TraceFlow, TracePlanner
 from flowtracer.collectors.agent.tracing.trace import ProbeConfig, Prober, Transport
 from flowtracer.collectors.agent.tracing.tracer import Tracer
-from flowtracer.schemas.addressing import port_by_address
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.addressing import port_by_address
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 
 G = 1_000_000_000

@@ -165,8 +165,8 @@ def pipeline_run(hosts: int, leaves: int, spines: int, seconds: float, work: Pat
 
     from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
     from flowtracer.demo.status import Observed
+    from flowtracer.fabric.topology_generate import FabricSpec, generate
     from flowtracer.schemas import topics
-    from flowtracer.schemas.topology_generate import FabricSpec, generate
 
     spec = FabricSpec(hosts=hosts, leaves=leaves, spines=spines, name=f"bench-{hosts}")
     topo = generate(spec)

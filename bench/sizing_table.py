@@ -2,7 +2,7 @@
 
 Not a benchmark: nothing is measured here. For rail-optimized fabrics like bench_catchup.py's (``--nics-per-host``
 NICs per host on as many rails, ``--hosts-per-leaf`` hosts per leaf, a spine per ``--leaves-per-spine`` leaves)
-it generates each topology (``schemas/topology_generate.py``), counts every partition's input messages per
+it generates each topology (``fabric/topology_generate.py``), counts every partition's input messages per
 second for each partition count (``flowtracer.stream.runtime.sizing``: murmur2 of the real switch and leaf
 names) and prices them at each CPU cost per message given: the running worker's measured cost
 (docs/benchmarks.md, "Catch-up") and the goal of issue #30 until that is measured.
@@ -18,7 +18,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.runtime.sizing import PROCESS_CORES, WORKER_BUDGET_CORES, Load, Sizing, partition_load, size
 
 

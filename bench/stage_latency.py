@@ -138,7 +138,7 @@ def read_run(bootstrap: str, app_id: str) -> list[tuple[str, Any, int]]:
 def run(hosts: int, leaves: int, spines: int, seconds: float, work: Path) -> dict[str, Any]:
     """The whole pipeline (as bench/run_all.py runs it) for ``seconds``; the breakdown after a 12 s warm-up."""
     from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
-    from flowtracer.schemas.topology_generate import FabricSpec, generate
+    from flowtracer.fabric.topology_generate import FabricSpec, generate
 
     topo = generate(FabricSpec(hosts=hosts, leaves=leaves, spines=spines, name=f"bench-{hosts}"))
     work.mkdir(parents=True, exist_ok=True)

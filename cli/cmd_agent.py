@@ -23,10 +23,10 @@ from flowtracer.collectors.agent.config import AgentConfig, ConfigError, load_co
 from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
-from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.plumbing.kafka_security import kafka_python_kwargs
 from flowtracer.schemas.record_identity import IdentityError, load_key, sign
-from flowtracer.schemas.topology import TopologyError, load_topology
 
 if TYPE_CHECKING:
     from flowtracer.collectors.agent.tracing.processor_feedback import GroupWatch, RequestWatch
@@ -154,7 +154,7 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
 
         try:
             if cfg.kafka:
-                from flowtracer.schemas.topic_admin import ensure_topics
+                from flowtracer.plumbing.topic_admin import ensure_topics
 
                 ensure_topics(cfg.kafka, _existing_partitions(cfg.kafka, client_config),
                               client_id=f"flowtracer-agent-{cfg.agent_id}", client_config=client_config)
@@ -212,8 +212,8 @@ def _write_inventory(out: Path, host: str | None, sysfs_root: Path | None, lldp_
 
     from flowtracer.collectors.agent.sources.host_inventory import host_inventory, lldp_switch_ports
     from flowtracer.collectors.agent.sources.sysfs import DEFAULT_ROOT, read_sysfs
-    from flowtracer.schemas.config_yaml import read_text
-    from flowtracer.schemas.host_inventory import InventoryError, inventory_json
+    from flowtracer.fabric.host_inventory import InventoryError, inventory_json
+    from flowtracer.plumbing.config_yaml import read_text
 
     root = sysfs_root or DEFAULT_ROOT
     try:

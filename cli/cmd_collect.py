@@ -20,8 +20,8 @@ from flowtracer.collectors.gnmi.config import (
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.sharding import parse_shard
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
-from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.collect")
 

@@ -255,7 +255,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.demo.status import Observed, OutputWatcher
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.demo.view_state import view_state
-    from flowtracer.schemas.topology import load_topology
+    from flowtracer.fabric.topology import load_topology
     from flowtracer.stream.diagnosis.publisher import IncidentPublisher
     from flowtracer.stream.runtime.worker import make_sink
     from flowtracer.testbed.tansu import TansuError
@@ -433,7 +433,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
 
 
 def _switch_names(topology: Path) -> list[str]:
-    from flowtracer.schemas.topology import load_topology
+    from flowtracer.fabric.topology import load_topology
 
     return [s.name for s in load_topology(topology).switches]
 

@@ -16,7 +16,7 @@ import click
 
 from flowtracer.exit_codes import EXIT_FAILURE
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
-from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.plumbing.kafka_security import kafka_python_kwargs
 from flowtracer.whatif.record import Recording, parse_instant, parse_span, write_export
 
 

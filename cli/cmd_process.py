@@ -10,12 +10,12 @@ import click
 from pydantic import ValidationError
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.influx_options import influx_options
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
-from flowtracer.schemas.kafka_security import kafka_python_kwargs
+from flowtracer.plumbing.kafka_security import kafka_python_kwargs
+from flowtracer.plumbing.topic_admin import TopicError, ensure_topics
 from flowtracer.schemas.record_identity import IdentityError, load_key
-from flowtracer.schemas.topic_admin import TopicError, ensure_topics
-from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.process")
 

@@ -31,9 +31,9 @@ from typing import Any
 import click
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
-from flowtracer.schemas.platform_profiles import platforms
-from flowtracer.schemas.speeds import parse_speed
-from flowtracer.schemas.topology import TopologyError, load_topology
+from flowtracer.fabric.platform_profiles import platforms
+from flowtracer.fabric.speeds import parse_speed
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.sim.fabric.faults import FaultError
 from flowtracer.sim.fabric.workload import (
     PRESETS,
@@ -143,7 +143,7 @@ def build_workload(workload: str, overrides: dict[str, Any]) -> Workload:
               help="Require a client certificate signed by this PEM CA (mutual TLS; with --gnmi-tls-cert). "
                    "Passwords: the topology's credentials (env or file), never here.")
 @click.option("--platform", type=click.Choice(platforms()), default=None,
-              help="Serve every switch's counters under this vendor profile's paths (schemas/profiles), except "
+              help="Serve every switch's counters under this vendor profile's paths (fabric/profiles), except "
                    "switches whose topology gnmi.platform names one [default: openconfig].")
 def sim(topology_file: Path, workload: str, duration: float | None, tick: float, out_dir: Path | None,
         size: int | None, channels: int | None, qps_per_connection: int | None, compute_gap: float | None,

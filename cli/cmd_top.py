@@ -18,10 +18,10 @@ from types import FrameType
 import click
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, exit_with
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
 from flowtracer.logs import json_logs_requested
-from flowtracer.schemas.kafka_security import kafka_python_kwargs
-from flowtracer.schemas.topology import TopologyError, load_topology
+from flowtracer.plumbing.kafka_security import kafka_python_kwargs
 
 PROG = "flowtracer top"
 

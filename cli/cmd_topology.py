@@ -14,14 +14,14 @@ from flowtracer.collectors.gnmi.discovery.build import build_topology
 from flowtracer.collectors.gnmi.discovery.fetch import DiscoveryError, read_all
 from flowtracer.collectors.gnmi.discovery.targets import endpoint, load_targets
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
-from flowtracer.schemas.ecmp_hash import HashAlgorithm
-from flowtracer.schemas.fabric import Fabric, summarize
-from flowtracer.schemas.host_inventory import InventoryError, load_inventory
-from flowtracer.schemas.security import SecretError
-from flowtracer.schemas.speeds import parse_speed
-from flowtracer.schemas.topology import TopologyError, load_topology
-from flowtracer.schemas.topology_diff import diff_topologies
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import HashAlgorithm
+from flowtracer.fabric.host_inventory import InventoryError, load_inventory
+from flowtracer.fabric.routing import Fabric, summarize
+from flowtracer.fabric.speeds import parse_speed
+from flowtracer.fabric.topology import TopologyError, load_topology
+from flowtracer.fabric.topology_diff import diff_topologies
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.target_security import SecretError
 
 
 class SpeedType(click.ParamType):

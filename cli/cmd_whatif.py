@@ -28,9 +28,9 @@ import click
 
 from flowtracer.cmd_export import narrow, range_options, read_range
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.kafka_options import kafka_config_option
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import TopologyError, load_topology
 
 log = logging.getLogger("flowtracer.whatif")
 
@@ -370,7 +370,7 @@ def run_heterogeneous(record_seconds: float, save_recording: Path | None, as_jso
     """Record the demo's heterogeneous job (a ring over 16 hosts, leaf04's four at 200G) through the pipeline and
     report the slow group's cost: ``--node-group`` on that recording, with the workload's own node groups."""
     from flowtracer.demo.scenario import DEMO_SPEC, heterogeneous_workload
-    from flowtracer.schemas.topology_generate import generate
+    from flowtracer.fabric.topology_generate import generate
     from flowtracer.whatif.record import windows
 
     topo = generate(DEMO_SPEC)
@@ -385,7 +385,7 @@ def run_heterogeneous(record_seconds: float, save_recording: Path | None, as_jso
 
 def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
     """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
-    from flowtracer.schemas.topology_generate import FabricSpec, generate
+    from flowtracer.fabric.topology_generate import FabricSpec, generate
     from flowtracer.whatif.experiment import analyse, split_phases
     from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
     from flowtracer.whatif.record import windows

@@ -1,6 +1,6 @@
 """``--kafka-config FILE``: the one way every command is told how to reach Kafka securely.
 
-The file is a :class:`~flowtracer.schemas.kafka_security.KafkaSecurity` YAML (security_protocol,
+The file is a :class:`~flowtracer.plumbing.kafka_security.KafkaSecurity` YAML (security_protocol,
 ca_file, cert_file/key_file, sasl_mechanism, username/username_env, password_env/password_file);
 ``FLOWTRACER_KAFKA_CONFIG`` names it when the option is absent, and ``FLOWTRACER_KAFKA_*`` variables set
 single fields. Secrets never come from argv.
@@ -17,14 +17,14 @@ from typing import Any, TypeVar
 import click
 
 from flowtracer.exit_codes import EXIT_BAD_INPUT
-from flowtracer.schemas.kafka_security import (
+from flowtracer.plumbing.kafka_security import (
     KafkaSecurity,
     KafkaSecurityError,
     check_broker,
     kafka_python_kwargs,
     load_kafka_security,
 )
-from flowtracer.schemas.security import SecretError
+from flowtracer.plumbing.target_security import SecretError
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("flowtracer.kafka")

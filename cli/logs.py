@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 
-from flowtracer.schemas.log_rate_limit import RepeatFilter
+from flowtracer.plumbing.log_rate_limit import RepeatFilter
 
 FORMATS = ("text", "json")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
-from flowtracer.schemas.log_rate_limit import register_suppressed
+from flowtracer.plumbing.log_rate_limit import register_suppressed
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowtracer.demo.status import Observed
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.diagnosis.incidents import Diagnoser, Incident, State
 from flowtracer.stream.diagnosis.window import FabricModel

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from flowtracer.schemas.topic_admin import ClusterPolicy, ensure_topics, plan
+from flowtracer.plumbing.topic_admin import ClusterPolicy, ensure_topics, plan
 from flowtracer.testbed.log_retention import RetentionPolicy, policies_from_plan
 from flowtracer.testbed.object_store import ObjectStore
 from flowtracer.testbed.object_sweeper import ObjectSweeper

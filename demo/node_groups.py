@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from flowtracer.demo.status import Observed
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import Job, Workload
@@ -121,7 +121,7 @@ def node_groups_section(obs: Observed, topology: Topology, workload: Workload, g
 
 def load_inputs(topology: Path, workload: Path) -> tuple[Topology, Workload]:
     """The scenario's topology and workload (the files the demo wrote)."""
-    from flowtracer.schemas.topology import load_topology
+    from flowtracer.fabric.topology import load_topology
     from flowtracer.sim.fabric.workload import load_workload
 
     return load_topology(topology), load_workload(workload)

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from flowtracer.schemas.topology import Role, TopologyError, load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Role, TopologyError, load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.congestion_scenarios import FABRIC16
 from flowtracer.sim.fabric.workload import PRESETS, WorkloadError, load_workload, preset, validate_workload
 

@@ -16,7 +16,7 @@ from flowtracer.demo.incidents import IncidentWatch, incidents_section
 from flowtracer.demo.node_groups import node_groups_section
 from flowtracer.demo.scoring import DEFAULT_WARMUP_S, link_section, path_section
 from flowtracer.demo.status import Observed
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.stream.analytics.fim import fabric_fim, fim

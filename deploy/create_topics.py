@@ -11,7 +11,7 @@ deployment (another ``--app-id``)::
         --app-id flowtracer-processor [--app-id flowtracer-infer] [--dry-run]
 
 This is only argument parsing: names, partition counts, compaction and which counts are binding are
-the one topic plan of ``flowtracer.schemas.topic_admin`` (``plan``, the same one ``ensure_topics``
+the one topic plan of ``flowtracer.plumbing.topic_admin`` (``plan``, the same one ``ensure_topics``
 applies), to which the arguments add a ``ClusterPolicy`` (replication, min.insync.replicas,
 retention, compression). Existing topics are left as they are, but a co-partitioned, group-FIM or
 changelog topic with the wrong partition count is an error: co-partitioning cannot be repaired in
@@ -30,9 +30,9 @@ import json
 import sys
 from pathlib import Path
 
-from flowtracer.schemas.durations import parse_duration
-from flowtracer.schemas.kafka_security import check_broker, kafka_python_kwargs, load_kafka_security
-from flowtracer.schemas.topic_admin import ClusterPolicy, TopicError, apply, plan
+from flowtracer.plumbing.durations import parse_duration
+from flowtracer.plumbing.kafka_security import check_broker, kafka_python_kwargs, load_kafka_security
+from flowtracer.plumbing.topic_admin import ClusterPolicy, TopicError, apply, plan
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS
 
 DEFAULT_APP_ID = "flowtracer-processor"

@@ -21,8 +21,8 @@ import os
 import sys
 from pathlib import Path
 
+from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.schemas.record_identity import IdentityError, host_key, load_key
-from flowtracer.schemas.topology import TopologyError, load_topology
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print the ``kafka-acls.sh`` commands that give each flowtracer stage only the Kafka access it needs.
 
-The plan is ``flowtracer.schemas.kafka_acls`` (one copy, also what the test bed's SASL proxy enforces);
+The plan is ``flowtracer.plumbing.kafka_acls`` (one copy, also what the test bed's SASL proxy enforces);
 this is argument parsing and printing. Review the output, then run it where ``kafka-acls.sh`` and an
 admin client configuration are (the admin password stays in that properties file, never on a command
 line)::
@@ -23,7 +23,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from flowtracer.schemas.kafka_acls import (
+from flowtracer.fabric.topology import TopologyError, load_topology
+from flowtracer.plumbing.kafka_acls import (
     AGENT_USER,
     COLLECTOR_USER,
     DIAGNOSE_USER,
@@ -32,7 +33,6 @@ from flowtracer.schemas.kafka_acls import (
     kafka_acls_args,
     plan,
 )
-from flowtracer.schemas.topology import TopologyError, load_topology
 
 
 def main(argv: list[str] | None = None) -> int:

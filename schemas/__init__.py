@@ -1,2 +1,2 @@
-"""Every contract the stages share, once: protobuf messages (``v1/``), topics and keys, the topology model,
-ECMP hash models, wire primitives and the parsers for durations and speeds."""
+"""The contracts the stages share, once: protobuf messages (``v1/``), topic names, keys and partitioning, wire
+primitives, record identity, shared bounds and the OpenConfig leaves the contract is built on."""

@@ -192,9 +192,26 @@ def partition_for_key(key_bytes: bytes, partitions: int) -> int:
     murmur2 of the key bytes, positive, modulo the count: what the Java client, kafka-python and
     aiokafka all do (aiokafka's ``DefaultPartitioner``).
     """
-    from kafka.partitioner.default import murmur2
-
     return (murmur2(key_bytes) & 0x7FFFFFFF) % partitions
+
+
+def murmur2(data: bytes) -> int:
+    """MurmurHash2 (32 bit, seed 0x9747b28c) as Kafka's ``Utils.murmur2`` computes it; the partitioning rule is
+    part of the contract, so it is written here rather than borrowed from a client library (a test checks it
+    against kafka-python's)."""
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    n = len(data)
+    h = 0x9747B28C ^ n
+    for i in range(0, n - n % 4, 4):
+        k = (int.from_bytes(data[i:i + 4], "little") * m) & mask
+        k = ((k ^ (k >> 24)) * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = n % 4
+    if tail:
+        h ^= int.from_bytes(data[n - tail:], "little")
+        h = (h * m) & mask
+    h = ((h ^ (h >> 13)) * m) & mask
+    return h ^ (h >> 15)
 
 
 def trace_partition(src_leaf: str, partitions: int) -> int:

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import yaml
 
-from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
-from flowtracer.schemas.security import Credentials, SecretError
-from flowtracer.schemas.topology import Topology, validate_topology
+from flowtracer.fabric.platform_profiles import DEFAULT_PLATFORM
+from flowtracer.fabric.topology import Topology, validate_topology
+from flowtracer.plumbing.target_security import Credentials, SecretError
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.hosts.state import HostState
@@ -75,7 +75,7 @@ class RunnerOptions:
     #: certificate signed by it (mutual TLS). None = plaintext. Usernames/passwords come from the topology's
     #: ``credentials`` (env or file), as the collector's do.
     gnmi_tls: TlsFiles | None = None
-    #: Serve every switch under this vendor profile's paths (schemas/profiles/<platform>.yaml), except those whose
+    #: Serve every switch under this vendor profile's paths (fabric/profiles/<platform>.yaml), except those whose
     #: topology ``gnmi.platform`` names one; None = as the topology says (default openconfig).
     platform: str | None = None
 

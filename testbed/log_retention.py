@@ -73,7 +73,7 @@ class StoredBatch:
 
 
 class PlannedTopic(Protocol):
-    """A topic of the topic plan (``flowtracer.schemas.topic_admin.TopicPlan``): its name and configs."""
+    """A topic of the topic plan (``flowtracer.plumbing.topic_admin.TopicPlan``): its name and configs."""
 
     @property
     def name(self) -> str: ...

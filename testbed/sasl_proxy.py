@@ -20,7 +20,7 @@ What it does, per client connection, as a Kafka broker does (KIP-43, KIP-152):
 * after authentication forwards every byte unchanged in both directions (it keeps framing only to spot
   ApiVersions responses);
 * optionally emulates the broker's write ACLs (``may_write``, e.g. the shipped per-stage plan of
-  ``flowtracer.schemas.kafka_acls``, handed in by the test: the test bed imports nothing of flowtracer's
+  ``flowtracer.plumbing.kafka_acls``, handed in by the test: the test bed imports nothing of flowtracer's
   stages): a Produce request (v3-v12) naming a topic its user may not write is answered
   TOPIC_AUTHORIZATION_FAILED (29), in its turn among the broker's answers, and not forwarded. Simplified:
   a request mixing allowed and refused topics is refused whole (a broker writes the allowed ones), and
@@ -117,7 +117,7 @@ class SaslProxy:
         mechanisms: the mechanisms enabled (default PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
         port: where to listen; ``None`` picks a free one.
         may_write: ``(user, topic) -> bool``, the broker's write ACLs to emulate (e.g. the shipped plan,
-            ``flowtracer.schemas.kafka_acls``); a Produce request naming a topic its user may not write is
+            ``flowtracer.plumbing.kafka_acls``); a Produce request naming a topic its user may not write is
             answered TOPIC_AUTHORIZATION_FAILED (29) for every partition and not forwarded (a real broker
             would still write the allowed topics of a mixed request), and listed in :attr:`denied`.
             ``None``: every authenticated user may write everything. Reads are not checked.

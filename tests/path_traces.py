@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.v1 import traces_pb2
 from flowtracer.stream.resolvers.contract import FlowObs
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
+from flowtracer.fabric.topology import Topology
 from flowtracer.schemas.v1 import flows_pb2
 
 S = 1_000_000_000

@@ -15,10 +15,13 @@ FOLDERS = {folder: name for name, folder in
 # each rule.
 ALLOWED = {
     "schemas": {"flowtracer.schemas"},
-    "collectors": {"flowtracer.schemas", "flowtracer.collectors"},
-    "stream": {"flowtracer.schemas", "flowtracer.stream"},
-    "whatif": {"flowtracer.schemas", "flowtracer.whatif", "flowtracer.stream.analytics"},
-    "sim": {"flowtracer.schemas", "flowtracer.sim"},
+    "plumbing": {"flowtracer.schemas", "flowtracer.plumbing"},
+    "fabric": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric"},
+    "collectors": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.collectors"},
+    "stream": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.stream"},
+    "whatif": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.whatif",
+               "flowtracer.stream.analytics"},
+    "sim": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.sim"},
     "testbed": {"flowtracer.testbed"},
 }
 
@@ -122,3 +125,24 @@ def test_test_file_names_are_unique() -> None:
     for path in sorted((ROOT / "tests").rglob("test_*.py")):
         assert path.name not in seen, f"{path.relative_to(ROOT)} has the name of {seen[path.name].relative_to(ROOT)}"
         seen[path.name] = path
+
+
+def test_schemas_hold_contracts_only() -> None:
+    # A contract depends on nothing a consumer would not have: the standard library and protobuf. numpy is the one
+    # exception, for wire.py alone: its vectorized varint encoders are the protobuf wire format, written in bulk.
+    import sys
+    wrong = []
+    for py in (ROOT / "schemas").rglob("*.py"):
+        if py.name.endswith("_pb2.py"):
+            continue
+        for node in ast.walk(ast.parse(py.read_text(), str(py))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                     else [])
+            for name in names:
+                top = name.split(".")[0]
+                ok = (top in sys.stdlib_module_names or name.startswith(("google.protobuf", "flowtracer.schemas"))
+                      or (top == "numpy" and py.name == "wire.py") or (top == "grpc_tools" and py.name == "codegen.py"))
+                if not ok:
+                    wrong.append(f"{py.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(wrong)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 from flowtracer.whatif.fabric import Conditions, ReplayFabric, parse_conditions
 from flowtracer.whatif.record import Recording, Window
 from flowtracer.whatif.replay import Measured, ReplayResult, Traffic, measured, replay

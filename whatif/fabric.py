@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from flowtracer.schemas.fabric import DirectedLink, EcmpGroup, Fabric, natural_key
+from flowtracer.fabric.routing import DirectedLink, EcmpGroup, Fabric, natural_key
 
 
 class ConditionError(ValueError):

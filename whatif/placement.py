@@ -9,8 +9,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HeaderFields
-from flowtracer.schemas.roce import rocev2_udp_sport
+from flowtracer.fabric.ecmp_hash import EcmpHash, HeaderFields
+from flowtracer.fabric.roce import rocev2_udp_sport
 from flowtracer.whatif.fabric import ReplayFabric
 from flowtracer.whatif.record import RecordedFlow
 from flowtracer.whatif.routes import FlowDemand, Paths

@@ -34,8 +34,8 @@ from typing import IO, Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.stream.analytics.flow_obs import Unattributed, placed_ends
 

@@ -14,7 +14,7 @@ Definitions (docs/whatif.md has the reasoning):
   carry in the time the recording took: the traffic would take longer.
 - **Completion time**: for every window, the traffic of the window is a demand; flows that progress
   together (one NCCL ring channel: a step waits for its slowest edge) form a coupled group, and the
-  max-min fair rates of the groups over the links' capacities (``flowtracer.schemas.maxmin``, a
+  max-min fair rates of the groups over the links' capacities (``flowtracer.fabric.maxmin``, a
   flow's load on a link weighted by its bytes relative to its group's biggest flow and by its
   share on the link) give each group's time to move its bytes. The window's time is its slowest
   group's; the range's is the sum over windows: the communication time of the recorded volume.
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flowtracer.schemas.maxmin import max_min_rates
+from flowtracer.fabric.maxmin import max_min_rates
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.analytics.fim import fabric_fim, fim, imbalance
 from flowtracer.whatif.fabric import ReplayFabric

@@ -26,8 +26,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.speeds import parse_speed
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.speeds import parse_speed
 from flowtracer.whatif.fabric import ReplayFabric
 from flowtracer.whatif.iterations import HostProgress, HostSample, job_iteration_s, progress
 from flowtracer.whatif.record import Window

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from flowtracer.schemas.ecmp_hash import (
+from flowtracer.fabric.ecmp_hash import (
     EcmpHash,
     HashAlgorithm,
     HashField,

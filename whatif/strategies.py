@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HashAlgorithm, HashField
-from flowtracer.schemas.fabric import natural_key
+from flowtracer.fabric.ecmp_hash import EcmpHash, HashAlgorithm, HashField
+from flowtracer.fabric.routing import natural_key
 from flowtracer.whatif.fabric import ReplayFabric
 from flowtracer.whatif.placement import (
     QpNumbers,

@@ -44,9 +44,9 @@ from flowtracer.collectors.agent.tracing.plan import TraceFlow
 from flowtracer.collectors.agent.tracing.tracer import Tracer
 from flowtracer.collectors.agent.tracing.wiring import dst_leaves, trace_flows
 from flowtracer.collectors.self_metrics import SelfMetrics
+from flowtracer.fabric.topology import Topology
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS, PATH_TRACES
 from flowtracer.schemas.topics import key as topic_key
-from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 

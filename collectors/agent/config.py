@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flowtracer.collectors.agent.sources.nccl_line import nccl_zone
-from flowtracer.schemas import durations
-from flowtracer.schemas.kafka_security import KafkaSecurity
+from flowtracer.plumbing import durations
+from flowtracer.plumbing.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import FLOWS, QP_ENDS
 
 _DURATION_HINT = "e.g. 1s, 500ms, 2m"

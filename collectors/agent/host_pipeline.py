@@ -37,7 +37,7 @@ from flowtracer.collectors.agent.sources.nccl_line import nccl_zone
 from flowtracer.collectors.agent.sources.nccl_log import NcclLog, QpTag
 from flowtracer.collectors.agent.sources.rdma_json import QpColumns, per_qp_counter_columns
 from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, roce_path_mtu
-from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
+from flowtracer.fabric.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.schemas.wire import varint

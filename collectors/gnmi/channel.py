@@ -24,7 +24,7 @@ from pygnmi.spec.v080.gnmi_pb2 import GetRequest, Path, SubscribeRequest, Subscr
 
 from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, Mode, Subscription, Target, TargetMode
 from flowtracer.collectors.gnmi.counters.paths import format_path, parse_path
-from flowtracer.schemas.platform_profiles import CANONICAL, load_profile
+from flowtracer.fabric.platform_profiles import CANONICAL, load_profile
 
 _PB_ENCODING = {Encoding.PROTO: PbEncoding.PROTO, Encoding.JSON_IETF: PbEncoding.JSON_IETF,
                 Encoding.JSON: PbEncoding.JSON}

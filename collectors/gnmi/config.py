@@ -21,15 +21,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from flowtracer.collectors.gnmi.counters.paths import parse_path
-from flowtracer.schemas.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
-from flowtracer.schemas.durations import Duration
-from flowtracer.schemas.durations import parse_duration as parse_duration  # re-exported: part of this module's API
-from flowtracer.schemas.kafka_security import KafkaSecurity
-from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM, check_platform, load_profile
-from flowtracer.schemas.security import Credentials as SharedCredentials
-from flowtracer.schemas.security import SecretError, TlsConfig
+from flowtracer.fabric.platform_profiles import DEFAULT_PLATFORM, check_platform, load_profile
+from flowtracer.fabric.topology import Topology
+from flowtracer.plumbing.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
+from flowtracer.plumbing.durations import Duration
+from flowtracer.plumbing.durations import parse_duration as parse_duration  # re-exported: part of this module's API
+from flowtracer.plumbing.kafka_security import KafkaSecurity
+from flowtracer.plumbing.target_security import Credentials as SharedCredentials
+from flowtracer.plumbing.target_security import SecretError, TlsConfig
 from flowtracer.schemas.topics import COUNTERS, SWITCH_CONGESTION
-from flowtracer.schemas.topology import Topology
 
 
 class ConfigError(ValueError):
@@ -124,7 +124,7 @@ which platform has which."""
 
 
 class Tls(TlsConfig):
-    """The shared TLS model (``schemas/security.py``), with the PEM files checked when the config loads."""
+    """The shared TLS model (``plumbing/target_security.py``), with the PEM files checked when the config loads."""
 
     @field_validator("ca_file", "cert_file", "key_file")
     @classmethod
@@ -135,7 +135,7 @@ class Tls(TlsConfig):
 
 
 class Credentials(SharedCredentials):
-    """The shared credential references (``schemas/security.py``), with the password file checked on load."""
+    """The shared credential references (``plumbing/target_security.py``), with the password file checked on load."""
 
     @field_validator("password_file")
     @classmethod
@@ -168,7 +168,7 @@ class Target(_Model):
     mode: TargetMode = TargetMode.STREAM
     #: Seconds between two reads the collector drives (poll, once, get); unused for stream.
     interval: Duration = 1.0
-    #: The vendor profile (schemas/profiles/<platform>.yaml) that says where this switch keeps its counters.
+    #: The vendor profile (fabric/profiles/<platform>.yaml) that says where this switch keeps its counters.
     platform: str = DEFAULT_PLATFORM
     #: Seconds a connect (TLS + Capabilities) or a discovery call may take for this target (gnmic's ``timeout``);
     #: None = ``gnmi.connect_timeout`` (collector) or ``--timeout`` (discovery).

@@ -41,9 +41,9 @@ from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.collectors.self_metrics import SelfMetrics
+from flowtracer.fabric.platform_profiles import load_profile
+from flowtracer.plumbing.kafka_security import kafka_python_kwargs
 from flowtracer.schemas import topics
-from flowtracer.schemas.kafka_security import kafka_python_kwargs
-from flowtracer.schemas.platform_profiles import load_profile
 
 log = logging.getLogger(__name__)
 

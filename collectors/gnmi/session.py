@@ -62,7 +62,7 @@ from flowtracer.collectors.gnmi.counters.layout import FastDecoder
 from flowtracer.collectors.gnmi.counters.shapes import merge_shapes, shapes_text
 from flowtracer.collectors.gnmi.liveness import Liveness
 from flowtracer.collectors.once import OncePerCause
-from flowtracer.schemas.platform_profiles import load_profile
+from flowtracer.fabric.platform_profiles import load_profile
 
 log = logging.getLogger(__name__)
 

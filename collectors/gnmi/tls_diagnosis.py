@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from flowtracer.schemas.security import TlsConfig
+from flowtracer.plumbing.target_security import TlsConfig
 
 #: HTTP/2 client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS.
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")

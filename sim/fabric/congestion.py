@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 from flowtracer.sim.fabric.congestion_counters import GT_NIC_FIELDS
 from flowtracer.sim.fabric.congestion_math import (
     ActiveFlows,

@@ -15,8 +15,8 @@ the state's lock.
 
 from __future__ import annotations
 
+from flowtracer.fabric.roce import ROCE_PRIORITY
 from flowtracer.schemas.openconfig import PFC_COUNTERS, QUEUE_COUNTERS, QUEUE_WATERMARK
-from flowtracer.schemas.roce import ROCE_PRIORITY
 from flowtracer.sim.switches.state import SwitchState
 
 PRIORITIES = 8

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.workload import Workload, preset, validate_workload
 
 FABRIC16 = FabricSpec(hosts=16, nics_per_host=1, leaves=4, spines=2, name="flowtracer-demo-16")

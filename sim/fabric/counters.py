@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from flowtracer.schemas.fabric import Fabric, natural_key
+from flowtracer.fabric.routing import Fabric, natural_key
 from flowtracer.sim.fabric.congestion_counters import SWITCH_COUNTERS, published
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS, InterfaceState, NextHop, NextHopGroup, SwitchState
 

@@ -3,7 +3,7 @@
 Time advances in ticks of ``tick_ns`` whose ends are multiples of the tick (wall-clock aligned in
 real time, or from a chosen start in virtual time). Inside a tick the engine is a fluid
 simulation: between events (an op starting, a transfer finishing, a compute gap ending) every
-active transfer moves at its max-min fair rate (``flowtracer.schemas.maxmin``), recomputed at each
+active transfer moves at its max-min fair rate (``flowtracer.fabric.maxmin``), recomputed at each
 event. Faults act at tick boundaries, so a flow has one path per tick.
 
 Forwarding (``dataplane``): by default ("model") each flow direction's path is ``Fabric.hash_path`` with the
@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from flowtracer.schemas.addressing import p2p_addresses
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.maxmin import max_min_rates
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.addressing import p2p_addresses
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.maxmin import max_min_rates
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.congestion import CongestionModel
 from flowtracer.sim.fabric.congestion_math import ActiveFlows, CongestionParams
 from flowtracer.sim.fabric.congestion_publish import CongestionPublisher

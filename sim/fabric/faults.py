@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 
 #: Faults on reporting only: kind -> (starts rather than ends, names a switch rather than a host).
 REPORTING_FAULTS = {"gnmi_silent": (True, True), "gnmi_resume": (False, True), "agent_stop": (True, False),

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.roce import FRAME_OVERHEAD_BYTES
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.roce import FRAME_OVERHEAD_BYTES
 from flowtracer.sim.fabric.congestion import Extra
 from flowtracer.sim.fabric.congestion_math import ActiveFlows
 from flowtracer.sim.fabric.rdma import PSN_MASK, NicEnd, QpPair

@@ -5,15 +5,15 @@ Derived from the topology, once: every switch-to-switch cable makes each end hea
 management address); every host NIC makes its leaf port hear the host (system name = host name,
 port id = the NIC's netdev, port description = its RDMA device, management address = the NIC's IP),
 as lldpd on a host with ``configure ports <netdev> lldp portdescription <rdma_device>`` would.
-Addresses follow the one plan in ``schemas/addressing.py`` (a /31 per port).
+Addresses follow the one plan in ``fabric/addressing.py`` (a /31 per port).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from flowtracer.schemas.addressing import host_port_addresses, p2p_addresses
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.addressing import host_port_addresses, p2p_addresses
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.switches.state import LldpNeighbor
 
 PREFIX_LENGTH = 31

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.roce import IP_PROTO_UDP, ROCEV2_UDP_DPORT, rocev2_udp_sport
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.roce import IP_PROTO_UDP, ROCEV2_UDP_DPORT, rocev2_udp_sport
 
 QPN_BITS = 24
 QPN_MASK = (1 << QPN_BITS) - 1

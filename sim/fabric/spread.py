@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flowtracer.schemas.ecmp_hash import SPREAD_MODES, HashMode, HeaderFields
-from flowtracer.schemas.fabric import Fabric, link_id
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.ecmp_hash import SPREAD_MODES, HashMode, HeaderFields
+from flowtracer.fabric.routing import Fabric, link_id
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.spray import least_loaded, round_robin, share
 
 

@@ -54,9 +54,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from flowtracer.schemas import durations
-from flowtracer.schemas.config_yaml import format_validation_error, read_text
-from flowtracer.schemas.speeds import parse_speed
+from flowtracer.fabric.speeds import parse_speed
+from flowtracer.plumbing import durations
+from flowtracer.plumbing.config_yaml import format_validation_error, read_text
 from flowtracer.sim.fabric.collectives import Algorithm, Collective
 
 

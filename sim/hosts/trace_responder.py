@@ -26,8 +26,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from flowtracer.schemas.addressing import interface_addresses
-from flowtracer.schemas.ecmp_hash import HeaderFields
+from flowtracer.fabric.addressing import interface_addresses
+from flowtracer.fabric.ecmp_hash import HeaderFields
 from flowtracer.sim.fabric.engine import Engine
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.flows import CTS_BYTES, restate_tick
 from flowtracer.sim.kernel.netns import KernelFabric
 from flowtracer.sim.kernel.oracle import KernelOracle, Query

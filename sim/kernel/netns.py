@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.topology import Topology
 from flowtracer.sim.kernel import records
 from flowtracer.sim.kernel.plan import (
     Plan,

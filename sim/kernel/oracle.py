@@ -16,8 +16,8 @@ import re
 import subprocess
 from collections.abc import Sequence
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import DirectedLink, link_id
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.routing import DirectedLink, link_id
 from flowtracer.sim.kernel.netns import KernelFabric, KernelFabricError, ip_batch
 
 _FAILED = re.compile(r"Command failed .*:(\d+)")

@@ -5,7 +5,7 @@ One network namespace per switch and per host, named ``<prefix>-<node>``; one ve
 after the NIC's netdev) when that is a valid Linux interface name of at most 15 characters, else
 ``p<n>``; ``Plan.ifname`` keeps the mapping both ways.
 
-Addressing follows ``flowtracer.schemas.addressing``: each switch-switch cable end gets its /31; a
+Addressing follows ``flowtracer.fabric.addressing``: each switch-switch cable end gets its /31; a
 leaf port facing a NIC gets its host-port-plan address as /32 and a /32 route to the NIC's address;
 the NIC gets its topology address as /32, an onlink /32 route to its gateway (the leaf port) and a
 default route via it (per-NIC policy table on multi-NIC hosts). MAC addresses are fixed per veth end
@@ -23,10 +23,10 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from flowtracer.schemas.addressing import host_port_addresses, p2p_addresses
-from flowtracer.schemas.ecmp_hash import HashMode
-from flowtracer.schemas.fabric import Fabric, natural_key
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.addressing import host_port_addresses, p2p_addresses
+from flowtracer.fabric.ecmp_hash import HashMode
+from flowtracer.fabric.routing import Fabric, natural_key
+from flowtracer.fabric.topology import Topology
 
 #: Linux IFNAMSIZ - 1.
 IFNAME_MAX = 15
@@ -57,7 +57,7 @@ class Cable:
 
     a: VethEnd
     b: VethEnd
-    link_ids: tuple[str, str]  # directed link ids a->b, b->a (flowtracer.schemas.fabric)
+    link_ids: tuple[str, str]  # directed link ids a->b, b->a (flowtracer.fabric.routing)
 
 
 @dataclass

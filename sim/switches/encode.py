@@ -28,7 +28,7 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
-from flowtracer.schemas.platform_profiles import to_platform
+from flowtracer.fabric.platform_profiles import to_platform
 from flowtracer.schemas.wire import varint
 from flowtracer.sim.switches.paths import Selector, entity_elems
 from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick, identity_speed_bps
@@ -92,7 +92,7 @@ def _json_text(v: object) -> bytes:
 
 def value_codec(leaf: Leaf, encoding: int) -> ValueCodec:
     """The codec for a leaf in one encoding (gNMI 2.3; RFC 7951 for JSON_IETF); a platform leaf's value is
-    written in its format (``schemas/platform_profiles.py``) first."""
+    written in its format (``fabric/platform_profiles.py``) first."""
     codec = _plain_codec(leaf, encoding)
     if not leaf.format:
         return codec

@@ -1,7 +1,7 @@
 """The served tables as a platform has them: the same rows under a vendor profile's paths (pure).
 
 A simulated switch serves OpenConfig (``schema.TABLES``) by default. As another platform
-(``schemas/profiles/<platform>.yaml``) it serves, for every leaf the profile maps, the same row column under the
+(``fabric/profiles/<platform>.yaml``) it serves, for every leaf the profile maps, the same row column under the
 platform's path, origin and value format, and nothing the profile does not map (SR Linux has no AFT counters:
 neither has the simulated SR Linux). Each OpenConfig table becomes one platform table per distinct entity path:
 SONiC's interface leaves live in two (``COUNTERS_DB/.../COUNTERS/{port}`` and ``APPL_DB/.../PORT_TABLE/{port}``),
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cache
 
-from flowtracer.schemas.platform_profiles import CANONICAL, UINT_VARS, load_profile
+from flowtracer.fabric.platform_profiles import CANONICAL, UINT_VARS, load_profile
 from flowtracer.sim.switches.schema import MODELS, TABLES, EntityElem, Leaf, LeafType, Table
 
 #: Origins of the OpenConfig tree: none, "openconfig", or a served module's name (pygnmi turns

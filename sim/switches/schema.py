@@ -22,7 +22,7 @@ Paths follow openconfig/public:
   ``next-hop-groups/next-hop-group[id]/state/id`` and
   ``next-hop-groups/next-hop-group[id]/next-hops/next-hop[index]/state/{index,weight}``;
 * ``openconfig-if-ip``: ``/interfaces/interface[name]/subinterfaces/subinterface[index=0]/ipv4/addresses/
-  address[ip]/state/{ip,prefix-length}`` (the port's /31 from ``schemas/addressing.py``);
+  address[ip]/state/{ip,prefix-length}`` (the port's /31 from ``fabric/addressing.py``);
 * ``openconfig-lldp``: ``/lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/{id,system-name,
   chassis-id,chassis-id-type,port-id,port-id-type,port-description,management-address}`` (the 0.2.x
   ``management-address`` leaf, which 1.0.0 deprecates for ``mgmt-addresses`` but devices still serve);
@@ -74,7 +74,7 @@ class Leaf:
     sampled: bool = False
     #: Module that defines the identities of an identityref (JSON_IETF qualifies the value with it).
     identity_module: str = ""
-    #: A platform's value format (schemas/platform_profiles.py FORMATS): the row's value is converted on encoding.
+    #: A platform's value format (fabric/platform_profiles.py FORMATS): the row's value is converted on encoding.
     format: str = ""
 
 

@@ -39,7 +39,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
-from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
+from flowtracer.fabric.platform_profiles import DEFAULT_PLATFORM
 from flowtracer.sim.switches import get as gnmi_get
 from flowtracer.sim.switches.encode import ENCODINGS, SYNC_RESPONSE
 from flowtracer.sim.switches.feed import Feed, LoopThread, Stream
@@ -111,7 +111,7 @@ class GnmiServer:
         self.max_workers = max_workers
         self.clock_offsets = dict(clock_offsets or {})
         self.serve_get = serve_get
-        #: Switch name -> the platform whose paths it serves (schemas/profiles); the rest serve OpenConfig.
+        #: Switch name -> the platform whose paths it serves (fabric/profiles); the rest serve OpenConfig.
         self.platforms = {name: platform_view(p).platform for name, p in (platforms or {}).items()}
         self._credentials = (credentials[0].encode(), credentials[1].encode()) if credentials else None
         self._loop: LoopThread | None = None

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from flowtracer.schemas.fabric import DirectedLink, EcmpGroup, Fabric, group_id, natural_key
+from flowtracer.fabric.routing import DirectedLink, EcmpGroup, Fabric, group_id, natural_key
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from flowtracer.fabric.routing import EcmpGroup
 from flowtracer.schemas.bounds import saturating_round
-from flowtracer.schemas.fabric import EcmpGroup
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.stream.analytics.aft_groups import (

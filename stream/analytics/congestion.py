@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from flowtracer.schemas.roce import ROCE_PRIORITY
+from flowtracer.fabric.roce import ROCE_PRIORITY
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2
 from flowtracer.stream.analytics.congestion_columns import Rows

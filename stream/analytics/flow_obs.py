@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter
 
-from flowtracer.schemas.fabric import Fabric, NicRef
+from flowtracer.fabric.routing import Fabric, NicRef
 from flowtracer.schemas.v1 import flows_pb2
 from flowtracer.stream.resolvers.contract import FlowObs
 

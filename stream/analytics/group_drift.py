@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flowtracer.schemas.fabric import group_id
+from flowtracer.fabric.routing import group_id
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.analytics.aft_groups import AftView, WeightedGroup, best_match

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flowtracer.schemas.fabric import DirectedLink, Fabric
+from flowtracer.fabric.routing import DirectedLink, Fabric
 from flowtracer.schemas.v1 import counters_pb2
 from flowtracer.stream.analytics.window_delta import TRUSTED_STATUSES, interval_fits
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import Role
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Role
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.stream.dashboard.collectives_view import CollectivesView
 from flowtracer.stream.dashboard.state_cache import StateCache
@@ -409,7 +409,7 @@ def register_dashboard(app: Any, proc: Any, prefix: str = PREFIX) -> DashboardSt
 
 def _incident_source(cfg: Any) -> Callable[[int], dict[str, Any]] | None:
     """Start the incident feed on the processor's Kafka (its security settings); None without a broker."""
-    from flowtracer.schemas.kafka_security import kafka_python_kwargs
+    from flowtracer.plumbing.kafka_security import kafka_python_kwargs
     from flowtracer.stream.dashboard.incident_feed import IncidentFeed
 
     if not getattr(cfg, "kafka", None):

@@ -21,9 +21,9 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Topology
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.assembly import TOPICS, WindowAssembler
 from flowtracer.stream.diagnosis.incidents import Diagnoser, State

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import Role
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Role
 from flowtracer.stream.analytics.aft_groups import Forwarding, aft_forwarding
 from flowtracer.stream.resolvers.contract import HASH_METHOD, FlowObs, Placement
 

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.v1 import traces_pb2
 from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
 from flowtracer.stream.resolvers.infer.resolver import InferConfig, InferResolver

@@ -1,7 +1,7 @@
 """A PathTrace -> the equal-cost path it pins, or why it pins none (pure).
 
 A trace lists, per TTL, the switch that answered and the port the probe came in on (its ingress
-port, schemas/addressing.py). The first hop is the source leaf's port facing the sending NIC, so its
+port, fabric/addressing.py). The first hop is the source leaf's port facing the sending NIC, so its
 (switch, port) names the NIC's uplink; every later hop's (switch, port) names the link the flow
 crossed to reach that switch. A path as ``Placement`` and ``Fabric.equal_cost_paths`` spell it is
 the tuple of directed link ids from the sending NIC to the receiving NIC, so hop ``k`` (TTL k+1)
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.v1 import traces_pb2
 
 Path = tuple[str, ...]

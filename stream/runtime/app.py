@@ -25,10 +25,10 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import load_topology
+from flowtracer.plumbing.kafka_security import faust_settings
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.kafka_security import faust_settings
-from flowtracer.schemas.topology import load_topology
 from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime import faust_driver
 from flowtracer.stream.runtime.batch_worker import LinesFn, Worker

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flowtracer.schemas.kafka_security import KafkaSecurity
+from flowtracer.plumbing.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import DEFAULT_PARTITIONS
 
 TANSU_FETCH_WAIT_MS = 100

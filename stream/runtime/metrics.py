@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from flowtracer.schemas.log_rate_limit import register_suppressed
+from flowtracer.plumbing.log_rate_limit import register_suppressed
 from flowtracer.stream.runtime.source_clocks import ClockReading, SourceClocks
 
 SKEW_BUCKETS_S = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -147,7 +147,7 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        register_suppressed(r)  # aiokafka's log lines dropped as repeats (process-wide, schemas/log_rate_limit.py)
+        register_suppressed(r)  # aiokafka's log lines dropped as repeats (process-wide, plumbing/log_rate_limit.py)
         r.register(ScrapeCollector(self.tally, self.clocks))
         self.dead_letters = Counter("flowtracer_processor_dead_letters", "Records sent to the dead-letter topic",
                                     registry=r)

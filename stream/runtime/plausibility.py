@@ -16,8 +16,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.bounds import INT32_MAX, INT64_MAX, MAX_CALL_BYTES, MAX_NRANKS, MAX_PROFILES
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2, traces_pb2
 from flowtracer.stream.runtime.inputs import BadRecord
 

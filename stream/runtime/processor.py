@@ -15,8 +15,8 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import partition_for
 from flowtracer.schemas.v1 import counters_pb2, flows_pb2, internal_pb2
 from flowtracer.stream.analytics.collisions import CollisionRule

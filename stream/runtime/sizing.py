@@ -43,8 +43,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flowtracer.fabric.topology import Topology
 from flowtracer.schemas.topics import partition_for, trace_partition
-from flowtracer.schemas.topology import Topology
 
 WORKER_BUDGET_CORES = 0.75
 """Cores a worker is planned to keep busy: the rest is headroom for rebalances, catching up and bursts (the

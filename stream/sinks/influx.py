@@ -62,7 +62,7 @@ from influxdb_client import InfluxDBClient, WriteOptions, WritePrecision
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from reactivex.scheduler import EventLoopScheduler, NewThreadScheduler, ThreadPoolScheduler
 
-from flowtracer.schemas.durations import parse_duration
+from flowtracer.plumbing.durations import parse_duration
 from flowtracer.stream.sinks.base import Rejected, SinkBackpressure, SinkFailed, check_lines
 
 log = logging.getLogger(__name__)

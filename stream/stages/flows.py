@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas import topics
 from flowtracer.schemas.bounds import saturating_round
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
 from flowtracer.stream.analytics.aft_groups import read_aft

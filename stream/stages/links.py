@@ -20,9 +20,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas import topics
 from flowtracer.schemas.bounds import saturating_round
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import SCHEMA_VERSION, partition_for
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.aft_groups import (

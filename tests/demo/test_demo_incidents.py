@@ -8,9 +8,9 @@ from flowtracer.demo.status import Observed
 from flowtracer.demo.summary import incident_summary_lines
 from flowtracer.demo.view_render import incident_text
 from flowtracer.demo.view_state import view_state
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.records import incident_record
 

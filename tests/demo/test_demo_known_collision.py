@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowtracer.demo.scenario import write_scenario
-from flowtracer.schemas.topology import load_topology
+from flowtracer.fabric.topology import load_topology
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import load_workload

@@ -14,8 +14,8 @@ from flowtracer.demo.scenario import SLOW_GROUP, ScenarioError, write_scenario
 from flowtracer.demo.status import Observed
 from flowtracer.demo.summary import node_group_lines
 from flowtracer.demo.view_state import view_state
+from flowtracer.fabric.roce import FRAME_OVERHEAD_BYTES
 from flowtracer.schemas import topics
-from flowtracer.schemas.roce import FRAME_OVERHEAD_BYTES
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 

@@ -19,9 +19,9 @@ import yaml
 from deploy_helpers import DEPLOY, ROOT, env_reads
 
 from flowtracer.collectors.gnmi.config import load_config
-from flowtracer.schemas.kafka_security import load_kafka_security
-from flowtracer.schemas.topology import load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.kafka_security import load_kafka_security
 
 COMPOSE_DIR = DEPLOY / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "compose.yaml"

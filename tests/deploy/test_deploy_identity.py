@@ -13,9 +13,9 @@ from types import ModuleType
 import pytest
 from deploy_helpers import DEPLOY
 
-from flowtracer.schemas.kafka_acls import plan
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.kafka_acls import plan
 from flowtracer.schemas.record_identity import host_key
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 
 
 def _module(name: str) -> ModuleType:

@@ -14,7 +14,7 @@ import yaml
 from deploy_helpers import DEPLOY, DOCS, ROOT, env_reads
 
 from flowtracer.collectors.gnmi.config import load_config
-from flowtracer.schemas.kafka_security import KafkaSecurity, load_kafka_security
+from flowtracer.plumbing.kafka_security import KafkaSecurity, load_kafka_security
 
 K8S = DEPLOY / "k8s"
 # Oldest supported (the pod-index label the collectors' sharding uses is on by default from 1.28)

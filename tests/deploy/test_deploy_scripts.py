@@ -1,6 +1,6 @@
 """The two helpers the deployments run from the image: the metrics relay (a real HTTP upstream, a
 real child process, real signals) and the topic creator (the one topic plan it applies, from
-``schemas/topic_admin.py``, against what the stages and the processor need, and its Kafka calls
+``plumbing/topic_admin.py``, against what the stages and the processor need, and its Kafka calls
 against the Tansu broker)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 from deploy_helpers import DEPLOY
 from waiting import wait_for
 
-from flowtracer.schemas import topic_admin
+from flowtracer.plumbing import topic_admin
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig

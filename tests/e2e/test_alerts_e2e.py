@@ -29,7 +29,7 @@ import yaml
 from waiting import wait_for
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions, Stage
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.testbed.alertmanager import Alert, Alertmanager
 from flowtracer.testbed.managed_process import free_port
 from flowtracer.testbed.prometheus import Prometheus

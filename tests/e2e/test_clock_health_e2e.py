@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 
 pytestmark = pytest.mark.slow
 

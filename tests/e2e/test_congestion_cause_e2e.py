@@ -24,8 +24,8 @@ from congestion_truth import GT_CAUSE
 from kafka import KafkaConsumer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.sim.fabric.congestion_scenarios import scenario
 from flowtracer.sim.fabric.ground_truth import GroundTruth

@@ -15,8 +15,8 @@ from flowtracer.demo.status import Observed
 from flowtracer.demo.summary import build_summary, summary_lines
 from flowtracer.demo.view_render import Reported, change_lines
 from flowtracer.demo.view_state import view_state
+from flowtracer.fabric.topology import load_topology
 from flowtracer.schemas import topics
-from flowtracer.schemas.topology import load_topology
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.sim.fabric.workload import load_workload
 

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 from congestion_truth import GT_CAUSE
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import load_topology
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import load_topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.hosts.nccl_log import DTYPES
 

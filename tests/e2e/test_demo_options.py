@@ -17,7 +17,7 @@ from unprivileged import as_nobody
 from flowtracer.cmd_demo import MARKER, demo
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.demo.scenario import ScenarioError, write_scenario
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 
 
 def _run(args: list[str]) -> tuple[int, str]:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from flowtracer.schemas.topology import Role, Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Role, Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.kernel.netns import missing_capability
 

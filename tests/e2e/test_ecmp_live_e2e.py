@@ -19,8 +19,8 @@ import yaml
 from kafka import KafkaConsumer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.analytics.fim import fim

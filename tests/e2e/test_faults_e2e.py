@@ -26,9 +26,9 @@ from kafka import KafkaProducer
 from kafka_records import topic_records
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.topology import load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.topology import load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.testbed.tansu import TansuBroker

@@ -24,9 +24,9 @@ import yaml
 from kafka import KafkaConsumer, KafkaProducer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.analytics.fim import fabric_fim, fim
@@ -37,7 +37,7 @@ S = 1_000_000_000
 RUN_S = 60
 WARMUP_HOPS = 6  # agents and collectors starting, baseline samples, the first (grace-released) windows
 ROLLING = 10
-#: Switch -> vendor profile (schemas/profiles) it serves; the rest OpenConfig.
+#: Switch -> vendor profile (fabric/profiles) it serves; the rest OpenConfig.
 PLATFORMS = {"leaf01": "nokia_srl", "leaf02": "sonic", "leaf03": "arista_eos", "leaf04": "cisco_nxos"}
 #: Switch -> subscription mode other than STREAM, at a 1 s interval the collector drives.
 MODES = {"leaf02": "poll", "spine02": "once"}

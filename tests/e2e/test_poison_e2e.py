@@ -14,9 +14,9 @@ from kafka import KafkaProducer
 from kafka_records import topic_records
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 
 pytestmark = pytest.mark.slow

@@ -28,7 +28,7 @@ import pytest
 
 from flowtracer.demo import failover
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.runtime.config import TANSU_FETCH_WAIT_MS
 
 pytestmark = pytest.mark.slow

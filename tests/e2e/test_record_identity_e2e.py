@@ -1,5 +1,5 @@
 """A host cannot speak for another, through the SASL chain the test bed has (SASL proxy -> Tansu), with the
-shipped per-stage write ACLs (schemas/kafka_acls.py, one agent user per host) emulated by the proxy:
+shipped per-stage write ACLs (plumbing/kafka_acls.py, one agent user per host) emulated by the proxy:
 
 * an agent logs in as its own user (``flowtracer-agent-host01``) and sends, with the agent's own sink and
   signer (``KafkaSink`` + ``cmd_agent.record_signer``, host key from ``flowtracer-host-keys``' derivation),
@@ -33,11 +33,11 @@ from waiting import wait_for
 from flowtracer.cmd_agent import record_signer
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.kafka_acls import TOPIC, WRITE, agent_users_per_host, may, plan
+from flowtracer.plumbing.topic_admin import ensure_topics
 from flowtracer.schemas import topics
-from flowtracer.schemas.kafka_acls import TOPIC, WRITE, agent_users_per_host, may, plan
 from flowtracer.schemas.record_identity import host_key, sign
-from flowtracer.schemas.topic_admin import ensure_topics
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2
 from flowtracer.testbed.sasl_proxy import SaslProxy
 from flowtracer.testbed.tansu import TansuBroker, free_port

@@ -13,8 +13,8 @@ import pytest
 from kafka import KafkaConsumer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.runtime.dead_letters import line_timestamp_ns
 from flowtracer.testbed.write_server import REFUSAL, WriteServer

@@ -18,9 +18,9 @@ from kafka import KafkaProducer
 from terminal import Terminal, tmux_or_none
 from waiting import wait_for
 
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.topic_admin import ensure_topics
 from flowtracer.schemas import topics
-from flowtracer.schemas.topic_admin import ensure_topics
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.testbed.tansu import TansuBroker
 

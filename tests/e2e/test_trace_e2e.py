@@ -20,10 +20,10 @@ from kafka import KafkaConsumer, KafkaProducer
 from path_traces import make_trace
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.stream.resolvers.contract import FlowObs

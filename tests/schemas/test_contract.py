@@ -113,3 +113,14 @@ def test_every_proto_field_has_a_comment() -> None:
                     j -= 1
                 assert j >= 0 and (lines[j].strip().startswith("//") or lines[j].strip().endswith("{")), \
                     f"{proto.name}:{i + 1}: field without a comment: {line.strip()}"
+
+
+def test_the_partitioning_rule_is_kafkas_murmur2() -> None:
+    """The contract's own murmur2 equals kafka-python's (the Java client's) on keys of every length class."""
+    import random
+
+    from kafka.partitioner.default import murmur2 as clients
+
+    rng = random.Random(34)
+    keys = [b"", b"a", b"ab", b"abc", b"leaf01", b"\xff" * 7] + [rng.randbytes(rng.randrange(64)) for _ in range(500)]
+    assert [topics.murmur2(k) for k in keys] == [clients(k) for k in keys]

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from flowtracer.cmd_sim import sim
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 

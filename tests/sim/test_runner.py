@@ -14,9 +14,9 @@ from pygnmi.spec.v080.gnmi_pb2_grpc import gNMIStub
 from tls_certs import make_ca, make_client_cert, make_server_cert
 from waiting import wait_for
 
-from flowtracer.schemas.security import Credentials
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
+from flowtracer.plumbing.target_security import Credentials
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.runner import RunnerOptions, SimRunner

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowtracer.schemas.topic_admin import ClusterPolicy, plan
+from flowtracer.plumbing.topic_admin import ClusterPolicy, plan
 from flowtracer.schemas.topics import CHANGELOG_TOPICS, EXCHANGE_TOPICS, INPUT_TOPICS, changelog_name
 from flowtracer.testbed.log_retention import (
     DEFAULT_DELETE_RETENTION_MS,

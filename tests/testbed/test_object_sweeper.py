@@ -22,7 +22,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, Topic
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from waiting import wait_for
 
-from flowtracer.schemas.topic_admin import TopicPlan, apply
+from flowtracer.plumbing.topic_admin import TopicPlan, apply
 from flowtracer.testbed.bucket_client import LAST_MODIFIED_RESOLUTION_S, BucketClient, ObjectInfo
 from flowtracer.testbed.log_retention import RetentionPolicy, policies_from_plan
 from flowtracer.testbed.managed_process import free_port

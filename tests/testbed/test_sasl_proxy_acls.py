@@ -1,5 +1,5 @@
 """The SASL proxy's write-ACL emulation (``SaslProxy(may_write=...)``) with the shipped per-stage plan
-(schemas/kafka_acls.py), live in front of Tansu with both client libraries: an agent's user may write the
+(plumbing/kafka_acls.py), live in front of Tansu with both client libraries: an agent's user may write the
 flows topic, not the counters (TOPIC_AUTHORIZATION_FAILED, as Apache Kafka answers), and a refused request
 is answered in its turn between the broker's answers."""
 
@@ -17,8 +17,8 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from flowtracer.plumbing.kafka_acls import TOPIC, WRITE, may, plan
 from flowtracer.schemas import topics
-from flowtracer.schemas.kafka_acls import TOPIC, WRITE, may, plan
 from flowtracer.testbed.sasl_proxy import SaslProxy
 from flowtracer.testbed.tansu import TansuBroker, free_port
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from flowtracer.cmd_export import export
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.whatif.fabric import ReplayFabric
 from flowtracer.whatif.record import read_export, windows

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.roce import rocev2_udp_sport
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.roce import rocev2_udp_sport
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.whatif.experiment import (
     PAPER_REDUCTION,
     analyse,

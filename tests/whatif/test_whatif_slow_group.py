@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from ring_batches import S, ring_batches
 
 from flowtracer.cmd_whatif import whatif
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.whatif.iterations import HostSample, host_sample, job_iteration_s, progress
 from flowtracer.whatif.record import Recording, windows, write_export
 from flowtracer.whatif.slow_group import (

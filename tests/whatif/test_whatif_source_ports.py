@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from flowtracer.schemas.ecmp_hash import (
+from flowtracer.fabric.ecmp_hash import (
     EcmpHash,
     HashAlgorithm,
     HashField,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HashAlgorithm, HashField, HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.roce import rocev2_udp_sport
-from flowtracer.schemas.topology import parse_topology
+from flowtracer.fabric.ecmp_hash import EcmpHash, HashAlgorithm, HashField, HeaderFields
+from flowtracer.fabric.roce import rocev2_udp_sport
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import parse_topology
 from flowtracer.whatif.fabric import ConditionError, ReplayFabric, parse_conditions
 from flowtracer.whatif.record import RecordedFlow, Window
 from flowtracer.whatif.replay import Traffic, replay

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flowtracer.collectors.agent.sources.sysfs import SysfsView
-from flowtracer.schemas.host_inventory import HostInventory, InventoryNic
+from flowtracer.fabric.host_inventory import HostInventory, InventoryNic
 
 
 def lldp_switch_ports(text: str) -> dict[str, str]:

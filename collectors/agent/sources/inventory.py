@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)

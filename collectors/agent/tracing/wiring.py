@@ -16,10 +16,10 @@ from flowtracer.collectors.agent.tracing.budget import RateGovernor, TokenBucket
 from flowtracer.collectors.agent.tracing.plan import TraceFlow, TracePlanner
 from flowtracer.collectors.agent.tracing.trace import ProbeConfig, Prober, Transport
 from flowtracer.collectors.agent.tracing.tracer import Tracer
-from flowtracer.schemas.addressing import port_by_address
+from flowtracer.fabric.addressing import port_by_address
+from flowtracer.fabric.topology import Topology
 from flowtracer.schemas.topics import PATH_TRACES, trace_partition
 from flowtracer.schemas.topics import key as topic_key
-from flowtracer.schemas.topology import Topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 

@@ -47,6 +47,7 @@ from pygnmi.spec.v080.gnmi_pb2 import Notification, Path, TypedValue
 
 from flowtracer.collectors.gnmi.counters.profile_map import Elems, PathMapper
 from flowtracer.collectors.gnmi.counters.shapes import count_shape, names_shape, path_shape, shape_text
+from flowtracer.fabric.platform_profiles import Profile, from_platform
 from flowtracer.schemas.openconfig import (
     INTERFACE_COUNTERS,
     NEXT_HOP_COUNTERS,
@@ -54,7 +55,6 @@ from flowtracer.schemas.openconfig import (
     QUEUE_COUNTERS,
     QUEUE_WATERMARK,
 )
-from flowtracer.schemas.platform_profiles import Profile, from_platform
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
 
 # Interface state fields (Samples.if_state): values are ints (OperStatus, ns, bit/s).
@@ -655,7 +655,7 @@ def _elems_text(elems: Elems) -> str:
 
 
 def _converting(h: Handler, fmt: str) -> Handler:
-    """``h`` after converting the value from the platform's format (``schemas/platform_profiles.py``)."""
+    """``h`` after converting the value from the platform's format (``fabric/platform_profiles.py``)."""
     def conv(s: Samples, keys: dict[str, str], v: Any) -> None:
         try:
             v = from_platform(fmt, v)

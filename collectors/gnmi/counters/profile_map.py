@@ -3,14 +3,14 @@
 The decoder asks once per distinct path (it caches what a path resolves to), so the per-update cost of a profile
 is nil: a SR Linux ``/interface[name=e1]/statistics/in-octets`` resolves, the first time it is seen, to the same
 ``RES_IF_COUNTER`` an OpenConfig ``.../state/counters/in-octets`` does. The mapping rule itself (templates, value
-formats) is ``schemas/platform_profiles.py``, shared with the simulator that serves the same paths.
+formats) is ``fabric/platform_profiles.py``, shared with the simulator that serves the same paths.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from flowtracer.schemas.platform_profiles import CANONICAL, VARS, Profile, Template
+from flowtracer.fabric.platform_profiles import CANONICAL, VARS, Profile, Template
 
 Elems = Sequence[tuple[str, Mapping[str, str]]]
 _OC = frozenset({"", "openconfig"})

@@ -7,7 +7,7 @@ Rules, for a 2-tier leaf-spine fabric:
 * **Roles**: a switch that hears a host is a leaf; one cabled to a leaf is a spine; one cabled only
   to spines is a leaf without hosts.
 * **Links**: one per cable seen from either end, ``a`` the end with the lower IPv4 address (so the
-  order of the address plan in ``schemas/addressing.py`` is kept), else natural name order.
+  order of the address plan in ``fabric/addressing.py`` is kept), else natural name order.
 * **Speeds**: ``defaults.port_speed`` is the most common speed of switch-to-switch ports; any other
   port speed is declared under the switch's ``ports``.
 * **Hosts** come from LLDP neighbors of leaf ports: system name = host, port id = netdev, port
@@ -23,7 +23,7 @@ Rules, for a 2-tier leaf-spine fabric:
   destinations are the leaves of the host NICs the entry's prefix covers. Entries covering no NIC
   and a switch's own leaf are left out. A switch whose platform cannot give its AFT routes (``aft``
   False: any non-OpenConfig profile, since none maps ``ipv4-entry``) gets the groups its learnt links
-  imply (equal weights, the rule of a topology without ``ecmp_groups``, ``schemas/fabric.py``);
+  imply (equal weights, the rule of a topology without ``ecmp_groups``, ``fabric/routing.py``);
   ``Discovered.derived`` names those switches.
 """
 
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowtracer.collectors.gnmi.discovery.facts import Neighbor, SwitchFacts
-from flowtracer.schemas.fabric import Fabric, natural_key
-from flowtracer.schemas.host_inventory import HostInventory, InventoryNic
-from flowtracer.schemas.topology import Topology, validate_topology
+from flowtracer.fabric.host_inventory import HostInventory, InventoryNic
+from flowtracer.fabric.routing import Fabric, natural_key
+from flowtracer.fabric.topology import Topology, validate_topology
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def _ip_key(addr: str | None) -> tuple[int, int]:
 def build_topology(facts: Sequence[SwitchFacts], endpoints: Mapping[str, Mapping[str, Any]],
                    name: str = "fabric", inventories: Sequence[HostInventory] = ()) -> Discovered:
     """Build and validate the topology of ``facts``; ``endpoints``: switch -> its ``gnmi`` mapping;
-    ``inventories``: the host agents' own (``schemas/host_inventory.py``)."""
+    ``inventories``: the host agents' own (``fabric/host_inventory.py``)."""
     warnings: list[str] = [p for f in facts for p in f.problems]
     by_name = {f.name: f for f in facts}
     labels = {n.split(".", 1)[0]: n for n in by_name}

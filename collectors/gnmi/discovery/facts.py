@@ -17,7 +17,7 @@ Paths (openconfig/public, ``release/models``):
 Values are read leaf by leaf (PROTO scalars, or JSON / JSON_IETF leaf values); a JSON object for a
 whole subtree is not unpacked.
 
-A target of another platform is read through its profile (``schemas/profiles``): the paths its profile maps for
+A target of another platform is read through its profile (``fabric/profiles``): the paths its profile maps for
 the canonical leaves in :data:`NEEDS`, given back as the OpenConfig leaves above. IPv4 addresses and
 ``ipv4-entry`` routes are no canonical leaves (no profile maps them), so they are read on OpenConfig targets only.
 """
@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowtracer.fabric.platform_profiles import Profile
 from flowtracer.schemas.openconfig import DEFAULT_AFT, LLDP_NEIGHBOR_STATE
-from flowtracer.schemas.platform_profiles import Profile
 
 AFT = DEFAULT_AFT
 PATHS: tuple[str, ...] = (

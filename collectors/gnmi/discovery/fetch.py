@@ -1,7 +1,7 @@
 """Read discovery's leaves from every target over gNMI Get or Subscribe ONCE (the I/O shell of discovery).
 
 Channels, TLS and credentials are the collector's (``channel.connection_for``). Each target is read through
-its platform profile (``Target.platform``, ``schemas/profiles``): an OpenConfig target is asked for
+its platform profile (``Target.platform``, ``fabric/profiles``): an OpenConfig target is asked for
 ``facts.PATHS``; another platform for the paths its profile maps to the canonical leaves discovery reads
 (``facts.NEEDS``), translated back to OpenConfig by the collector's ``PathMapper``; what the profile does not
 map is one warning per target (``facts.lacking``). With Get: one GetRequest per path, all targets at once;
@@ -27,7 +27,7 @@ from flowtracer.collectors.gnmi.config import Encoding, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.collectors.gnmi.counters.profile_map import PathMapper
 from flowtracer.collectors.gnmi.discovery.facts import Elems, SwitchFacts, lacking, profile_paths, switch_facts
-from flowtracer.schemas.platform_profiles import Profile, from_platform, load_profile
+from flowtracer.fabric.platform_profiles import Profile, from_platform, load_profile
 
 _ENCODINGS = {Encoding.PROTO: gnmi_pb2.Encoding.PROTO, Encoding.JSON_IETF: gnmi_pb2.Encoding.JSON_IETF,
               Encoding.JSON: gnmi_pb2.Encoding.JSON}

@@ -54,8 +54,8 @@ from flowtracer.collectors.gnmi.discovery.gnmic_targets import (
     to_target,
     unused_top_level,
 )
-from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, parse_yaml, read_text
-from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM
+from flowtracer.fabric.platform_profiles import DEFAULT_PLATFORM
+from flowtracer.plumbing.config_yaml import LineIndex, format_validation_error, parse_yaml, read_text
 
 _OWN_TOP = frozenset({"targets", "tls", "credentials"})
 

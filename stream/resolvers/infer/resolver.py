@@ -62,7 +62,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from flowtracer.schemas.fabric import Fabric, group_id, link_id
+from flowtracer.fabric.routing import Fabric, group_id, link_id
 from flowtracer.stream.resolvers.contract import FlowObs, Placement
 from flowtracer.stream.resolvers.infer.config import InferConfig
 from flowtracer.stream.resolvers.infer.group import STATE_VERSION, GroupState

@@ -22,9 +22,9 @@ from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.fabric.topology import load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import FLOWS
-from flowtracer.schemas.topology import load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import validate_workload

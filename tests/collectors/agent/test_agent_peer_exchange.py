@@ -25,7 +25,7 @@ from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth

@@ -38,9 +38,9 @@ from flowtracer.collectors.agent.sources.rdma_json import (
     per_qp_counters,
 )
 from flowtracer.collectors.agent.sources.sysfs import Gid, PortView, SysfsView, roce_path_mtu
-from flowtracer.schemas.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
+from flowtracer.fabric.roce import ROCEV2_UDP_DPORT, rocev2_udp_sport
+from flowtracer.fabric.topology import parse_topology
 from flowtracer.schemas.topics import SCHEMA_VERSION
-from flowtracer.schemas.topology import parse_topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
 
 # -- the reference: the record-by-record pipeline ----------------------------------------------

@@ -12,8 +12,8 @@ from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.rdma_json import QpRecord, parse_res_qp, parse_stat_qp
 from flowtracer.collectors.agent.sources.sysfs import SysfsView, read_sysfs
-from flowtracer.schemas.roce import rocev2_udp_sport
-from flowtracer.schemas.topology import parse_topology
+from flowtracer.fabric.roce import rocev2_udp_sport
+from flowtracer.fabric.topology import parse_topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.schemas.v1.common_pb2 import DeltaStatus
 

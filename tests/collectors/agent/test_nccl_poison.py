@@ -11,8 +11,8 @@ from flowtracer.collectors.agent.host_window import HostSample, PipelineConfig, 
 from flowtracer.collectors.agent.peers.matching import PeerDirectory
 from flowtracer.collectors.agent.sources.inventory import Inventory
 from flowtracer.collectors.agent.sources.sysfs import SysfsView
+from flowtracer.fabric.topology import parse_topology
 from flowtracer.schemas.bounds import MAX_CALL_BYTES
-from flowtracer.schemas.topology import parse_topology
 from flowtracer.schemas.v1 import flows_pb2 as pb
 
 TOPOLOGY = """

@@ -9,7 +9,7 @@ from flowtracer.collectors.agent.psn_bounds import psn_delta, psn_error_bounds
 from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QP_COUNTER
 from flowtracer.collectors.agent.qp_windows import QpTracker
 from flowtracer.collectors.agent.sources.rdma_json import QpBytes, QpCounter, QpRecord, per_qp_counters
-from flowtracer.schemas.roce import rocev2_udp_sport
+from flowtracer.fabric.roce import rocev2_udp_sport
 
 MTU, H = 4096, 62
 

@@ -11,7 +11,7 @@ from pygnmi.spec.v080 import gnmi_pb2 as g
 
 from flowtracer.collectors.gnmi.counters.decode import Decoder, decode_notification
 from flowtracer.collectors.gnmi.counters.paths import parse_path
-from flowtracer.schemas.platform_profiles import load_profile
+from flowtracer.fabric.platform_profiles import load_profile
 
 PATHS = ["/interfaces/interface[name=Ethernet1]/state/counters/in-octets",
          "/interfaces/interface[name=Ethernet1]/state/counters",

@@ -18,7 +18,7 @@ from flowtracer.collectors.gnmi.config import (
     parse_duration,
     resolve_targets,
 )
-from flowtracer.schemas.topology import parse_topology
+from flowtracer.fabric.topology import parse_topology
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "collectors" / "gnmi" / "collector.sample.yaml"

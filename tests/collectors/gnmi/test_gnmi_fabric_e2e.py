@@ -20,8 +20,8 @@ from waiting import wait_for
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, TargetMode, TargetOverride, resolve_targets
 from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, RESET, WRAPPED
 from flowtracer.collectors.gnmi.service import CollectorService
-from flowtracer.schemas.topology import load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import preset

@@ -12,7 +12,7 @@ from gnmi_switches import Ticker, make_switch
 from flowtracer.collectors.gnmi.config import Target
 from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE
 from flowtracer.collectors.gnmi.session import TargetSession
-from flowtracer.schemas.platform_profiles import load_profile
+from flowtracer.fabric.platform_profiles import load_profile
 from flowtracer.schemas.v1.counters_pb2 import OPER_STATUS_UP, CounterBatch
 from flowtracer.sim.switches.server import GnmiServer
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
 from flowtracer.sim.fabric.congestion_counters import ROCE_PRIORITY, published
 from flowtracer.sim.fabric.congestion_math import (
     ActiveFlows,

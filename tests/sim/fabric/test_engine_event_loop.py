@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.congestion_scenarios import scenario
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import Workload, validate_workload

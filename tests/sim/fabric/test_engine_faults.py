@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import HEADER_BYTES, Engine
 from flowtracer.sim.fabric.faults import FaultError
 from flowtracer.sim.fabric.ground_truth import GroundTruth

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashField, HashMode
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import DEFAULT_FIELDS, EcmpHash, HashField, HashMode
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import HEADER_BYTES, Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.spray import least_loaded

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.roce import rocev2_udp_sport
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.roce import rocev2_udp_sport
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import HEADER_BYTES, Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.rdma import PSN_MASK

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowtracer.schemas.ecmp_hash import HashMode, HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import HashMode, HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.spread import deal, spread_modes, spread_route
 
 HEADERS = HeaderFields("10.0.0.1", "10.0.0.3", udp_src_port=0xC123, dst_qpn=0x345)

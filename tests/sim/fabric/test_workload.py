@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.collectives import Algorithm, Collective
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import (

@@ -15,7 +15,7 @@ import pytest
 from netns_skip import needs_netns
 from unprivileged import as_nobody
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.kernel import records
 from flowtracer.sim.kernel.netns import KernelFabric, new_prefix
 

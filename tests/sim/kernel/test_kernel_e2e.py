@@ -20,7 +20,7 @@ import pytest
 from netns_skip import needs_netns
 from pygnmi.client import gNMIclient
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 
 FLOWTRACER = Path(sys.executable).with_name("flowtracer")
 FRAME = 4096 + 62

@@ -6,7 +6,7 @@ import subprocess
 
 from netns_skip import needs_netns
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.kernel.dataplane import KernelDataplane

@@ -13,7 +13,7 @@ import threading
 from netns_skip import needs_netns
 from waiting import wait_for
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.flows import HEADER_BYTES
 from flowtracer.sim.fabric.workload import preset

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 from netns_skip import needs_netns
 
-from flowtracer.schemas.ecmp_hash import HashMode, HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import HashMode, HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.kernel.netns import KernelFabric, run_in_netns
 from flowtracer.sim.kernel.oracle import KernelOracle
 from flowtracer.sim.kernel.plan import PlanError, make_plan

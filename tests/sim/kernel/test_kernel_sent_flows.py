@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.flows import HEADER_BYTES, restate_tick
 from flowtracer.sim.fabric.workload import preset

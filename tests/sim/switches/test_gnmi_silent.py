@@ -13,7 +13,7 @@ import grpc
 from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.switches.server import GnmiServer

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import parse_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import parse_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2
 from flowtracer.stream.analytics.aft_groups import (
     GROUP_SOURCE_AFT,

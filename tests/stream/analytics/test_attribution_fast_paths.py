@@ -83,7 +83,7 @@ class _Fabric:
     """The two lookups flow_observations uses."""
 
     def __init__(self) -> None:
-        from flowtracer.schemas.fabric import NicRef
+        from flowtracer.fabric.routing import NicRef
 
         class Nic:
             def __init__(self, dev: str, ip: str) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2
 from flowtracer.stream.analytics.collective_profiles import collective_profiles
 from flowtracer.stream.resolvers.registry import RESOLVERS

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2
 from flowtracer.stream.analytics.collisions import CollisionRule, GroupHop, certain, find_collision
 

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.roce import ROCE_PRIORITY
+from flowtracer.fabric.roce import ROCE_PRIORITY
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import SCHEMA_VERSION
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2
 from flowtracer.stream.analytics.congestion import Tally, link_congestion, queue_priority
 from flowtracer.stream.analytics.link_index import LinkIndex

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
 from flowtracer.stream.analytics.congestion import link_congestion, nic_congestion, queue_priority
 from flowtracer.stream.analytics.link_index import LinkIndex

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.dashboard.server import ASSETS, DashboardState, load_assets, register_dashboard

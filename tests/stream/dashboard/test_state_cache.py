@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.dashboard.server import DashboardState
 from flowtracer.stream.dashboard.state_cache import StateCache

@@ -18,9 +18,9 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from waiting import wait_for
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.dashboard.incident_feed import IncidentFeed
 from flowtracer.stream.diagnosis.assembly import TOPICS

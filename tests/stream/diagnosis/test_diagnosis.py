@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.diagnosis.incidents import Diagnoser, Hysteresis, State
 from flowtracer.stream.diagnosis.localize import IncidentKind
 from flowtracer.stream.diagnosis.symptoms import Kind

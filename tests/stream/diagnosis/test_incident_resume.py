@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.incidents import Diagnoser, State
 from flowtracer.stream.diagnosis.records import incident_record

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.diagnosis.assembly import WindowAssembler
 from flowtracer.stream.diagnosis.incidents import Diagnoser

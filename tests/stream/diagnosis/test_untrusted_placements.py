@@ -7,8 +7,8 @@ configured hash of the flow itself) are compared with the counters.
 
 from __future__ import annotations
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.diagnosis.incidents import Diagnoser
 from flowtracer.stream.diagnosis.localize import IncidentKind
 from flowtracer.stream.diagnosis.symptoms import Kind, SymptomDetector, unexplained_evidence

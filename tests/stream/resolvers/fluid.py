@@ -23,8 +23,8 @@ from typing import Any
 
 from path_traces import make_trace
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import preset

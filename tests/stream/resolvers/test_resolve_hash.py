@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from fluid import ENGINE_SEED, START, windows
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.stream.resolvers.contract import FlowObs

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.ecmp_hash import EcmpHash, HeaderFields
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.resolvers.contract import FlowObs, Placement
 from flowtracer.stream.resolvers.infer.resolver import InferConfig, InferResolver
 

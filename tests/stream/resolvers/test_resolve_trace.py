@@ -8,7 +8,7 @@ import pytest
 from path_traces import make_trace
 from test_resolve_infer import SEC, Synth, routed, run, synth
 
-from flowtracer.schemas.topology_generate import FabricSpec
+from flowtracer.fabric.topology_generate import FabricSpec
 from flowtracer.schemas.v1 import traces_pb2
 from flowtracer.stream.resolvers.contract import TRACE_METHOD, Placement
 from flowtracer.stream.resolvers.trace import TraceConfig, TraceResolver

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.processor import Processor

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.roce import rocev2_udp_sport
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.roce import rocev2_udp_sport
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import common_pb2, counters_pb2, flows_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.registry import RESOLVERS

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from flowtracer.fabric.topology import Topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology import Topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.stream.runtime.sizing import (
     PartitionRates,
     flow_batches_per_leaf,

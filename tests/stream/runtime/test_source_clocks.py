@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import counters_pb2, flows_pb2, traces_pb2
 from flowtracer.stream.resolvers.registry import RESOLVERS
 from flowtracer.stream.runtime.config import ProcessorConfig

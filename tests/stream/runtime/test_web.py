@@ -9,8 +9,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.dashboard.server import register_dashboard
 from flowtracer.stream.runtime.app import build_app
 from flowtracer.stream.runtime.config import ProcessorConfig

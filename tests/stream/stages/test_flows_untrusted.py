@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import FlowObs, Placement

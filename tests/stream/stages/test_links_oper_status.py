@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, internal_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.stages.links import LinksStage

@@ -9,7 +9,8 @@ from typing import get_type_hints
 
 import pytest
 
-from flowtracer.schemas import kafka_acls, topics
+from flowtracer.plumbing import kafka_acls
+from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.sinks.line_protocol import link_load_line
 from flowtracer.stream.sinks.measurements import LINK_LOAD, markdown_table

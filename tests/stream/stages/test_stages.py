@@ -7,11 +7,11 @@ from collections import defaultdict
 
 import pytest
 
-from flowtracer.schemas.ecmp_hash import HeaderFields
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.roce import rocev2_udp_sport
+from flowtracer.fabric.ecmp_hash import HeaderFields
+from flowtracer.fabric.roce import rocev2_udp_sport
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import partition_for
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2, counters_pb2, flows_pb2, internal_pb2
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.hash import HashResolver

@@ -1,7 +1,7 @@
 """A tiny leaf-spine data plane of Linux network namespaces for the kernel-transport tests.
 
 One namespace per switch and per host, named ``<run prefix>-<node>`` (a random prefix per run),
-veth cables named after the topology's ports, addresses from ``flowtracer.schemas.addressing``,
+veth cables named after the topology's ports, addresses from ``flowtracer.fabric.addressing``,
 multipath routes hashing the 5-tuple with a random hash seed per switch,
 ICMP errors from the ingress port's address.
 
@@ -20,9 +20,9 @@ import re
 import secrets
 import subprocess
 
-from flowtracer.schemas.addressing import host_port_addresses, p2p_addresses
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.addressing import host_port_addresses, p2p_addresses
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology import Topology
 
 
 def sh(*args: str) -> str:

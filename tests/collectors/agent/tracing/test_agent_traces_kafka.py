@@ -17,8 +17,8 @@ from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.agent.tracing.wiring import TracePublisher, build_tracer
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import trace_partition
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import validate_workload

@@ -14,8 +14,8 @@ from flowtracer.collectors.agent.tracing.plan import TraceFlow, TracePlanner
 from flowtracer.collectors.agent.tracing.sim_probe import SimTransport, responder_address
 from flowtracer.collectors.agent.tracing.trace import ProbeConfig, Prober
 from flowtracer.collectors.agent.tracing.tracer import Tracer
-from flowtracer.schemas.addressing import port_by_address
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.addressing import port_by_address
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 from flowtracer.sim.fabric.workload import validate_workload
 from flowtracer.sim.hosts.trace_responder import ResponderLimits

@@ -20,11 +20,11 @@ from flowtracer.collectors.agent.tracing.plan import TraceFlow, TracePlanner
 from flowtracer.collectors.agent.tracing.trace import ProbeConfig, Prober
 from flowtracer.collectors.agent.tracing.tracer import Tracer
 from flowtracer.collectors.agent.tracing.udp_probe import KernelTransport
-from flowtracer.schemas.addressing import port_by_address
-from flowtracer.schemas.topology import load_topology
+from flowtracer.fabric.addressing import port_by_address
+from flowtracer.fabric.topology import load_topology
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 
-TOPO = Path(__file__).parents[3] / "schemas" / "tiny_topology.yaml"
+TOPO = Path(__file__).parents[3] / "fabric" / "tiny_topology.yaml"
 SPORTS = range(49152, 49152 + 32)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pygnmi.spec.v080 import gnmi_pb2
 
 from flowtracer.collectors.gnmi.counters.decode import LAST_CLEAR_NS, OPER_STATUS, SPEED_BPS, Decoder
+from flowtracer.fabric.platform_profiles import load_profile
 from flowtracer.schemas.openconfig import INTERFACE_COUNTERS, QUEUE_COUNTERS
-from flowtracer.schemas.platform_profiles import load_profile
 from flowtracer.schemas.v1.counters_pb2 import OPER_STATUS_DOWN, OPER_STATUS_UP
 
 TS = 1_767_225_600_000_000_000

@@ -19,8 +19,8 @@ from flowtracer.collectors.gnmi.counters.decode import (
     Samples,
 )
 from flowtracer.collectors.gnmi.counters.paths import parse_path
+from flowtracer.fabric.platform_profiles import load_profile, platforms
 from flowtracer.schemas.openconfig import INTERFACE_COUNTERS
-from flowtracer.schemas.platform_profiles import load_profile, platforms
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
 
 IDX = {c: i for i, c in enumerate(INTERFACE_COUNTERS)}

@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 from click.testing import CliRunner
 
+from flowtracer.fabric.topology import load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.main import cli
-from flowtracer.schemas.topology import load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.sim.runner import RunnerOptions, SimRunner
 

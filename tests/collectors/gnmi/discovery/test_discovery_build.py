@@ -7,9 +7,9 @@ from typing import Any
 from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.collectors.gnmi.discovery.build import build_topology
 from flowtracer.collectors.gnmi.discovery.facts import Neighbor, SwitchFacts, port_speed_bps, switch_facts
-from flowtracer.schemas.fabric import Fabric
-from flowtracer.schemas.host_inventory import HostInventory, InventoryNic
-from flowtracer.schemas.topology_diff import ecmp_routes
+from flowtracer.fabric.host_inventory import HostInventory, InventoryNic
+from flowtracer.fabric.routing import Fabric
+from flowtracer.fabric.topology_diff import ecmp_routes
 
 G = 10**9
 

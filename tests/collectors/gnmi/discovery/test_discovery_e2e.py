@@ -11,7 +11,7 @@ import yaml
 from discovery_sim import run, served_fabric
 from waiting import wait_for
 
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.sim.runner import SimRunner
 from flowtracer.sim.switches.server import GnmiServer
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.ecmp_hash import DEFAULT_FIELDS, HashField, HashMode
-from flowtracer.schemas.topology import TopologyError, parse_topology
+from flowtracer.fabric.ecmp_hash import DEFAULT_FIELDS, HashField, HashMode
+from flowtracer.fabric.topology import TopologyError, parse_topology
 
 GOOD = (Path(__file__).parent / "tiny_topology.yaml").read_text()
 LEAF2 = "{name: leaf2, role: leaf, gnmi: {address: 127.0.0.1, port: 50002}"

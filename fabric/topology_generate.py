@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flowtracer.schemas.ecmp_hash import HashAlgorithm
-from flowtracer.schemas.topology import Topology, TopologyError, validate_topology
+from flowtracer.fabric.ecmp_hash import HashAlgorithm
+from flowtracer.fabric.topology import Topology, TopologyError, validate_topology
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
-from flowtracer.schemas.ecmp_hash import (
+from flowtracer.fabric.ecmp_hash import (
     DEFAULT_FIELDS,
     EcmpHash,
     HashAlgorithm,
@@ -29,9 +28,10 @@ from flowtracer.schemas.ecmp_hash import (
     MemberSelection,
     hash_for_mode,
 )
-from flowtracer.schemas.platform_profiles import DEFAULT_PLATFORM, check_platform
-from flowtracer.schemas.security import Credentials, TlsConfig
-from flowtracer.schemas.speeds import format_speed, parse_speed
+from flowtracer.fabric.platform_profiles import DEFAULT_PLATFORM, check_platform
+from flowtracer.fabric.speeds import format_speed, parse_speed
+from flowtracer.plumbing.config_yaml import LineIndex, format_validation_error, located, parse_yaml, read_text
+from flowtracer.plumbing.target_security import Credentials, TlsConfig
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(\.{_LABEL})*")
@@ -62,7 +62,7 @@ class GnmiEndpoint(_Model):
     port: int = Field(57400, ge=1, le=65535)
     tls: TlsConfig = TlsConfig()
     credentials: Credentials = Credentials()
-    #: Which vendor profile (schemas/profiles/<platform>.yaml) the switch's gNMI paths follow.
+    #: Which vendor profile (fabric/profiles/<platform>.yaml) the switch's gNMI paths follow.
     platform: str = DEFAULT_PLATFORM
 
     @field_validator("platform")

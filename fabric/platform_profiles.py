@@ -1,7 +1,7 @@
 """Vendor path profiles: where each platform keeps the counters and state flowtracer reads (pure, no I/O but
 reading the profile files once).
 
-A profile (``schemas/profiles/<platform>.yaml``, data) maps *canonical leaves* to the platform's gNMI paths.
+A profile (``fabric/profiles/<platform>.yaml``, data) maps *canonical leaves* to the platform's gNMI paths.
 A canonical leaf (:data:`CANONICAL`) is one OpenConfig leaf the collector's decoder understands, named
 ``<kind>.<leaf>`` (``interface.in-octets`` is
 ``/interfaces/interface[name={interface}]/state/counters/in-octets``). A profile says, per canonical leaf it
@@ -34,7 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from flowtracer.schemas.config_yaml import parse_yaml, read_text
+from flowtracer.plumbing.config_yaml import parse_yaml, read_text
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 """Where the shipped profiles live, one ``<platform>.yaml`` each."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowtracer.schemas.ecmp_hash import (
+from flowtracer.fabric.ecmp_hash import (
     DEFAULT_FIELDS,
     EcmpHash,
     HashAlgorithm,

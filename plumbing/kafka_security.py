@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import SecretStr, ValidationError, model_validator
 
-from flowtracer.schemas.config_yaml import LineIndex, format_validation_error, parse_yaml, read_text
-from flowtracer.schemas.security import Credentials, SecretError
+from flowtracer.plumbing.config_yaml import LineIndex, format_validation_error, parse_yaml, read_text
+from flowtracer.plumbing.target_security import Credentials, SecretError
 
 Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]

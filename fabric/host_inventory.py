@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from flowtracer.schemas.config_yaml import format_validation_error, read_text
+from flowtracer.plumbing.config_yaml import format_validation_error, read_text
 
 
 class InventoryError(ValueError):

@@ -13,7 +13,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from tls_certs import make_ca
 
-from flowtracer.schemas.kafka_security import (
+from flowtracer.plumbing.kafka_security import (
     KafkaSecurity,
     KafkaSecurityError,
     check_broker_login,
@@ -22,7 +22,7 @@ from flowtracer.schemas.kafka_security import (
     load_kafka_security,
     parse_kafka_security,
 )
-from flowtracer.schemas.security import SecretError
+from flowtracer.plumbing.target_security import SecretError
 from flowtracer.testbed.sasl_proxy import SaslProxy
 from flowtracer.testbed.tansu import TansuBroker, free_port
 

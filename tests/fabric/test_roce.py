@@ -2,7 +2,7 @@
 
 import random
 
-from flowtracer.schemas.roce import rocev2_udp_sport
+from flowtracer.fabric.roce import rocev2_udp_sport
 
 
 def test_issue_example() -> None:

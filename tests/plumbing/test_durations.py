@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flowtracer.schemas.durations import Duration, parse_duration, text_seconds
+from flowtracer.plumbing.durations import Duration, parse_duration, text_seconds
 
 
 @pytest.mark.parametrize(("value", "seconds"), [

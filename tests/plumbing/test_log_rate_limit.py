@@ -7,7 +7,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter
 
-from flowtracer.schemas.log_rate_limit import RepeatFilter, register_suppressed
+from flowtracer.plumbing.log_rate_limit import RepeatFilter, register_suppressed
 
 CONNECT = "Unable connect to node with id %s: %s"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from flowtracer.schemas.topology import Topology
+from flowtracer.fabric.topology import Topology
 
 P2P_BLOCK = ipaddress.IPv4Network("172.16.0.0/12")
 HOST_PORT_BLOCK = ipaddress.IPv4Network("100.64.0.0/10")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.config_yaml import MAX_BYTES, MAX_DEPTH
+from flowtracer.plumbing.config_yaml import MAX_BYTES, MAX_DEPTH
 
 GOOD = (Path(__file__).parent / "tiny_topology.yaml").read_text()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from flowtracer.schemas.config_yaml import (
+from flowtracer.plumbing.config_yaml import (
     LineIndex,
     fmt_loc,
     format_validation_error,

@@ -1,11 +1,10 @@
-"""The per-stage Kafka ACL plan (schemas/kafka_acls.py): each stage may write only its own topics."""
+"""The per-stage Kafka ACL plan (plumbing/kafka_acls.py): each stage may write only its own topics."""
 
 from __future__ import annotations
 
 import pytest
 
-from flowtracer.schemas import topics
-from flowtracer.schemas.kafka_acls import (
+from flowtracer.plumbing.kafka_acls import (
     AGENT_USER,
     COLLECTOR_USER,
     DESCRIBE,
@@ -21,6 +20,7 @@ from flowtracer.schemas.kafka_acls import (
     may,
     plan,
 )
+from flowtracer.schemas import topics
 
 ACLS = plan(("flowtracer-processor",))
 

@@ -1,4 +1,4 @@
-"""Max-min fairness by progressive filling (schemas/maxmin.py), on cases small enough to solve by hand."""
+"""Max-min fairness by progressive filling (fabric/maxmin.py), on cases small enough to solve by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from flowtracer.schemas.maxmin import max_min_rates
+from flowtracer.fabric.maxmin import max_min_rates
 
 
 def solve(groups: list[list[list[int]]], capacity: list[float], demand: list[float] | None = None) -> list[float]:

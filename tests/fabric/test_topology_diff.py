@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from flowtracer.schemas.topology import Topology, TopologyError, validate_topology
-from flowtracer.schemas.topology_diff import diff_topologies, ecmp_routes
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.topology import Topology, TopologyError, validate_topology
+from flowtracer.fabric.topology_diff import diff_topologies, ecmp_routes
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 
 
 def base() -> dict[str, Any]:

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from flowtracer.schemas.fabric import Fabric, natural_key
-from flowtracer.schemas.speeds import format_speed
-from flowtracer.schemas.topology import Nic, Topology
+from flowtracer.fabric.routing import Fabric, natural_key
+from flowtracer.fabric.speeds import format_speed
+from flowtracer.fabric.topology import Nic, Topology
 
 Route = dict[str, int]
 """Egress port -> weight of one switch toward one destination leaf."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.platform_profiles import (
+from flowtracer.fabric.platform_profiles import (
     CANONICAL,
     FORMATS,
     PROFILE_DIR,
@@ -97,7 +97,7 @@ def test_a_bad_profile_is_one_line_naming_file_line_and_key(tmp_path: Path, body
 def test_a_broken_shipped_profile_fails_the_collector_config_naming_it(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from flowtracer.collectors.gnmi.config import ConfigError, parse_config, resolve_targets
-    from flowtracer.schemas import platform_profiles
+    from flowtracer.fabric import platform_profiles
     bad = tmp_path / "profiles"
     bad.mkdir()
     (bad / "broken.yaml").write_text("platform: broken\nencoding: proto\nleaves:\n  interface.in-octets: {}\n")
@@ -186,8 +186,8 @@ def test_every_profile_file_is_in_the_package_data() -> None:
 
 
 def test_a_topology_switch_names_its_platform_or_gets_one_clear_error() -> None:
-    from flowtracer.schemas.topology import TopologyError, parse_topology
-    from flowtracer.schemas.topology_generate import FabricSpec, generate
+    from flowtracer.fabric.topology import TopologyError, parse_topology
+    from flowtracer.fabric.topology_generate import FabricSpec, generate
 
     text = generate(FabricSpec(hosts=2, leaves=1, spines=1, name="p")).to_yaml()
     leaf = "    address: 127.0.0.1\n- name: spine01"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric, summarize
-from flowtracer.schemas.topology import TopologyError, load_topology
-from flowtracer.schemas.topology_generate import FabricSpec, generate
+from flowtracer.fabric.routing import Fabric, summarize
+from flowtracer.fabric.topology import TopologyError, load_topology
+from flowtracer.fabric.topology_generate import FabricSpec, generate
 
 
 @pytest.mark.parametrize(("spec", "groups", "paths"), [

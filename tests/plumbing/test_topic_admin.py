@@ -1,4 +1,4 @@
-"""The one topic plan (schemas/topic_admin.py): what a stage's start-up, the processor's start-up and the
+"""The one topic plan (plumbing/topic_admin.py): what a stage's start-up, the processor's start-up and the
 deployment create, and the refusal of a wrong partition count, against a Tansu broker of this module's own
 (the contract's topic names are fixed, so the session broker's may already have other counts)."""
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from flowtracer.schemas import topic_admin
-from flowtracer.schemas.topic_admin import TopicError, ensure_topics
+from flowtracer.plumbing import topic_admin
+from flowtracer.plumbing.topic_admin import TopicError, ensure_topics
 from flowtracer.schemas.topics import EXCHANGE_TOPICS, INPUT_TOPICS, OUTPUT_TOPICS
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig

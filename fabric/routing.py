@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from flowtracer.schemas.ecmp_hash import EcmpHash, HeaderFields
-from flowtracer.schemas.topology import Nic, Role, Topology
+from flowtracer.fabric.ecmp_hash import EcmpHash, HeaderFields
+from flowtracer.fabric.topology import Nic, Role, Topology
 
 
 @functools.lru_cache(maxsize=1 << 16)

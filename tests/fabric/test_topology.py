@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.schemas.fabric import Fabric, weighted_members
-from flowtracer.schemas.topology import TopologyError, load_topology, parse_topology
+from flowtracer.fabric.routing import Fabric, weighted_members
+from flowtracer.fabric.topology import TopologyError, load_topology, parse_topology
 
 GOOD = (Path(__file__).parent / "tiny_topology.yaml").read_text()
 
@@ -146,7 +146,7 @@ def test_link_down_shrinks_group_and_reroutes() -> None:
     down = frozenset({"spine1:Ethernet2>leaf2:Ethernet3"})
     # spine1 no longer reaches leaf2 in one hop, so leaf1 stops using it: its group shrinks to spine2.
     assert [m.dst_node for m in fabric.next_hops("leaf1", "leaf2", down)] == ["spine2"]
-    from flowtracer.schemas.ecmp_hash import HeaderFields
+    from flowtracer.fabric.ecmp_hash import HeaderFields
 
     for sport in range(49152, 49252):
         path = fabric.hash_path(HeaderFields("10.0.0.1", "10.0.0.2", sport), "h1:mlx5_0", "h2:mlx5_0", down)
