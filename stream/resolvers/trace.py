@@ -13,6 +13,17 @@ its traced path with confidence 1 (method ``trace``) while its trace is
 - **the flow's**: same sending NIC, receiving NIC and 5-tuple (a new UDP source port is a new path);
 - **trusted**: its bytes have not contradicted the counters for ``disagree_windows`` windows in a row.
 
+Flows without one path: a switch that sprays or routes adaptively sends one flow's packets, and so its probes,
+over several members. The evidence is the probes of one 5-tuple disagreeing: within one trace (its hops lie on no
+one equal-cost path together, ``TracedPath.spread``), or between two traces of the same 5-tuple that pinned
+different paths with no ECMP group change on the first one's switches in between (when the counters had found the
+first one wrong, only a second such move counts: one may be a correction). A flow whose single traced
+path the counters contradict is re-traced (below), so a sprayed flow whose first trace happened to look like one
+path is found by its re-trace. Such a flow is placed with method ``sprayed`` over all its equal-cost paths, each
+with the share the counters give it (``spread_shares``: the residual bytes the other placed flows leave on each
+branch), and stays so while its 5-tuple does (one consistent trace later is no evidence of one path): never as a
+whole flow on one member, so the collision rule never counts it as a heavy flow there.
+
 Every other flow falls back to an ``InferResolver`` (its placements say method ``infer`` and carry
 infer's confidence). The fallback sees only the flows it places and, by default
 (``infer_input="residual"``), only the counter bytes the traced flows do not explain: each link's
@@ -39,13 +50,17 @@ from typing import Any, ClassVar
 
 from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.v1 import traces_pb2
-from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
+from flowtracer.stream.resolvers.contract import SPRAYED_METHOD, TRACE_METHOD, FlowObs, Placement
 from flowtracer.stream.resolvers.infer.resolver import InferConfig, InferResolver
+from flowtracer.stream.resolvers.spread_shares import spread_shares
 from flowtracer.stream.resolvers.trace_path import Path, TracedPath, ingress_index, traced_path
 
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+#: Confidence of a ``sprayed`` placement: that the flow is spread is observed, but its per-path shares are the
+#: counters' aggregate split over every spread flow through the same switches, not this flow's own.
+SPRAYED_CONFIDENCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,9 @@ class TraceResolver:
         self.disagreements = 0  # traces found to contradict the counters (cumulative)
         self.fallback_reason: dict[str, str] = {}  # flow id -> why its trace did not place it (last window)
         self._requests: list[tuple[str, str]] = []  # (flow id, src NIC) untrusted since ``take_retrace_requests``
+        self._spread: dict[str, tuple[str, str, int, int]] = {}  # flow id -> the 5-tuple seen going several ways
+        self._moves: dict[str, int] = {}  # flow id -> traces of its 5-tuple that pinned another path, unexplained
+        self.spread_found = 0  # flows found spread (cumulative)
 
     # -- traces ------------------------------------------------------------------------------------
 
@@ -103,6 +121,8 @@ class TraceResolver:
             self._forwarders.pop(flow_id, None)
             self._untrusted.pop(flow_id, None)
             self._strikes.pop(flow_id, None)
+            self._spread.pop(flow_id, None)
+            self._moves.pop(flow_id, None)
             return
         old = self._traces.get(flow_id)
         if old is not None and old.finished_ns > trace.finished_ns:
@@ -117,6 +137,21 @@ class TraceResolver:
         self._take(flow_id, traced_path(self.fabric, self._ingress, trace, cands))
 
     def _take(self, flow_id: str, tp: TracedPath) -> None:
+        old = self._traces.get(flow_id)
+        if old is not None and old.five_tuple != tp.five_tuple:  # a new 5-tuple: a new flow as far as hashes go
+            self._spread.pop(flow_id, None)
+            self._moves.pop(flow_id, None)
+        moved = self._moved_alone(old, tp)
+        if moved:
+            self._moves[flow_id] = self._moves.get(flow_id, 0) + 1
+        # A trace the counters found wrong and a newer one elsewhere may be a correction (a bug, a rehash we did not
+        # see); a second such move, or a move away from a trace nothing contradicted, is the switches' doing.
+        corrected = old is not None and self._untrusted.get(flow_id, -1) >= old.finished_ns
+        if flow_id not in self._spread and (tp.spread or (moved and (not corrected or self._moves[flow_id] >= 2))):
+            self._spread[flow_id] = tp.five_tuple
+            self.spread_found += 1
+            log.info("flow %s has no one path (%s): placed over its equal-cost paths by the counters' shares",
+                     flow_id, tp.why or "two traces of its 5-tuple pinned different paths")
         self._traces[flow_id] = tp
         self._strikes.pop(flow_id, None)
         if tp.path is not None:
@@ -129,6 +164,17 @@ class TraceResolver:
         u = self._untrusted.get(flow_id)
         if u is not None and tp.finished_ns > u:
             del self._untrusted[flow_id]  # a newer trace: trusted again until it, too, disagrees
+
+    def _moved_alone(self, old: TracedPath | None, new: TracedPath) -> bool:
+        """Two traces of one 5-tuple pinned different paths, and no ECMP group of a switch forwarding on the first
+        changed in between: the switches sent probes of one 5-tuple different ways."""
+        if old is None or old.path is None or new.path is None or old.path == new.path:
+            return False
+        if old.five_tuple != new.five_tuple or new.finished_ns <= old.finished_ns:
+            return False
+        links = self.fabric.links
+        return not any(self._changed.get(links[lid].src_node, -1) >= old.finished_ns
+                       for lid in old.path[1:-1] if lid in links)
 
     def _why_not(self, f: FlowObs, tp: TracedPath | None, window_end_ns: int) -> str:
         if tp is None:
@@ -173,7 +219,12 @@ class TraceResolver:
             self._forget(window_end_ns)
         traced: dict[int, Placement] = {}
         reasons: dict[str, str] = {}
+        spread: list[int] = []
         for n, f in enumerate(flows):
+            if self._spread.get(f.flow_id) == (f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port):
+                spread.append(n)
+                reasons[f.flow_id] = "sprayed: its packets take several paths"
+                continue
             why = self._why_not(f, self._traces.get(f.flow_id), window_end_ns)
             if why:
                 reasons[f.flow_id] = why
@@ -185,18 +236,39 @@ class TraceResolver:
                 reasons[flows[n].flow_id] = "untrusted: its bytes contradicted the counters"
         self.fallback_reason = reasons
         out: list[Placement | None] = [traced.get(n) for n in range(len(flows))]
-        rest = [n for n in range(len(flows)) if n not in traced]
+        load = _link_bytes(flows, traced)
+        residual = {lid: max(0, v - round(load.get(lid, 0.0))) for lid, v in measured.items()}
+        for n in spread:
+            out[n] = p = self._sprayed(flows[n], residual)
+            if p is not None:
+                for path, w in p.paths:
+                    for lid in path:
+                        load[lid] = load.get(lid, 0.0) + flows[n].bytes * w
+        placed = set(traced).union(spread)
+        rest = [n for n in range(len(flows)) if n not in placed]
         if self.config.infer_input == "all":
             inferred = self.infer.resolve(window_end_ns, flows, measured)
             for n in rest:
                 out[n] = inferred[n]
             return out
-        load = _link_bytes(flows, traced)
         residual = {lid: max(0, v - round(load.get(lid, 0.0))) for lid, v in measured.items()}
         inferred = self.infer.resolve(window_end_ns, [flows[n] for n in rest], residual)
         for n, p in zip(rest, inferred, strict=True):
             out[n] = p
         return out
+
+    def _sprayed(self, f: FlowObs, residual: Mapping[str, int]) -> Placement | None:
+        """``f`` over its equal-cost paths by the counters' shares (``spread_shares``); None when it has none."""
+        k = (f.src_nic, f.dst_nic)
+        cands = self._candidates.get(k)
+        if cands is None:
+            if f.src_nic not in self.fabric.nics or f.dst_nic not in self.fabric.nics:
+                return None
+            cands = self._candidates[k] = self.fabric.equal_cost_paths(*k)
+        if not cands:
+            return None
+        shares = spread_shares(cands, residual)
+        return Placement(tuple(zip(cands, shares, strict=True)), SPRAYED_CONFIDENCE, SPRAYED_METHOD)
 
     def _contradicted(self, flows: Sequence[FlowObs], traced: Mapping[int, Placement],
                       measured: Mapping[str, int]) -> list[int]:
@@ -240,7 +312,7 @@ class TraceResolver:
         """The traces (as resolved paths), which are untrusted, and the fallback's state; JSON-able."""
         return {"version": STATE_VERSION, "config": asdict(self.config), "infer": self.infer.state(),
                 "traces": {fid: tp.to_json() for fid, tp in self._traces.items()},
-                "untrusted": dict(self._untrusted),
+                "untrusted": dict(self._untrusted), "spread": {fid: list(t) for fid, t in self._spread.items()},
                 "groups": {sw: [[list(m) for m in g] for g in gs] for sw, gs in self._groups.items()},
                 "groups_changed": dict(self._changed)}
 
@@ -254,6 +326,8 @@ class TraceResolver:
             for fid, v in state.get("traces", {}).items():
                 self._take(fid, TracedPath.from_json(v))
             self._untrusted.update({fid: int(fin) for fid, fin in state.get("untrusted", {}).items()})
+            for fid, (sip, dip, sport, dport) in state.get("spread", {}).items():  # absent before spread flows
+                self._spread[fid] = (str(sip), str(dip), int(sport), int(dport))
             for sw, gs in state.get("groups", {}).items():  # absent in states saved before group changes counted
                 self._groups.setdefault(sw, tuple(tuple((str(p), int(w)) for p, w in g) for g in gs))
             for sw, at in state.get("groups_changed", {}).items():

@@ -11,6 +11,11 @@ A trace pins a path when exactly one equal-cost path of (source NIC, destination
 every hop that answered: a COMPLETE trace always does (or it is inconsistent with the topology), a
 PARTIAL one does when the hops that answered leave one path (for example, only the leaf's answer was
 lost). FAILED traces, and PARTIAL ones that fit two or more paths, pin none.
+
+A trace whose hops each lie on some equal-cost path but on no one path together (TTL 2 entered spine01, TTL 3
+came to the destination leaf from spine02) saw the probes of one 5-tuple go different ways: a switch on the way
+spreads packets (sprays, or routes adaptively), so the flow has no one path. It pins none and says so
+(``TracedPath.spread``).
 """
 
 from __future__ import annotations
@@ -35,19 +40,21 @@ class TracedPath:
     path: Path | None
     why: str  # why ``path`` is None ("" when it is set)
     valid_until_ns: int = 0  # the agent's ``valid_until_ns`` (ns since the epoch); 0: not stamped (older agents)
+    spread: bool = False  # its probes went different ways: the flow has no one path (see the module docstring)
 
     def to_json(self) -> list[object]:
         return [self.src_nic, self.dst_nic, *self.five_tuple, self.finished_ns,
-                list(self.path) if self.path is not None else None, self.why, self.valid_until_ns]
+                list(self.path) if self.path is not None else None, self.why, self.valid_until_ns, self.spread]
 
     @classmethod
     def from_json(cls, v: list[object]) -> TracedPath:
-        """From ``to_json``; a state saved before ``valid_until_ns`` existed (9 items) reads as not stamped."""
+        """From ``to_json``; a state saved before ``valid_until_ns`` existed (9 items) reads as not stamped, one
+        before ``spread`` (10 items) as not spread."""
         src, dst, sip, dip, sport, dport, fin, path, why, *rest = v
         until = int(rest[0]) if rest else 0  # type: ignore[call-overload]
         return cls(str(src), str(dst), (str(sip), str(dip), int(sport), int(dport)),  # type: ignore[call-overload]
                    int(fin), tuple(path) if path is not None else None, str(why),  # type: ignore[arg-type, call-overload]
-                   until)
+                   until, bool(rest[1]) if len(rest) > 1 else False)
 
 
 def ingress_index(fabric: Fabric) -> dict[tuple[str, str], str]:
@@ -86,6 +93,9 @@ def traced_path(fabric: Fabric, ingress: Mapping[tuple[str, str], str], trace: t
             return none(f"inconsistent: hop ttl {pos + 1} ({hop.switch}, {hop.port}) is no link's ingress port")
         known[pos] = link
     fits = [p for p in candidates if all(pos < len(p) - 1 and p[pos] == lk for pos, lk in known.items())]
+    if not fits and all(any(pos < len(p) - 1 and p[pos] == lk for p in candidates) for pos, lk in known.items()):
+        return TracedPath(src.name, dst.name, five, trace.finished_ns, None,
+                          "spread: its probes took different equal-cost paths", trace.valid_until_ns, True)
     if not fits:
         return none(f"inconsistent: no equal-cost path from {src.name} to {dst.name} crosses the traced hops")
     if len(fits) > 1:
