@@ -14,15 +14,19 @@ its traced path with confidence 1 (method ``trace``) while its trace is
 - **trusted**: its bytes have not contradicted the counters for ``disagree_windows`` windows in a row.
 
 Flows without one path: a switch that sprays or routes adaptively sends one flow's packets, and so its probes,
-over several members. The evidence is the probes of one 5-tuple disagreeing: within one trace (its hops lie on no
-one equal-cost path together, ``TracedPath.spread``), or between two traces of the same 5-tuple that pinned
-different paths with no ECMP group change on the first one's switches in between (when the counters had found the
-first one wrong, only a second such move counts: one may be a correction). A flow whose single traced
-path the counters contradict is re-traced (below), so a sprayed flow whose first trace happened to look like one
-path is found by its re-trace. Such a flow is placed with method ``sprayed`` over all its equal-cost paths, each
-with the share the counters give it (``spread_shares``: the residual bytes the other placed flows leave on each
-branch), and stays so while its 5-tuple does (one consistent trace later is no evidence of one path): never as a
-whole flow on one member, so the collision rule never counts it as a heavy flow there.
+over several members. The evidence is the probes of one trace disagreeing: its hops lie on no one equal-cost path
+together (``TracedPath.spread``; a trace takes milliseconds, so a route change within one is rare). Two traces of
+one 5-tuple on different paths are not taken as evidence: a group change the resolver has not yet seen (its
+counters and the trace arrive by different topics) looks the same. A flow whose single traced path the counters
+contradict is re-traced (below), so a sprayed flow whose first trace happened to look like one path is found by a
+re-trace. Such a flow is placed with method ``sprayed`` over all its equal-cost paths, each with the share the
+counters give it (``spread_shares``: the residual bytes the other placed flows leave on each branch), and stays so
+while its 5-tuple does (one consistent trace later is no evidence of one path): never as a whole flow on one
+member, so the collision rule never counts it as a heavy flow there. Spreading is the switch's doing, not the
+flow's: the switch where the probes parted (``TracedPath.spreader``) is remembered as spreading, and every flow
+whose equal-cost paths branch at a spreading switch is ``sprayed`` too, whatever its own trace looked like (a
+trace sees one member per probe: through a switch of k members, one in k traces looks like one path by chance,
+and a small flow's bytes are too few to contradict the counters).
 
 Every other flow falls back to an ``InferResolver`` (its placements say method ``infer`` and carry
 infer's confidence). The fallback sees only the flows it places and, by default
@@ -75,6 +79,9 @@ class TraceConfig:
     disagree_floor_bytes: float = 1_000_000.0  # plus this many bytes (counter timing jitter)
     disagree_windows: int = 3  # consecutive contradicting windows before a trace is untrusted
     forget_after_ns: int = 600_000_000_000  # traces this old are forgotten (flows that ended without a tombstone)
+    #: A switch seen spreading holds as spreading this long after the last trace that showed it (six default refresh
+    #: cycles of the agents: a reconfigured switch is let go, while one trace in k looking like one path is not).
+    spreader_hold_ns: int = 3_600_000_000_000
 
 
 class TraceResolver:
@@ -108,7 +115,8 @@ class TraceResolver:
         self.fallback_reason: dict[str, str] = {}  # flow id -> why its trace did not place it (last window)
         self._requests: list[tuple[str, str]] = []  # (flow id, src NIC) untrusted since ``take_retrace_requests``
         self._spread: dict[str, tuple[str, str, int, int]] = {}  # flow id -> the 5-tuple seen going several ways
-        self._moves: dict[str, int] = {}  # flow id -> traces of its 5-tuple that pinned another path, unexplained
+        self._spreaders: dict[str, int] = {}  # switch -> when a trace first showed it spreading (ns since the epoch)
+        self._branching: dict[tuple[str, str], frozenset[str]] = {}  # NIC pair -> switches where its paths branch
         self.spread_found = 0  # flows found spread (cumulative)
 
     # -- traces ------------------------------------------------------------------------------------
@@ -122,7 +130,6 @@ class TraceResolver:
             self._untrusted.pop(flow_id, None)
             self._strikes.pop(flow_id, None)
             self._spread.pop(flow_id, None)
-            self._moves.pop(flow_id, None)
             return
         old = self._traces.get(flow_id)
         if old is not None and old.finished_ns > trace.finished_ns:
@@ -140,18 +147,17 @@ class TraceResolver:
         old = self._traces.get(flow_id)
         if old is not None and old.five_tuple != tp.five_tuple:  # a new 5-tuple: a new flow as far as hashes go
             self._spread.pop(flow_id, None)
-            self._moves.pop(flow_id, None)
-        moved = self._moved_alone(old, tp)
-        if moved:
-            self._moves[flow_id] = self._moves.get(flow_id, 0) + 1
-        # A trace the counters found wrong and a newer one elsewhere may be a correction (a bug, a rehash we did not
-        # see); a second such move, or a move away from a trace nothing contradicted, is the switches' doing.
-        corrected = old is not None and self._untrusted.get(flow_id, -1) >= old.finished_ns
-        if flow_id not in self._spread and (tp.spread or (moved and (not corrected or self._moves[flow_id] >= 2))):
+        if flow_id not in self._spread and tp.spread:
             self._spread[flow_id] = tp.five_tuple
             self.spread_found += 1
             log.info("flow %s has no one path (%s): placed over its equal-cost paths by the counters' shares",
-                     flow_id, tp.why or "two traces of its 5-tuple pinned different paths")
+                     flow_id, tp.why)
+        if tp.spreader:
+            seen = self._spreaders.get(tp.spreader)
+            self._spreaders[tp.spreader] = max(tp.finished_ns, seen or 0)
+            if seen is None:
+                log.info("switch %s spreads packets of one flow over several members: its flows are placed as "
+                         "sprayed", tp.spreader)
         self._traces[flow_id] = tp
         self._strikes.pop(flow_id, None)
         if tp.path is not None:
@@ -165,16 +171,32 @@ class TraceResolver:
         if u is not None and tp.finished_ns > u:
             del self._untrusted[flow_id]  # a newer trace: trusted again until it, too, disagrees
 
-    def _moved_alone(self, old: TracedPath | None, new: TracedPath) -> bool:
-        """Two traces of one 5-tuple pinned different paths, and no ECMP group of a switch forwarding on the first
-        changed in between: the switches sent probes of one 5-tuple different ways."""
-        if old is None or old.path is None or new.path is None or old.path == new.path:
+    def _through_spreader(self, f: FlowObs) -> bool:
+        """Whether ``f``'s equal-cost paths branch at a switch known to spread packets."""
+        if not self._spreaders:
             return False
-        if old.five_tuple != new.five_tuple or new.finished_ns <= old.finished_ns:
-            return False
-        links = self.fabric.links
-        return not any(self._changed.get(links[lid].src_node, -1) >= old.finished_ns
-                       for lid in old.path[1:-1] if lid in links)
+        k = (f.src_nic, f.dst_nic)
+        br = self._branching.get(k)
+        if br is None:
+            cands = self._paths_of(f)
+            firsts: dict[tuple[str, ...], set[str]] = {}
+            for p in cands:
+                for i in range(1, len(p) - 1):
+                    firsts.setdefault(p[:i], set()).add(p[i])
+            links = self.fabric.links
+            br = self._branching[k] = frozenset(links[next(iter(nxt))].src_node for nxt in firsts.values()
+                                                if len(nxt) > 1)
+        return not br.isdisjoint(self._spreaders)
+
+    def _paths_of(self, f: FlowObs) -> tuple[Path, ...]:
+        """The equal-cost paths of ``f``'s NICs (cached); () when a NIC is unknown."""
+        k = (f.src_nic, f.dst_nic)
+        cands = self._candidates.get(k)
+        if cands is None:
+            if f.src_nic not in self.fabric.nics or f.dst_nic not in self.fabric.nics:
+                return ()
+            cands = self._candidates[k] = self.fabric.equal_cost_paths(*k)
+        return cands
 
     def _why_not(self, f: FlowObs, tp: TracedPath | None, window_end_ns: int) -> str:
         if tp is None:
@@ -221,7 +243,8 @@ class TraceResolver:
         reasons: dict[str, str] = {}
         spread: list[int] = []
         for n, f in enumerate(flows):
-            if self._spread.get(f.flow_id) == (f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port):
+            if self._spread.get(f.flow_id) == (f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port) or (
+                    self._through_spreader(f)):
                 spread.append(n)
                 reasons[f.flow_id] = "sprayed: its packets take several paths"
                 continue
@@ -259,12 +282,7 @@ class TraceResolver:
 
     def _sprayed(self, f: FlowObs, residual: Mapping[str, int]) -> Placement | None:
         """``f`` over its equal-cost paths by the counters' shares (``spread_shares``); None when it has none."""
-        k = (f.src_nic, f.dst_nic)
-        cands = self._candidates.get(k)
-        if cands is None:
-            if f.src_nic not in self.fabric.nics or f.dst_nic not in self.fabric.nics:
-                return None
-            cands = self._candidates[k] = self.fabric.equal_cost_paths(*k)
+        cands = self._paths_of(f)
         if not cands:
             return None
         shares = spread_shares(cands, residual)
@@ -305,6 +323,8 @@ class TraceResolver:
         old = [fid for fid, tp in self._traces.items() if now_ns - tp.finished_ns > self.config.forget_after_ns]
         for fid in old:
             self.observe_trace(fid, None)
+        for sw in [sw for sw, at in self._spreaders.items() if now_ns - at > self.config.spreader_hold_ns]:
+            del self._spreaders[sw]
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -313,6 +333,7 @@ class TraceResolver:
         return {"version": STATE_VERSION, "config": asdict(self.config), "infer": self.infer.state(),
                 "traces": {fid: tp.to_json() for fid, tp in self._traces.items()},
                 "untrusted": dict(self._untrusted), "spread": {fid: list(t) for fid, t in self._spread.items()},
+                "spreaders": dict(self._spreaders),
                 "groups": {sw: [[list(m) for m in g] for g in gs] for sw, gs in self._groups.items()},
                 "groups_changed": dict(self._changed)}
 
@@ -328,6 +349,8 @@ class TraceResolver:
             self._untrusted.update({fid: int(fin) for fid, fin in state.get("untrusted", {}).items()})
             for fid, (sip, dip, sport, dport) in state.get("spread", {}).items():  # absent before spread flows
                 self._spread[fid] = (str(sip), str(dip), int(sport), int(dport))
+            for sw, at in state.get("spreaders", {}).items():
+                self._spreaders[sw] = max(int(at), self._spreaders.get(sw, 0))
             for sw, gs in state.get("groups", {}).items():  # absent in states saved before group changes counted
                 self._groups.setdefault(sw, tuple(tuple((str(p), int(w)) for p, w in g) for g in gs))
             for sw, at in state.get("groups_changed", {}).items():
