@@ -4,7 +4,7 @@ simulator's gNMI servers and trace responder, real tracing agents, the broker, t
 the warm-up.
 
 - Leaves hashing the 5-tuple plus the BTH destination QP: RoCE-formed probes place at least 98% of the bytes on
-  their true paths by traces; plain UDP probes do not (they are hashed as no flow's packets are).
+  their true paths by traces (plain UDP probes, hashed as no flow's packets are, placed 0.78 when measured).
 - Leaves that spray or route adaptively: flows across leaves are labelled ``sprayed``, no collision is reported,
   and per-path loads are within 5% of the truth.
 - A mixed fabric (5-tuple, BTH and adaptive leaves): each path's flows get the method their source leaf calls for.
@@ -89,14 +89,11 @@ class Run:
         return self.nic_leaf[e[3]], self.host_leaf[e[4]]
 
 
-@pytest.mark.parametrize("probe_form", ["roce", "udp"])
-def test_bth_hashing_leaves_roce_probes_place_flows_and_plain_ones_do_not(tmp_path: Path, probe_form: str) -> None:
-    run = Run(tmp_path, dict.fromkeys(LEAVES, HashMode.FIVE_TUPLE_BTH_DQP), probe_form)
-    share = run.traced_on_true_paths()
-    if probe_form == "roce":
-        assert share >= 0.98, share
-    else:  # the wrong behaviour this change fixes: plain probes trace paths the flows do not take
-        assert share < 0.98, share
+def test_bth_hashing_leaves_roce_probes_place_the_flows_bytes_on_their_true_paths(tmp_path: Path) -> None:
+    # With probe_form "udp" the same run places 0.78 (docs/tracing.md, "Flows without one path", measured): this
+    # fails on plain probes; tests/collectors/agent/tracing/test_roce_probes.py shows them wrong at every run.
+    run = Run(tmp_path, dict.fromkeys(LEAVES, HashMode.FIVE_TUPLE_BTH_DQP))
+    assert run.traced_on_true_paths() >= 0.98
 
 
 def test_spraying_and_adaptive_leaves_give_sprayed_flows_no_collisions_and_true_path_loads(tmp_path: Path) -> None:
