@@ -248,7 +248,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     ``broker_retention_s``: :class:`~flowtracer.demo.local_pipeline.PipelineOptions`' ``broker_storage`` and
     ``broker_retention_s``."""
     from flowtracer.demo.incidents import IncidentWatch
-    from flowtracer.demo.live_view import LiveView
+    from flowtracer.demo.live_view import LiveView, redraws
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
@@ -261,7 +261,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
-    printer = LiveView(out, live=out.isatty() and not json_logs_requested())
+    printer = LiveView(out, live=redraws(out, json_logs_requested()))
     if influx_url is None:
         line_protocol_file = (line_protocol_file or run_dir / "flowtracer.lp").resolve()
         line_protocol_file.parent.mkdir(parents=True, exist_ok=True)
