@@ -31,7 +31,7 @@ def topo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("args", "config", "message"), [
-    (["--shard", "2/2"], None, "--shard: '2/2': need N >= 1 and 0 <= i < N"),
+    (["--shard", "2/2"], None, "--shard: shard: '2/2': need N >= 1 and 0 <= i < N"),
     ([], "gnmi:\n  sample: 1s\n", "cfg.yaml:2: gnmi.sample: unknown field 'sample'"),
     ([], None, "credentials.password_env: environment variable T_COLLECT_PW is not set"),
     (["--topology", "/nonexistent.yaml"], None, "/nonexistent.yaml: no such file"),
