@@ -46,3 +46,28 @@ def test_unreadable_or_wrong_files(tmp_path: Path) -> None:
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_config(tmp_path / "list.yaml")
+
+
+def test_agent_names_the_samples_bad_value_and_a_bad_variable(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from config_samples import spoiled
+
+    from flowtracer.cmd_agent import agent
+
+    path, n = spoiled("agent", "dscp: 0", "dscp: 64", tmp_path / "a.yaml")
+    r = CliRunner().invoke(agent, ["-c", str(path)])
+    assert (r.exit_code, r.output) == (2, f"flowtracer agent: {path}:{n}: dscp: Input should be less than or equal "
+                                          "to 63\n")
+    # The variable mends the file's dscp and the flag the variable's interval: the configuration is valid, and
+    # the agent gets as far as its next check.
+    r = CliRunner().invoke(agent, ["-c", str(path), "--interval", "2s", "--source", "sim"],
+                           env={"FLOWTRACER_AGENT_DSCP": "8", "FLOWTRACER_AGENT_INTERVAL": "3s7"})
+    assert (r.exit_code, r.output) == (
+        2, "flowtracer agent: source sim needs --topology (the simulated fabric's topology file)\n")
+
+
+def test_the_rdma_command_is_split_as_a_shell_would(tmp_path: Path) -> None:
+    cfg = load_config(None, flags(rdma_command="nsenter -t 1 -n rdma"), environ={
+        "FLOWTRACER_AGENT_ETHTOOL_COMMAND": "[nsenter, -t, '1', ethtool]"})
+    assert cfg.rdma_command == ["nsenter", "-t", "1", "-n", "rdma"]
+    assert cfg.ethtool_command == ["nsenter", "-t", "1", "ethtool"]
