@@ -483,6 +483,12 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
     return sorted(base.values(), key=lambda t: t.name)
 
 
+def credentials_in_clear(target: Target) -> bool:
+    """Whether connecting to ``target`` sends a username and password over plaintext gRPC (SecretError when its
+    credentials cannot be resolved)."""
+    return not target.tls.enabled and target.credentials.resolve() is not None
+
+
 def check_transport_security(cfg: CollectorConfig, targets: list[Target]) -> list[str]:
     """Refuse credentials over plaintext (ConfigError naming the target) unless
     ``gnmi.allow_insecure_credentials``; return the warnings to log once each (plaintext credentials
@@ -492,7 +498,7 @@ def check_transport_security(cfg: CollectorConfig, targets: list[Target]) -> lis
         if t.tls.enabled and t.tls.skip_verify:
             warnings.append(f"target {t.name}: tls.skip_verify: the switch's certificate is not verified "
                             "(anyone on the path can pose as it); labs only")
-        if t.tls.enabled or t.credentials.resolve() is None:
+        if not credentials_in_clear(t):
             continue
         if not cfg.gnmi.allow_insecure_credentials:
             raise ConfigError(f"target {t.name}: credentials would cross the network in clear (tls.enabled is "
