@@ -7,9 +7,8 @@ Secrets are never inline: usernames may be, passwords come from ``password_env``
 ``password_file`` and live as ``SecretStr`` (redacted in logs and reprs). Errors name the field
 and the line: ``collector.yaml:12: gnmi.subscriptions[2].sample_interval: ...``.
 
-Loaded from the YAML, ``FLOWTRACER_COLLECTOR_*`` variables and the flags of ``flowtracer collect``, in that order
-(:mod:`flowtracer.plumbing.component_config`). See ``deploy/config/collector.yaml`` for every field with its
-default.
+Loaded from the YAML, ``FLOWTRACER_COLLECTOR_*`` variables and ``flowtracer collect``'s flags, in that order
+(:mod:`flowtracer.plumbing.component_config`); ``deploy/config/collector.yaml`` has every field with its default.
 """
 
 from __future__ import annotations
@@ -381,10 +380,7 @@ class Shard(_Model):
     @classmethod
     def _text(cls, v: Any) -> Any:
         # ``--shard 1/2``, ``FLOWTRACER_COLLECTOR_SHARD=1/2`` or ``shard: 1/2`` in the YAML
-        if isinstance(v, str):
-            i, n = parse_shard(v)
-            return {"index": i, "count": n}
-        return v
+        return dict(zip(("index", "count"), parse_shard(v), strict=True)) if isinstance(v, str) else v
 
     @field_validator("count")
     @classmethod
@@ -418,15 +414,10 @@ class CollectorConfig(_Model):
     metrics: Metrics = Metrics()
 
 
-# -- loading -----------------------------------------------------------------------------------
-
-
-def load_config(path: str | Path | None, flags: Sequence[Override] = (), *,
+def load_config(path: Path | None, flags: Sequence[Override] = (), *,
                 environ: Mapping[str, str] | None = None) -> CollectorConfig:
-    """A collector config from a YAML file (None: none), then ``FLOWTRACER_COLLECTOR_*`` variables, then *flags*
-    (:mod:`flowtracer.plumbing.component_config`); ConfigError names the place of each problem."""
-    return load_component(CollectorConfig, "collector", Path(path) if path is not None else None, flags,
-                          environ=environ, error=ConfigError)
+    """The YAML file (None: none), then ``FLOWTRACER_COLLECTOR_*`` variables, then *flags*; ConfigError per problem."""
+    return load_component(CollectorConfig, "collector", path, flags, environ=environ, error=ConfigError)
 
 
 def parse_config(text: str, source: str = "<config>") -> CollectorConfig:
