@@ -94,6 +94,7 @@ OUTPUTS: tuple[Output, ...] = (
            measurements.CONGESTION_CAUSE, congestion_cause_line),
     Output("collective_profiles", flows_pb2.CollectiveProfile, topics.COLLECTIVE_PROFILE, "job_id",
            measurements.COLLECTIVE_PROFILE, collective_profile_line),
+    Output("flow_paths", analytics_pb2.FlowPath, topics.FLOW_PATHS, "flow_id"),
     Output("incidents", analytics_pb2.Incident, topics.INCIDENTS, "id",
            measurements.INCIDENT, incident_line, by="diagnose"),
     Output("dead_letters", analytics_pb2.DeadLetter, topics.DEAD_LETTER, None),
