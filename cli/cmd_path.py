@@ -38,7 +38,8 @@ LINK_LOADS_SINCE_S = 10.0
 @click.option("--comm", default=None, metavar="COMM_ID", help="Flows of this NCCL communicator (hex id).")
 @click.option("--follow", is_flag=True, help="After the current paths, print each change as it happens (Ctrl-C stops).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Traceroute-style text, or JSON (a list; with --follow one object per line per change).")
+              help="Traceroute-style text, or JSON (a list; with --follow one object per line: each current flow, "
+                   "then each change).")
 @click.option("--settle", "settle_s", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="Seconds without a new record after which the topic counts as read to its end.")
 @click.option("--max-wait", "max_wait_s", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
@@ -88,8 +89,14 @@ def path(kafka: str, flow_text: str | None, host: str | None, nic: str | None, j
             stop.wait(0.1)
         if failure is None:
             with watcher.lock:
-                click.echo(render(table, select(table, sel), fmt))
+                flows = select(table, sel)
+                if follow and fmt == "json":  # one object per line throughout, the current ones first
+                    text = "\n".join(change_text(table, m, fmt) for m in flows)
+                else:
+                    text = render(table, flows, fmt)
                 seen = table.sequence
+            if text:
+                click.echo(text)
             while follow and not stop.is_set() and failure is None:
                 if duration_s is not None and time.monotonic() - t0 >= duration_s:
                     break

@@ -40,7 +40,7 @@ def test_derived_lists() -> None:
     kinds = [o.kind for o in OUTPUTS]
     assert len(set(kinds)) == len(kinds)
     assert [o.kind for o in KEYED] == [k for k in kinds if k not in ("incidents", "dead_letters")]
-    assert [o.kind for o in WRITTEN] == [k for k in kinds if k not in ("ecmp_groups", "trace_requests", "flow_paths", "incidents",
+    assert [o.kind for o in WRITTEN] == [k for k in kinds if k not in ("ecmp_groups", "trace_requests", "incidents",
                                                                          "dead_letters")]
     assert list(MEASUREMENTS) == [o.measurement.name for o in OUTPUTS if o.measurement]
 
