@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.topics import SCHEMA_VERSION
-from flowtracer.schemas.v1 import analytics_pb2, common_pb2
+from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.resolvers.contract import FlowObs, Placement
 
 HEARTBEAT_WINDOWS = 30
@@ -32,7 +32,7 @@ HEARTBEAT_WINDOWS = 30
 IDLE_WINDOWS = 10
 """A flow that sent nothing for this many windows has ended (its QP is gone or idle)."""
 ROCE_PROTO = 17  # RoCEv2 rides UDP
-_HOPS_MAX = 1 << 16  # hop lists kept per stage (distinct paths); cleared when exceeded
+_TEMPLATES_MAX = 1 << 16  # record templates kept per stage (distinct paths); cleared when exceeded
 
 
 @dataclass(slots=True)
@@ -81,7 +81,7 @@ class FlowPaths:
         self.heartbeat_windows = heartbeat_windows
         self.idle_windows = idle_windows
         self.known: dict[str, _Known] = {}
-        self._hops: dict[tuple[str, ...], list[analytics_pb2.FlowHop]] = {}
+        self._templates: dict[tuple[tuple[str, ...], str], analytics_pb2.FlowPath] = {}
         self._next_sweep_ns = 0
 
     def window(self, start_ns: int, end_ns: int, flows: Sequence[FlowObs], placements: Sequence[Placement | None],
@@ -141,19 +141,41 @@ class FlowPaths:
 
     def _record(self, flow: FlowObs, links: tuple[str, ...], share: float, confidence: float, method: str,
                 resolver: str, start_ns: int, end_ns: int, first_ns: int, change: int) -> analytics_pb2.FlowPath:
-        hops = self._hops.get(links)
-        if hops is None:
-            if len(self._hops) > _HOPS_MAX:
-                self._hops.clear()
-            hops = self._hops[links] = hops_of(self.fabric, links)
+        # The links, hops and resolver of a path are copied from a template: building the hop messages anew for
+        # every record costs about twice as much.
+        key = (links, resolver)
+        tmpl = self._templates.get(key)
+        if tmpl is None:
+            if len(self._templates) > _TEMPLATES_MAX:
+                self._templates.clear()
+            tmpl = self._templates[key] = analytics_pb2.FlowPath(
+                schema_version=SCHEMA_VERSION, links=links, hops=hops_of(self.fabric, links), resolver=resolver)
+        m = analytics_pb2.FlowPath()
+        m.CopyFrom(tmpl)
         src_host, _, src_nic = flow.src_nic.partition(":")
         dst_host, _, dst_nic = flow.dst_nic.partition(":")
-        return analytics_pb2.FlowPath(
-            schema_version=SCHEMA_VERSION, window_start_ns=start_ns, window_end_ns=end_ns, flow_id=flow.flow_id,
-            key=common_pb2.FlowKey(src_ip=flow.src_ip, dst_ip=flow.dst_ip, ip_proto=ROCE_PROTO,
-                                   udp_src_port=flow.udp_src_port, udp_dst_port=flow.udp_dst_port,
-                                   dst_qpn=flow.rqpn),
-            src_host=src_host, src_nic=src_nic, dst_host=dst_host, dst_nic=dst_nic, job_id=flow.job_id,
-            collective=flow.collective, comm_id=flow.comm_id, links=links, hops=hops, method=method,
-            confidence=confidence, path_share=share, bytes=saturating_round(flow.bytes), first_seen_ns=first_ns,
-            last_seen_ns=end_ns, change=change, resolver=resolver)
+        m.window_start_ns = start_ns
+        m.window_end_ns = end_ns
+        m.flow_id = flow.flow_id
+        k = m.key
+        k.src_ip = flow.src_ip
+        k.dst_ip = flow.dst_ip
+        k.ip_proto = ROCE_PROTO
+        k.udp_src_port = flow.udp_src_port
+        k.udp_dst_port = flow.udp_dst_port
+        k.dst_qpn = flow.rqpn
+        m.src_host = src_host
+        m.src_nic = src_nic
+        m.dst_host = dst_host
+        m.dst_nic = dst_nic
+        m.job_id = flow.job_id
+        m.collective = flow.collective
+        m.comm_id = flow.comm_id
+        m.method = method
+        m.confidence = confidence
+        m.path_share = share
+        m.bytes = saturating_round(flow.bytes)
+        m.first_seen_ns = first_ns
+        m.last_seen_ns = end_ns
+        m.change = change  # type: ignore[assignment]  # an int of the enum
+        return m
