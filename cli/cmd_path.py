@@ -3,8 +3,9 @@
 Read-only like ``flowtracer top``: demo/status.py's ``OutputWatcher`` (kafka-python, partitions assigned, no
 consumer group, nothing committed) folds the compacted flow-paths topic from its beginning and the newest link loads
 into a ``FlowPathTable`` (demo/flow_path_table.py); selection and formatting are demo/path_query.py. The snapshot is
-printed once the topic has been read to its end (no record for ``--settle`` seconds: the embedded broker's end
-offsets cannot be trusted, docs/DEVELOPERS.md); ``--follow`` then prints each change as it arrives. docs/operations.md.
+printed once the topic has been read to its end (every partition fetched and none behind, by the fetches' high
+watermarks: the embedded broker's ListOffsets cannot be trusted, DEVELOPERS.md); ``--follow`` then prints each change
+as it arrives. docs/operations.md.
 """
 
 from __future__ import annotations
@@ -40,15 +41,13 @@ LINK_LOADS_SINCE_S = 10.0
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Traceroute-style text, or JSON (a list; with --follow one object per line: each current flow, "
                    "then each change).")
-@click.option("--settle", "settle_s", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
-              help="Seconds without a new record after which the topic counts as read to its end.")
 @click.option("--max-wait", "max_wait_s", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
-              help="Print what was read after at most this many seconds even if records keep coming.")
+              help="Print what was read after at most this many seconds even if the topic was not read to its end.")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=0.0, min_open=True), default=None,
               help="With --follow: stop after this many seconds (default: until Ctrl-C).")
 @kafka_config_option
 def path(kafka: str, flow_text: str | None, host: str | None, nic: str | None, job: str | None, comm: str | None,
-         follow: bool, fmt: str, settle_s: float, max_wait_s: float, duration_s: float | None,
+         follow: bool, fmt: str, max_wait_s: float, duration_s: float | None,
          kafka_config: Path | None = None) -> None:
     """Where flows go: the hops of the flows selected by 5-tuple, host, NIC, job or communicator (all given must
     match; none: every flow), each hop with its link's utilization and a * where the flow shares the link with
@@ -77,14 +76,12 @@ def path(kafka: str, flow_text: str | None, host: str | None, nic: str | None, j
     t0 = time.monotonic()
     failure = None
     try:
-        # Read to the end: until nothing new came for settle_s (and the reader says it is not behind).
+        # Read to the end first: every partition fetched and none behind (a live topic never goes quiet).
         while not stop.is_set() and time.monotonic() - t0 < max_wait_s:
             if not watcher.is_alive():
                 failure = watcher.error or "the reader stopped"
                 break
-            with watcher.lock:
-                quiet = time.monotonic() - watcher.last_record_monotonic >= settle_s and not table.behind
-            if quiet and watcher.polls > 0:
+            if watcher.caught_up:
                 break
             stop.wait(0.1)
         if failure is None:

