@@ -16,10 +16,7 @@ from typing import Any
 
 from flowtracer.demo.flow_path_table import FlowPathTable
 from flowtracer.schemas.v1 import analytics_pb2
-
-CHANGE_NAMES = {analytics_pb2.FLOW_PATH_CHANGE_FIRST: "first", analytics_pb2.FLOW_PATH_CHANGE_PATH: "path",
-                analytics_pb2.FLOW_PATH_CHANGE_METHOD: "method", analytics_pb2.FLOW_PATH_CHANGE_HEARTBEAT: "heartbeat",
-                analytics_pb2.FLOW_PATH_CHANGE_ENDED: "ended"}
+from flowtracer.stream.stages.flow_paths import CHANGE_NAMES
 
 
 class QueryError(ValueError):

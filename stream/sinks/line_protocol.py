@@ -44,6 +44,7 @@ from flowtracer.stream.sinks.measurements import (
     PATH_LOAD,
     Measurement,
 )
+from flowtracer.stream.stages.flow_paths import CHANGE_NAMES
 
 SCHEMA_VERSION = 1
 """The analytics message version these encoders understand."""
@@ -385,16 +386,11 @@ def congestion_cause_line(m: analytics_pb2.CongestionCause) -> str:
     }, m.window_end_ns, where)
 
 
-_CHANGE = {analytics_pb2.FLOW_PATH_CHANGE_FIRST: "first", analytics_pb2.FLOW_PATH_CHANGE_PATH: "path",
-           analytics_pb2.FLOW_PATH_CHANGE_METHOD: "method", analytics_pb2.FLOW_PATH_CHANGE_HEARTBEAT: "heartbeat",
-           analytics_pb2.FLOW_PATH_CHANGE_ENDED: "ended"}
-
-
 def flow_path_line(m: analytics_pb2.FlowPath) -> str:
     """``flow_path`` line of one FlowPath (one point per change or heartbeat, never per window)."""
     where = f"FlowPath flow_id={m.flow_id!r} window_end_ns={m.window_end_ns}"
     _check_version(m, where)
-    change = _CHANGE.get(m.change)
+    change = CHANGE_NAMES.get(m.change)
     if change is None:
         raise PointError(f"{where}: change {m.change} is not a known FlowPathChange")
     src, dst = nic_name(m.src_host, m.src_nic), nic_name(m.dst_host, m.dst_nic)

@@ -32,6 +32,11 @@ HEARTBEAT_WINDOWS = 30
 IDLE_WINDOWS = 10
 """A flow that sent nothing for this many windows has ended (its QP is gone or idle)."""
 ROCE_PROTO = 17  # RoCEv2 rides UDP
+CHANGE_NAMES: dict[int, str] = {
+    analytics_pb2.FLOW_PATH_CHANGE_FIRST: "first", analytics_pb2.FLOW_PATH_CHANGE_PATH: "path",
+    analytics_pb2.FLOW_PATH_CHANGE_METHOD: "method", analytics_pb2.FLOW_PATH_CHANGE_HEARTBEAT: "heartbeat",
+    analytics_pb2.FLOW_PATH_CHANGE_ENDED: "ended"}
+"""Why a FlowPath was sent, as the store, ``flowtracer path`` and its JSON name it."""
 _TEMPLATES_MAX = 1 << 16  # record templates kept per stage (distinct paths); cleared when exceeded
 
 
