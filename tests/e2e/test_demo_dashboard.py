@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from congestion_truth import GT_CAUSE
+from dashboard_flows import JOB, FlowView, check_flow_view, choose_job
 
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology import load_topology
@@ -47,13 +48,6 @@ RUN_S = 32
 DEGRADE_AT_S = 12
 """The demo's cable is degraded this early (default 30 s) so that the run also shows its incident."""
 SETTLE_S = 10  # at most this long (s) for the page to settle once results show; the demo runs RUN_S in all
-JOB = "ring-allreduce"
-"""The demo workload's job (the ring), chosen in the flow view."""
-READ_FLOWS = """
-const q = (sel) => Array.from(document.querySelectorAll(sel));
-return {rows: q("#flows tr.flow").map((r) => [r.dataset.flow, r.dataset.links.split(" ")]),
-        highlighted: q("#fabric line.link.path").map((l) => l.dataset.link).sort()};
-"""
 KNOWN_COLLISIONS = {"leaf01:spine01|spine02", "leaf02:spine01|spine02"}
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -93,10 +87,7 @@ class Seen:
     collectives: list[tuple[str, str, str]] = field(default_factory=list)  # job, operation, bytes per call
     health: dict[str, str] = field(default_factory=dict)
     status: str = ""
-    #: the flow view: the jobs offered, and after choosing JOB the rows (flow id, links) and the links highlighted
-    job_options: list[str] = field(default_factory=list)
-    job_rows: list[tuple[str, list[str]]] = field(default_factory=list)
-    highlighted: list[str] = field(default_factory=list)
+    flow_view: FlowView | None = None  # the flow view after choosing the ring's job (tests/dashboard_flows.py)
     screenshot: Path | None = None
 
 
@@ -198,20 +189,7 @@ def _drive_browser(url: str, tmp: Path) -> Seen:
         seen.links_drawn, seen.links_coloured = dom["linksDrawn"], dom["linksColoured"]
         seen.switches, seen.health, seen.status = dom["switches"], dom["health"], dom["status"]
         seen.collectives = [tuple(c) for c in dom["collectives"]]
-        # The flow view: choose the ring's job as a person would, then read its rows and the highlighted links.
-        from selenium.webdriver.support.select import Select
-
-        WebDriverWait(driver, 20, poll_frequency=0.25).until(lambda d: d.execute_script(
-            f"return Array.from(document.querySelectorAll('#flow-job option')).some((o) => o.value === '{JOB}')"))
-        select = Select(driver.find_element("id", "flow-job"))
-        seen.job_options = [o.get_attribute("value") for o in select.options]
-        select.select_by_value(JOB)
-        WebDriverWait(driver, 20, poll_frequency=0.25).until(lambda d: d.execute_script(
-            "return document.querySelectorAll('#flows tr.flow').length > 0"
-            " && document.querySelectorAll('#fabric line.link.path').length > 0"))
-        flows = driver.execute_script(READ_FLOWS)
-        seen.job_rows = [(f, links) for f, links in flows["rows"]]
-        seen.highlighted = flows["highlighted"]
+        seen.flow_view = choose_job(driver, JOB)  # issue 36: as a person would, before the screenshot
         shot = tmp / "dashboard.png"
         driver.save_screenshot(str(shot))
         ARTIFACTS.mkdir(exist_ok=True)
@@ -269,20 +247,10 @@ def test_dashboard_renders_the_fabric_charts_and_health(demo: DemoRun) -> None:
 
 
 def test_choosing_a_job_highlights_the_paths_of_its_flows(demo: DemoRun) -> None:
-    """Issue 36: the job's flows are listed with their hops and exactly their links are highlighted, each flow on
-    the path the simulator forwarded it over (the degraded cable moves no flow)."""
-    s = demo.seen
-    assert JOB in s.job_options, s.job_options
-    assert len(s.job_rows) >= 30, s.job_rows
-    assert s.highlighted == sorted({lid for _, links in s.job_rows for lid in links})
-    gt = GroundTruth.load(demo.run_dir / "sim" / "ground-truth")
-    by_qp = {(f.src_nic, f.src_qpn): fid for fid, f in gt.flows.items()}
-    truth = {fid: set(paths) for fid, paths in gt.path_bytes(gt.start_ns, gt.tick_ends[-1]).items()}
-    for flow_id, links in s.job_rows:
-        nic, lqpn, _ = flow_id.split("/")
-        fid = by_qp[(nic, int(lqpn))]
-        assert gt.flows[fid].job == JOB and truth[fid] == {tuple(links)}, (flow_id, links, truth.get(fid))
-    # and the summary scores every flow by its published path: all on their true path (hash on the model)
+    """Issue 36: the job's flows listed with their hops, exactly their links highlighted, each flow on the path the
+    simulator forwarded it over (the degraded cable moves no flow); the summary scores every flow right."""
+    assert demo.seen.flow_view is not None
+    check_flow_view(demo.seen.flow_view, GroundTruth.load(demo.run_dir / "sim" / "ground-truth"), JOB, min_flows=30)
     assert demo.summary["scores"]["flows"]["flow_true_path_share"] == 1.0, demo.summary["scores"]["flows"]
 
 
