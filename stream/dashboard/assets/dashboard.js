@@ -413,9 +413,12 @@ function showJobs(state) {
   }
 }
 
+// The chosen paths drawn thick with their utilization colour, every other link faded.
 function highlight(links) {
   const on = new Set(links);
   for (const [id, line] of linkEls) line.classList.toggle("path", on.has(id));
+  const svg = document.querySelector("#fabric svg");
+  if (svg) svg.classList.toggle("choosing", on.size > 0);
 }
 
 async function showFlows() {
