@@ -161,7 +161,6 @@ class FlowsStage:
                     follower.observe_groups(view.switch, view.groups, item.timestamp_ns)
         obs.sort(key=_FLOW_ID)  # resolvers and outputs see the same order on a replay
         placements = self.resolver.resolve(end, obs, measured)
-        out.flow_paths.extend(self.flow_paths.window(start, end, obs, placements, self.resolver.name))
         if isinstance(self.resolver, RetraceRequester):
             nics = self.links.fabric.nics
             out.trace_requests.extend(traces_pb2.TraceRequest(
@@ -241,4 +240,6 @@ class FlowsStage:
                 for nic, n in cnps:
                     b.nic_cnps.add(nic=nic, cnp_sent=n)
         out.attributions.extend(enumerate(batches))
+        # Last: what the rule remembers changes only for a window whose outputs all got built (failed_window).
+        out.flow_paths.extend(self.flow_paths.window(start, end, obs, placements, self.resolver.name))
         return out
