@@ -256,22 +256,29 @@ class SymptomDetector:
         return out
 
     def _blame_failures(self, view: WindowView, symptoms: list[Symptom]) -> list[Symptom]:
-        """Unexplained bytes on a link that a NIC pair of the window could cross on one equal-cost path and a failing
-        link (down or dead) on another name that link (``links``): flows rerouted around the failure, or a
-        placement that cannot know of it (a leaf whose group toward the failure's far end shrank), so the failure
-        explains them for as long as it lasts (localize.py adds them to its cable's observations)."""
+        """Unexplained bytes on a link, or a high FIM of a group without a collision, that a NIC pair of the window
+        could cross on one equal-cost path and a failing link (down or dead) on another name that failing link
+        (``links``): flows rerouted around the failure, a placement that cannot know of it (a leaf whose group toward
+        the failure's far end shrank), or a group whose flows toward that end have fewer members left; the failure
+        explains them for as long as it lasts (localize.py adds them to its cable's observations). A collision is
+        no such consequence: two heavy flows on one member while a sibling idles is an imbalance of its own."""
         failing = {s.subject for s in symptoms if s.kind in (Kind.LINK_DOWN, Kind.LINK_DEAD)}
-        if not failing or not any(s.kind is Kind.UNEXPLAINED for s in symptoms):
+        if not failing or not any(s.kind in (Kind.UNEXPLAINED, Kind.FIM_HIGH) for s in symptoms):
             return symptoms
         pairs = {(p.src_nic, p.dst_nic) for p in view.paths}
         reach = [cand for cand in (self.model.candidate_links(a, b) for a, b in pairs) if cand & failing]
+        collided = {s.subject for s in symptoms if s.kind is Kind.COLLISION}
         out = []
         for s in symptoms:
             if s.kind is Kind.UNEXPLAINED:
-                near = {lk for cand in reach if s.subject in cand for lk in cand & failing}
-                if near:
-                    s = replace(s, links=tuple(sorted(near)))
-            out.append(s)
+                mine: frozenset[str] | tuple[str, ...] = (s.subject,)
+            elif s.kind is Kind.FIM_HIGH and s.subject not in collided:
+                mine = self.model.groups.get(s.subject, ("", ()))[1]
+            else:
+                out.append(s)
+                continue
+            near = {lk for cand in reach if cand.intersection(mine) for lk in cand & failing}
+            out.append(replace(s, links=tuple(sorted(near))) if near else s)
         return out
 
     def _paused(self, view: WindowView, link: str) -> CauseObs | None:
