@@ -85,3 +85,22 @@ def test_a_withdrawn_next_hop_stays_an_open_incident_while_its_link_stays_dead()
     views = [_view(k) for k in range(1, 15)] + [_view(k, dead=FAILED, moved=True) for k in range(15, 60)]
     [inc] = [i for i in _run(views) if i.kind == IncidentKind.FAILED_LINK]
     assert inc.top == cable_of(FAILED) and inc.state is State.OPEN and inc.last_seen_ns == T0 + 59 * S
+
+
+def test_a_high_fim_the_failure_forces_is_the_failures_while_it_lasts_a_collision_is_not() -> None:
+    """leaf03's flows toward leaf04 have one member left while FAILED is down: its group's FIM is high without a
+    collision, and the down cable explains it. The same group with a collision is an imbalance of its own."""
+    group = "leaf03:spine01|spine02"
+
+    def view(k: int, collided: bool) -> WindowView:
+        v = _view(k, down=FAILED if k >= 15 else None)
+        if k >= 15:
+            v.group_fim[group] = 0.9
+            if collided:
+                v.collisions.add((group, "leaf03:Ethernet5>spine01:Ethernet3"))
+        return v
+
+    incidents = _run([view(k, collided=False) for k in range(1, 60)])
+    assert [(i.kind, i.top) for i in incidents] == [(IncidentKind.FAILED_LINK, cable_of(FAILED))]
+    [inc] = _imbalance(_run([view(k, collided=True) for k in range(1, 60)]))
+    assert inc.top == f"group:{group}" and inc.state is State.OPEN
