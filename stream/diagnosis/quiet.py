@@ -22,13 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from flowtracer.stream.diagnosis.failure_blame import FAILING
 from flowtracer.stream.diagnosis.window import FabricModel, WindowView, cable_of
 
 if TYPE_CHECKING:  # the symptoms module imports this one; a symptom is only read here
     from flowtracer.stream.diagnosis.symptoms import Symptom
 
-FAILING = frozenset({"link_down", "link_dead"})
-"""Symptom kinds (values of ``symptoms.Kind``) that mark a link as failing."""
 HELD = frozenset({"unexplained", "fim_high", "collision"})
 """Symptom kinds the quiet period holds back: on a link (unexplained) or an ECMP group (fim_high, collision)."""
 

@@ -8,9 +8,10 @@ Pure: no clock, no I/O; windows must be given in order. Thresholds are in :class
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from flowtracer.stream.diagnosis.failure_blame import blame_failures
 from flowtracer.stream.diagnosis.quiet import FailureQuiet
 from flowtracer.stream.diagnosis.window import CauseObs, FabricModel, WindowView
 
@@ -160,7 +161,7 @@ class SymptomDetector:
         out += self._switch_symptoms(view)
         out += self._host_symptoms(view)
         out += self._path_symptoms(view)
-        out = self._blame_failures(view, out)
+        out = blame_failures(self.model, view, out)
         if any(s.kind is Kind.SWITCH_SILENT for s in out):
             self.last_silent_ns = view.end_ns
         quiet_ns = self.thresholds.after_failure_windows * view.hop_ns
@@ -253,32 +254,6 @@ class SymptomDetector:
         if fabric_alive:
             a = t.usual_alpha
             self.usual_fabric = fabric_now if self.usual_fabric <= 0 else (1 - a) * self.usual_fabric + a * fabric_now
-        return out
-
-    def _blame_failures(self, view: WindowView, symptoms: list[Symptom]) -> list[Symptom]:
-        """Unexplained bytes on a link, or a high FIM of a group without a collision, that a NIC pair of the window
-        could cross on one equal-cost path and a failing link (down or dead) on another name that failing link
-        (``links``): flows rerouted around the failure, a placement that cannot know of it (a leaf whose group toward
-        the failure's far end shrank), or a group whose flows toward that end have fewer members left; the failure
-        explains them for as long as it lasts (localize.py adds them to its cable's observations). A collision is
-        no such consequence: two heavy flows on one member while a sibling idles is an imbalance of its own."""
-        failing = {s.subject for s in symptoms if s.kind in (Kind.LINK_DOWN, Kind.LINK_DEAD)}
-        if not failing or not any(s.kind in (Kind.UNEXPLAINED, Kind.FIM_HIGH) for s in symptoms):
-            return symptoms
-        pairs = {(p.src_nic, p.dst_nic) for p in view.paths}
-        reach = [cand for cand in (self.model.candidate_links(a, b) for a, b in pairs) if cand & failing]
-        collided = {s.subject for s in symptoms if s.kind is Kind.COLLISION}
-        out = []
-        for s in symptoms:
-            if s.kind is Kind.UNEXPLAINED:
-                mine: frozenset[str] | tuple[str, ...] = (s.subject,)
-            elif s.kind is Kind.FIM_HIGH and s.subject not in collided:
-                mine = self.model.groups.get(s.subject, ("", ()))[1]
-            else:
-                out.append(s)
-                continue
-            near = {lk for cand in reach if cand.intersection(mine) for lk in cand & failing}
-            out.append(replace(s, links=tuple(sorted(near))) if near else s)
         return out
 
     def _paused(self, view: WindowView, link: str) -> CauseObs | None:
