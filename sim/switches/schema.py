@@ -74,7 +74,7 @@ class Leaf:
     sampled: bool = False
     #: Module that defines the identities of an identityref (JSON_IETF qualifies the value with it).
     identity_module: str = ""
-    #: A platform's value format (fabric/platform_profiles.py FORMATS): the row's value is converted on encoding.
+    #: A platform's value format (fabric/platform_formats.py FORMATS): the row's value is converted on encoding.
     format: str = ""
 
 

@@ -63,7 +63,8 @@ from flowtracer.collectors.gnmi.counters.samples import (
     Samples,
 )
 from flowtracer.collectors.gnmi.counters.shapes import count_shape, names_shape, path_shape, shape_text
-from flowtracer.fabric.platform_profiles import Profile, from_platform
+from flowtracer.fabric.platform_formats import from_platform
+from flowtracer.fabric.platform_profiles import Profile
 from flowtracer.schemas.openconfig import (
     INTERFACE_COUNTERS,
     NEXT_HOP_COUNTERS,
@@ -530,7 +531,7 @@ def _elems_text(elems: Elems) -> str:
 
 
 def _converting(h: Handler, fmt: str) -> Handler:
-    """``h`` after converting the value from the platform's format (``fabric/platform_profiles.py``)."""
+    """``h`` after converting the value from the platform's format (``fabric/platform_formats.py``)."""
     def conv(s: Samples, keys: dict[str, str], v: Any) -> None:
         try:
             v = from_platform(fmt, v)
