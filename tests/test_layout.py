@@ -146,3 +146,18 @@ def test_schemas_hold_contracts_only() -> None:
                 if not ok:
                     wrong.append(f"{py.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_source_file_over_500_lines_without_a_reason() -> None:
+    """A file over 500 lines is one cohesive thing: its module docstring's first paragraph says why, with the
+    words "over 500 lines" (generated protobuf code aside)."""
+    wrong = []
+    for py in [*sources(), *sorted((ROOT / "bench").rglob("*.py"))]:
+        text = py.read_text()
+        if text.count("\n") <= 500:
+            continue
+        first = (ast.get_docstring(ast.parse(text, str(py))) or "").split("\n\n")[0]
+        if "over 500 lines" not in " ".join(first.split()):
+            wrong.append(f"{py.relative_to(ROOT)}: {text.count(chr(10))} lines, no reason in its docstring's first "
+                         "paragraph")
+    assert not wrong, "\n".join(wrong)
