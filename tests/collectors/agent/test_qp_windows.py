@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import random
-from typing import NamedTuple
 
 import numpy as np
 
 from flowtracer.collectors.agent.port_windows import PortTracker
 from flowtracer.collectors.agent.psn_bounds import psn_bounds, psn_delta
-from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QP_COUNTER, QpState, QpWindow
+from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QP_COUNTER, QpDelta, QpState, QpWindow
 from flowtracer.collectors.agent.qp_windows import QpTracker
 from flowtracer.collectors.agent.sources.rdma_json import QpBytes, QpColumns, QpCounter, QpRecord, per_qp_counters
 from flowtracer.fabric.roce import rocev2_udp_sport
@@ -27,26 +26,15 @@ def ctr(lqpn: int, cntn: int, tx: int, pkts: int) -> dict[tuple[str, int, int], 
                                        "rdma_rx_bytes": 0, "rdma_rx_packets": 0}, (lqpn,))])
 
 
-class Delta(NamedTuple):
-    """One row of a ``QpWindow``, for reading in asserts."""
-
-    lqpn: int
-    tx_bytes: int
-    rx_bytes: int
-    tx_packets: int
-    rx_packets: int
-    byte_source: int
-    error_bound: int
-
-
 def window(t: QpTracker, recs: list[QpRecord], counters: dict[tuple[str, int, int], QpBytes] | None,
            now_ns: int) -> QpWindow:
     return t.update_columns(QpColumns.from_records(recs), counters, now_ns)
 
 
-def deltas(w: QpWindow) -> list[Delta]:
-    cols = [w.qps.lqpn, w.tx_bytes, w.rx_bytes, w.tx_packets, w.rx_packets, w.byte_source, w.error_bound]
-    return [Delta(*map(int, row)) for row in zip(*(c.tolist() for c in cols), strict=True)]
+def deltas(t: QpTracker, w: QpWindow) -> list[QpDelta]:
+    """The window's rows, for reading in asserts."""
+    cols = [c.tolist() for c in (w.tx_bytes, w.rx_bytes, w.tx_packets, w.rx_packets, w.byte_source, w.error_bound)]
+    return [QpDelta(st, *row) for st, row in zip(w.qps.states(t.port_keys), zip(*cols, strict=True), strict=True)]
 
 
 def live(t: QpTracker) -> dict[int, QpState]:
@@ -65,8 +53,8 @@ def test_psn_delta_wraps_at_24_bits() -> None:
 
 def test_psn_estimate_across_a_wrap() -> None:
     t = QpTracker()
-    assert deltas(window(t, [qp(10, 16777000, rq=16777200)], None, 1)) == []  # baseline
-    (d,) = deltas(window(t, [qp(10, 100, rq=50)], None, 2))
+    assert deltas(t, window(t, [qp(10, 16777000, rq=16777200)], None, 1)) == []  # baseline
+    (d,) = deltas(t, window(t, [qp(10, 100, rq=50)], None, 2))
     assert (d.tx_packets, d.rx_packets) == (316, 66)
     assert (d.tx_bytes, d.byte_source) == (316 * (MTU + H), PSN_ESTIMATE)
 
@@ -76,7 +64,7 @@ def test_not_flows_loopback_ud_and_portless() -> None:
     recs = [qp(10, 0, rqpn=10), qp(11, 0, rqpn=None, qp_type="UD"), QpRecord("mlx5_0", 0, 12, 5, "RC", "INIT",
                                                                              0, 0, 7, "x")]
     window(t, recs, None, 1)
-    assert deltas(window(t, [r._replace(sq_psn=9) for r in recs], None, 2)) == [] and live(t) == {}
+    assert deltas(t, window(t, [r._replace(sq_psn=9) for r in recs], None, 2)) == [] and live(t) == {}
 
 
 def test_a_reused_lqpn_is_a_new_generation_that_inherits_nothing() -> None:
@@ -84,28 +72,28 @@ def test_a_reused_lqpn_is_a_new_generation_that_inherits_nothing() -> None:
     window(t, [qp(10, 1000, rqpn=900)], ctr(10, 4, 10_000, 10), 1)
     gen1 = live(t)[10].generation
     # lqpn 10 was destroyed and created again towards another peer, with a new counter.
-    (d,) = deltas(window(t, [qp(10, 50, rqpn=901)], ctr(10, 5, 700, 1), 2))
+    (d,) = deltas(t, window(t, [qp(10, 50, rqpn=901)], ctr(10, 5, 700, 1), 2))
     assert live(t)[10].generation == 2 != gen1
     assert (d.tx_bytes, d.byte_source) == (700, QP_COUNTER)  # its own new counter, not 700 - 10000
     # Same numbers, but the QP vanished for a sample: also a new generation (baseline without counters).
     window(t, [], None, 3)
-    assert deltas(window(t, [qp(10, 60, rqpn=901)], None, 4)) == []
+    assert deltas(t, window(t, [qp(10, 60, rqpn=901)], None, 4)) == []
     assert live(t)[10].generation == 4
     # With a known initial PSN the first window of a new QP is counted from it.
     t2 = QpTracker(initial_psn=0)
     window(t2, [], None, 1)
-    (d,) = deltas(window(t2, [qp(20, 3)], None, 2))
+    (d,) = deltas(t2, window(t2, [qp(20, 3)], None, 2))
     assert d.tx_packets == 3
 
 
 def test_counter_deltas_exact_and_reset_falls_back_to_psn() -> None:
     t = QpTracker()
     window(t, [qp(10, 0)], ctr(10, 4, 1000, 1), 1)
-    (d,) = deltas(window(t, [qp(10, 5)], ctr(10, 4, 21_000, 6), 2))
+    (d,) = deltas(t, window(t, [qp(10, 5)], ctr(10, 4, 21_000, 6), 2))
     assert (d.tx_bytes, d.tx_packets, d.byte_source, d.error_bound) == (20_000, 5, QP_COUNTER, 0)
-    (d,) = deltas(window(t, [qp(10, 7)], ctr(10, 4, 100, 1), 3))  # went down: cleared
+    (d,) = deltas(t, window(t, [qp(10, 7)], ctr(10, 4, 100, 1), 3))  # went down: cleared
     assert (d.byte_source, d.tx_packets) == (PSN_ESTIMATE, 2)
-    (d,) = deltas(window(t, [qp(10, 8)], ctr(10, 4, 4258, 2), 4))
+    (d,) = deltas(t, window(t, [qp(10, 8)], ctr(10, 4, 4258, 2), 4))
     assert (d.tx_bytes, d.byte_source) == (4158, QP_COUNTER)
 
 
@@ -132,7 +120,7 @@ def test_psn_error_bound_holds_and_uses_the_port_totals() -> None:
         other = rng.choice([0, 0, 5])  # unseen packets on the port (ACKs, UD ...)
         w = window(t, [qp(100 + i, pk[i]) for i in range(n)], None, 2)
         port_bytes = sum(true) + other * 70
-        for d, b, tr in zip(deltas(w), bounds(w, port_bytes, sum(pk) + other), true, strict=True):
+        for d, b, tr in zip(deltas(t, w), bounds(w, port_bytes, sum(pk) + other), true, strict=True):
             assert abs(d.tx_bytes - tr) <= b, (d, b, tr)
             assert b <= d.tx_packets * (MTU - 1) or b == d.tx_packets * 20
     # One big flow alone on its port: the bound is the real overcount plus the extension-header margin.
