@@ -291,11 +291,6 @@ def identity_speed_bps(identity: str) -> int:
     return next((bps for bps, name in _SPEEDS.items() if name == identity), 0)
 
 
-def port_speed_identity(speed_bps: int) -> str:
-    """The openconfig-if-ethernet ETHERNET_SPEED identity for a speed in bit/s (SPEED_UNKNOWN if none)."""
-    return _SPEEDS.get(speed_bps, "SPEED_UNKNOWN")
-
-
 Row = tuple[object, ...]
 RowKey = tuple[str, ...]
 
