@@ -142,7 +142,7 @@ def _answer(url: str) -> tuple[int, bytes] | None:
 
 
 def test_600_idle_half_open_requests_leave_the_relay_a_fixed_pool_and_it_serves_again(upstream: int) -> None:
-    """The bound (docs/operations.md, Bounds): before, each connection got a thread of its own (602 threads)."""
+    """The bound (docs/operations.md, Bounds): a thread per connection would let 600 idle clients make 602 threads."""
     before = set(threading.enumerate())
     idle: list[socket.socket] = []
     with relay_in_process(upstream, timeout_s=60) as server:

@@ -271,8 +271,8 @@ def slow_clock(tmp_path_factory: pytest.TempPathFactory) -> Faults:
 
 
 def test_switch_clock_behind_is_late_and_holds_nobody(slow_clock: Faults) -> None:
-    """A switch 90 s behind used to hold every newer window of its partition behind its own old ones (no path loads
-    for the whole run). Its windows are now released as they are and its records for closed windows are late
+    """A switch 90 s behind must not hold every newer window of its partition behind its own old ones (no path loads
+    for the whole run): its windows are released as they are and its records for closed windows are late
     (counted); every other switch's links stay exact and current."""
     f = slow_clock
     assert f.metrics["flowtracer_processor_late_records"] > 0
