@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
+from flowtracer.embedded.managed_process import check_port_free
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
 from flowtracer.logs import json_logs_requested
-from flowtracer.testbed.managed_process import check_port_free
 
 if TYPE_CHECKING:
     from flowtracer.demo.scenario import Scenario
-    from flowtracer.testbed.tansu import TansuBroker
+    from flowtracer.embedded.tansu import TansuBroker
 
 ROLLING_S = 10.0
 BROKER_MEMORY_LIMIT_MB = 2048.0
@@ -255,10 +255,10 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.demo.status import Observed, OutputWatcher
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.demo.view_state import view_state
+    from flowtracer.embedded.tansu import TansuError
     from flowtracer.fabric.topology import load_topology
     from flowtracer.stream.diagnosis.publisher import IncidentPublisher
     from flowtracer.stream.runtime.worker import make_sink
-    from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
     printer = LiveView(out, live=out.isatty() and not json_logs_requested())

@@ -22,7 +22,8 @@ ALLOWED = {
     "whatif": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.whatif",
                "flowtracer.stream.analytics"},
     "sim": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.sim"},
-    "testbed": {"flowtracer.testbed"},
+    "embedded": {"flowtracer.embedded"},
+    "testbed": {"flowtracer.testbed", "flowtracer.embedded"},
 }
 
 

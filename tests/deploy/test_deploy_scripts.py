@@ -25,11 +25,11 @@ import pytest
 from deploy_helpers import DEPLOY
 from waiting import wait_for
 
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.plumbing import topic_admin
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.testbed.tansu import TansuBroker
 
 
 def _module(name: str) -> ModuleType:

@@ -26,12 +26,12 @@ from kafka import KafkaProducer
 from kafka_records import topic_records
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology import load_topology
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
-from flowtracer.testbed.tansu import TansuBroker
 from flowtracer.testbed.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow

@@ -22,6 +22,7 @@ from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.fabric.topology import load_topology
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import FLOWS
@@ -29,7 +30,6 @@ from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import validate_workload
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 G = 1_000_000_000
 

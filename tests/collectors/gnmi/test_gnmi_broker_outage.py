@@ -18,9 +18,9 @@ from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, Metrics, Target
 from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.server import GnmiServer
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 OUTAGE_S = 10.0
 

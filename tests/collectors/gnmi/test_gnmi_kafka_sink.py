@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.collectors.self_metrics import SelfMetrics
-from flowtracer.testbed.tansu import TansuBroker, free_port
+from flowtracer.embedded.tansu import TansuBroker, free_port
 
 
 def _metric(sm: SelfMetrics, name: str) -> float:

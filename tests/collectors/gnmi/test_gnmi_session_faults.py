@@ -23,11 +23,11 @@ from flowtracer.collectors.gnmi.config import CollectorConfig, Credentials, Kafk
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.schema import Tick
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
 from flowtracer.sim.switches.subscription import Subscription
-from flowtracer.testbed.tansu import TansuBroker
 
 T0 = 1_767_225_600_000_000_000
 SAMPLE = {"update": {"timestamp": str(T0), "update": [{
