@@ -8,7 +8,6 @@ endpoints); 4 no RDMA on this host (no ``rdma`` tool, no RDMA netlink, no device
 from __future__ import annotations
 
 import logging
-import shlex
 import signal
 import sys
 import threading
@@ -22,6 +21,7 @@ from flowtracer.collectors.agent.agent import Agent, Sink, StdoutSink
 from flowtracer.collectors.agent.config import AgentConfig, ConfigError, load_config
 from flowtracer.collectors.agent.sources.registry import SOURCES, SourceUnavailable, create_source
 from flowtracer.collectors.self_metrics import SelfMetrics
+from flowtracer.config_flags import given_flags
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_NO_RDMA
 from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
@@ -50,7 +50,8 @@ def record_signer(cfg: AgentConfig) -> Callable[[str, bytes, bytes | None], list
 
 @click.command("agent")
 @click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="YAML configuration (collectors/agent/agent.sample.yaml); flags override it.")
+              help="YAML configuration (deploy/config/agent.yaml); FLOWTRACER_AGENT_* variables override it, flags "
+                   "override both (docs/configuration.md).")
 @click.option("--source", type=click.Choice(sorted(SOURCES)), default=None,
               help="linux: rdma tool + sysfs; nccl-log: linux + NCCL log tags; sim: simulator host views.")
 @click.option("--kafka", metavar="HOST:PORT", default=None, help="Kafka bootstrap; without it, JSON lines on stdout.")
@@ -100,16 +101,15 @@ def agent(config_file: Path | None, source: str | None, kafka: str | None, topic
     if inventory_out is not None:
         _write_inventory(inventory_out, host, sysfs_root, lldp_json)
         return
-    overrides: dict[str, Any] = {
+    given = {
         "source": source, "kafka": kafka, "topic": topic, "interval": interval, "topology": topology,
         "host": host, "sim_endpoints": sim_endpoints, "nccl_log": nccl_log, "sysfs_root": sysfs_root,
         "sysfs_only": sysfs_only, "agent_id": agent_id, "metrics_port": metrics_port, "max_windows": max_windows,
-        "peer_exchange": peer_exchange, "host_key_file": host_key_file,
-        "rdma_command": shlex.split(rdma_command) if rdma_command else None,
-        "qp_counters": False if no_qp_counters else None, "kafka_idempotence": False if no_idem else None,
+        "peer_exchange": peer_exchange, "host_key_file": host_key_file, "rdma_command": rdma_command,
+        "no_qp_counters": False if no_qp_counters else None, "no_idem": False if no_idem else None,
     }
     try:
-        cfg = load_config(config_file, **overrides)
+        cfg = load_config(config_file, given_flags(FLAG_FIELDS, given))
         security = kafka_security_or_exit(kafka_config, "flowtracer agent", base=cfg.kafka_security,
                                           bootstrap=cfg.kafka)
         topo = load_topology(cfg.topology) if cfg.topology is not None else None
@@ -246,3 +246,14 @@ def _existing_partitions(bootstrap: str, client_config: dict[str, Any]) -> int:
         return len(meta[0]["partitions"]) if meta and not meta[0].get("error_code") else DEFAULT_PARTITIONS
     finally:
         admin.close()
+
+
+FLAG_FIELDS = {
+    "source": "source", "kafka": "kafka", "topic": "topic", "interval": "interval", "topology": "topology",
+    "host": "host", "sim_endpoints": "sim_endpoints", "nccl_log": "nccl_log", "sysfs_root": "sysfs_root",
+    "sysfs_only": "sysfs_only", "agent_id": "agent_id", "metrics_port": "metrics_port", "max_windows": "max_windows",
+    "peer_exchange": "peer_exchange", "host_key_file": "host_key_file", "rdma_command": "rdma_command",
+    "no_qp_counters": "qp_counters", "no_idem": "kafka_idempotence",
+}
+"""Each flag's parameter -> the AgentConfig field it overrides (--no-qp-counters and --no-kafka-idempotence set
+their field false)."""

@@ -11,14 +11,13 @@ from pathlib import Path
 import click
 
 from flowtracer.collectors.gnmi.config import (
-    CollectorConfig,
     ConfigError,
     check_transport_security,
     load_config,
     resolve_targets,
 )
 from flowtracer.collectors.gnmi.service import CollectorService
-from flowtracer.collectors.gnmi.sharding import parse_shard
+from flowtracer.config_flags import given_flags
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
@@ -34,35 +33,20 @@ def _bad(msg: str) -> None:
 def build(topology: Path | None, config: Path | None, kafka: str | None, shard: str | None,
           metrics_port: int | None, collector_id: str | None, idempotence: bool | None,
           kafka_config: Path | None = None) -> CollectorService:
-    """Load and merge topology, config and flags into a service; ConfigError/TopologyError on bad input."""
-    cfg = load_config(config)
-    update: dict[str, object] = {}
+    """Load the config (file < FLOWTRACER_COLLECTOR_* < these flags) and the topology into a service;
+    ConfigError/TopologyError on bad input."""
+    cfg = load_config(config, given_flags(FLAG_FIELDS, {
+        "topology": topology, "kafka": kafka, "shard": shard, "metrics_port": metrics_port,
+        "collector_id": collector_id, "idempotence": idempotence}))
     security = kafka_security_or_exit(kafka_config, "flowtracer collect", base=cfg.kafka.security,
-                                      bootstrap=kafka or cfg.kafka.bootstrap)
-    if kafka or idempotence is not None or security != cfg.kafka.security:
-        k = cfg.kafka.model_dump()
-        if kafka:
-            k["bootstrap"] = kafka
-        if idempotence is not None:
-            k["idempotence"] = idempotence
-        k["security"] = security
-        update["kafka"] = k
-    if shard:
-        try:
-            i, n = parse_shard(shard)
-        except ValueError as e:
-            raise ConfigError(f"--shard: {e}") from None
-        update["shard"] = {"index": i, "count": n}
-    if metrics_port is not None:
-        update["metrics"] = {**cfg.metrics.model_dump(), "port": metrics_port}
-    if collector_id:
-        update["collector_id"] = collector_id
-    if update:
-        cfg = CollectorConfig.model_validate({**cfg.model_dump(), **update})
-    topo = load_topology(topology) if topology is not None else None
+                                      bootstrap=cfg.kafka.bootstrap)
+    if security != cfg.kafka.security:
+        cfg = cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update={"security": security})})
+    topo = load_topology(cfg.topology) if cfg.topology is not None else None
     targets = resolve_targets(cfg, topo)
     if not targets:
-        raise ConfigError("no targets: give --topology with gNMI endpoints or targets in --config")
+        raise ConfigError("no targets: give a topology with gNMI endpoints (--topology or topology:) or targets "
+                          "in --config")
     for t in targets:  # fail fast on missing secrets, before any connection
         t.credentials.resolve()
     for warning in check_transport_security(cfg, targets):
@@ -74,7 +58,8 @@ def build(topology: Path | None, config: Path | None, kafka: str | None, shard: 
 @click.option("--topology", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Topology YAML: every switch with a gnmi endpoint is a target.")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Collector YAML (subscriptions, TLS, Kafka buffer, ...); see collectors/gnmi/collector.sample.yaml.")
+              help="Collector YAML (deploy/config/collector.yaml); FLOWTRACER_COLLECTOR_* variables override it, "
+                   "flags override both (docs/configuration.md).")
 @click.option("--kafka", default=None, metavar="HOST:PORT", envvar="FLOWTRACER_KAFKA",
               help="Kafka bootstrap servers (overrides kafka.bootstrap).")
 @click.option("--shard", default=None, metavar="I/N", help="Collect only shard I of N (0-based) of the targets.")
@@ -109,3 +94,10 @@ async def _run(svc: CollectorService) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, svc.stop)
     await svc.run()
+
+
+FLAG_FIELDS = {
+    "topology": "topology", "kafka": "kafka.bootstrap", "shard": "shard", "metrics_port": "metrics.port",
+    "collector_id": "collector_id", "idempotence": "kafka.idempotence",
+}
+"""Each flag's parameter -> the CollectorConfig field it overrides (dotted: nested)."""

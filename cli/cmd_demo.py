@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowtracer.demo.broker_limits import BROKER_MEMORY_LIMIT_MB, BROKER_RETENTION_S, MIN_BROKER_RETENTION_S
 from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
 from flowtracer.embedded.managed_process import check_port_free
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
@@ -42,16 +43,6 @@ if TYPE_CHECKING:
     from flowtracer.embedded.tansu import TansuBroker
 
 ROLLING_S = 10.0
-BROKER_MEMORY_LIMIT_MB = 2048.0
-"""The embedded broker's resident memory at which the demo stops, MB: Tansu's memory storage frees no record
-(docs/operations.md, "The embedded broker's memory"), so without a limit a demo left running would take the
-machine's memory (about 1 GB an hour at 16 hosts); 2 GB is two hours of the default demo."""
-BROKER_RETENTION_S = 240.0
-"""How long the embedded broker keeps inputs and outputs with ``--broker-storage objects``, s: four minutes, far more
-than any reader of the demo lags (the processor, the status and the dashboard read within seconds), and short enough
-that the store is full, and flat, well before minute 5 of a long run."""
-MIN_BROKER_RETENTION_S = 60.0
-"""The shortest retention allowed, s: every reader of the demo keeps within seconds; a minute is slack for a stall."""
 HOP_S = 1.0
 PARTITIONS = 4
 MARKER = ".flowtracer-demo-run"
@@ -248,7 +239,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     ``broker_retention_s``: :class:`~flowtracer.demo.local_pipeline.PipelineOptions`' ``broker_storage`` and
     ``broker_retention_s``."""
     from flowtracer.demo.incidents import IncidentWatch
-    from flowtracer.demo.live_view import LiveView
+    from flowtracer.demo.live_view import LiveView, redraws
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
     from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
@@ -261,7 +252,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.stream.runtime.worker import make_sink
 
     out = click.get_text_stream("stdout")
-    printer = LiveView(out, live=out.isatty() and not json_logs_requested())
+    printer = LiveView(out, live=redraws(out, json_logs_requested()))
     if influx_url is None:
         line_protocol_file = (line_protocol_file or run_dir / "flowtracer.lp").resolve()
         line_protocol_file.parent.mkdir(parents=True, exist_ok=True)

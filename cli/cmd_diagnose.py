@@ -11,10 +11,12 @@ from types import FrameType
 
 import click
 
+from flowtracer.config_flags import given_flags
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, exit_with
 from flowtracer.fabric.topology import TopologyError, load_topology
 from flowtracer.influx_options import influx_options
 from flowtracer.kafka_options import kafka_config_option, kafka_security_or_exit
+from flowtracer.plumbing.component_config import ComponentConfigError, load_component
 from flowtracer.plumbing.kafka_security import kafka_python_kwargs
 
 log = logging.getLogger("flowtracer.diagnose")
@@ -22,25 +24,27 @@ PROG = "flowtracer diagnose"
 
 
 @click.command("diagnose")
-@click.option("--topology", type=click.Path(path_type=Path), required=True, help="Fabric topology YAML.")
-@click.option("--kafka", required=True, help="Kafka bootstrap servers host:port[,host:port].")
-@click.option("--hop", "hop_s", type=click.FloatRange(min=0.001), default=1.0, show_default=True,
-              help="The processor's window hop in seconds (its --hop).")
-@click.option("--grace", "grace_s", type=click.FloatRange(min=0.0), default=10.0, show_default=True,
+@click.option("-c", "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Diagnose YAML (deploy/config/diagnose.yaml); FLOWTRACER_DIAGNOSE_* variables override it, "
+                   "flags override both (docs/configuration.md).")
+@click.option("--topology", type=click.Path(path_type=Path), default=None, help="Fabric topology YAML [required].")
+@click.option("--kafka", default=None, help="Kafka bootstrap servers host:port[,host:port] [required].")
+@click.option("--hop", "hop_s", type=click.FloatRange(min=0.001), default=None,
+              help="The processor's window hop in seconds (its --hop) [default: 1].")
+@click.option("--grace", "grace_s", type=click.FloatRange(min=0.0), default=None,
               help="A window without a fabric FIM sample is diagnosed this many seconds after its first record "
-                   "reached this service.")
-@click.option("--start", type=click.Choice(["latest", "earliest"]), default="latest", show_default=True,
-              help="Read the output topics from now on (latest) or replay what they hold (earliest).")
-@click.option("--topic-wait", "topic_wait_s", type=click.FloatRange(min=0.0), default=30.0, show_default=True,
-              help="Seconds to wait for the output topics to exist before giving up (exit 1).")
+                   "reached this service [default: 10].")
+@click.option("--start", type=click.Choice(["latest", "earliest"]), default=None,
+              help="Read the output topics from now on (latest) or replay what they hold (earliest) "
+                   "[default: latest].")
+@click.option("--topic-wait", "topic_wait_s", type=click.FloatRange(min=0.0), default=None,
+              help="Seconds to wait for the output topics to exist before giving up (exit 1) [default: 30].")
 @influx_options
 @click.option("--line-protocol-file", type=click.Path(path_type=Path), default=None,
               help="Write the incident points as InfluxDB line protocol to this file instead of InfluxDB.")
-@click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port; 0 = off.")
+@click.option("--metrics-port", type=int, default=None, help="Prometheus /metrics port; 0 = off [default: 0].")
 @kafka_config_option
-def diagnose(topology: Path, kafka: str, hop_s: float, grace_s: float, start: str, topic_wait_s: float,
-             influx_url: str | None, influx_org: str, influx_bucket: str, influx_token_file: Path | None,
-             line_protocol_file: Path | None, metrics_port: int, kafka_config: Path | None = None) -> None:
+def diagnose(config_file: Path | None, kafka_config: Path | None, **flags: object) -> None:
     """Turn the processor's outputs into incidents with ranked suspects (docs/stream.md, Incidents).
 
     Reads flowtracer.link-loads.v1, link-congestion.v1, fim.v1, collisions.v1 and path-loads.v1; a window is
@@ -50,22 +54,30 @@ def diagnose(topology: Path, kafka: str, hop_s: float, grace_s: float, start: st
     """
     from prometheus_client import start_http_server
 
+    from flowtracer.stream.diagnosis.config import DiagnoseSettings
     from flowtracer.stream.diagnosis.publisher import IncidentPublisher
     from flowtracer.stream.diagnosis.service import DiagnoseConfig, DiagnoseError, DiagnoseMetrics, DiagnoseService
     from flowtracer.stream.runtime.worker import make_sink
 
     try:
-        topo = load_topology(topology)
+        settings = load_component(DiagnoseSettings, "diagnose", config_file, given_flags(FLAG_FIELDS, flags))
+    except ComponentConfigError as e:
+        exit_with(PROG, EXIT_BAD_INPUT, str(e))
+    try:
+        topo = load_topology(settings.topology)
     except TopologyError as e:
         exit_with(PROG, EXIT_BAD_INPUT, f"invalid topology: {e}")
-    security = kafka_security_or_exit(kafka_config, PROG, bootstrap=kafka)
+    security = kafka_security_or_exit(kafka_config, PROG, base=settings.kafka_security, bootstrap=settings.kafka)
+    influx, lp = settings.influx, settings.line_protocol
     try:
-        sink = make_sink(influx_url, influx_org, influx_bucket, influx_token_file, line_protocol_file)
+        sink = make_sink(influx.url, influx.org, influx.bucket, influx.token_file, lp.file, lp.max_bytes, lp.keep)
     except ValueError as e:
         exit_with(PROG, EXIT_BAD_INPUT, str(e))
     client_config = kafka_python_kwargs(security)
-    cfg = DiagnoseConfig(bootstrap=kafka, topology=topo, hop_ns=round(hop_s * 1e9), grace_ns=round(grace_s * 1e9),
-                         start=start, client_config=client_config, topic_wait_s=topic_wait_s)
+    kafka, metrics_port = settings.kafka, settings.metrics_port
+    cfg = DiagnoseConfig(bootstrap=kafka, topology=topo, hop_ns=round(settings.hop_s * 1e9),
+                         grace_ns=round(settings.grace_s * 1e9),
+                         start=settings.start, client_config=client_config, topic_wait_s=settings.topic_wait_s)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -92,3 +104,12 @@ def diagnose(topology: Path, kafka: str, hop_s: float, grace_s: float, start: st
         publisher.close()
     log.info("stopped: %d incident snapshots published, %d not delivered", publisher.sent, publisher.errors)
     sys.exit(code)
+
+
+FLAG_FIELDS = {
+    "topology": "topology", "kafka": "kafka", "hop_s": "hop_s", "grace_s": "grace_s", "start": "start",
+    "topic_wait_s": "topic_wait_s", "influx_url": "influx.url", "influx_org": "influx.org",
+    "influx_bucket": "influx.bucket", "influx_token_file": "influx.token_file",
+    "line_protocol_file": "line_protocol.file", "metrics_port": "metrics_port",
+}
+"""Each flag's parameter -> the DiagnoseSettings field it overrides (dotted: nested)."""

@@ -45,7 +45,7 @@ def top(kafka: str, topology: Path, every_s: float, since_s: float, duration_s: 
     commits nothing and any number can watch. On a terminal one screen is redrawn in place; piped, only the
     lines of what changed are printed.
     """
-    from flowtracer.demo.live_view import LiveView
+    from flowtracer.demo.live_view import LiveView, redraws
     from flowtracer.demo.status import Observed, OutputWatcher
     from flowtracer.demo.view_state import view_state
 
@@ -65,7 +65,7 @@ def top(kafka: str, topology: Path, every_s: float, since_s: float, duration_s: 
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, on_signal)
     out = click.get_text_stream("stdout")
-    view = LiveView(out, live=out.isatty() and not json_logs_requested())
+    view = LiveView(out, live=redraws(out, json_logs_requested()))
     view.message(f"flowtracer top: {kafka}, fabric {topo.name} ({len(topo.switches)} switches); Ctrl-C stops")
     watcher.start()
     t0 = time.monotonic()

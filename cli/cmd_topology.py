@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi
+from flowtracer.collectors.gnmi.config import ConfigError, Encoding, Gnmi, credentials_in_clear
 from flowtracer.collectors.gnmi.discovery.build import build_topology
 from flowtracer.collectors.gnmi.discovery.fetch import DiscoveryError, read_all
 from flowtracer.collectors.gnmi.discovery.targets import endpoint, load_targets
@@ -132,6 +132,10 @@ def discover_cmd(targets_file: Path, output: Path | None, name: str, encoding: s
         targets = loaded.targets
         for w in loaded.warnings:
             click.echo(f"warning: {w}", err=True)
+        for t in targets:  # gnmic's lab files pair insecure: true with a password: allowed, never silently
+            if credentials_in_clear(t):
+                click.echo(f"warning: target {t.name}: username/password sent over plaintext gRPC (insecure / "
+                           "tls.enabled false): anyone on the path can read them; use TLS outside a lab", err=True)
         gnmi = Gnmi(encoding=Encoding(encoding)) if encoding else Gnmi()  # unset: each target's profile's
         facts, warnings = asyncio.run(read_all(targets, gnmi, timeout, rpc))
     except (ConfigError, SecretError) as e:

@@ -15,6 +15,8 @@ EXIT_INTERRUPTED_AT_START = 130  # Ctrl-C before the pipeline was up (128 + SIGI
 
 
 def exit_with(prog: str, code: int, msg: str) -> NoReturn:
-    """One line ``<prog>: <msg>`` on stderr, then exit with ``code``."""
-    click.echo(f"{prog}: {msg}", err=True)
+    """``<prog>: <msg>`` on stderr, one line per line of *msg* (a config names each problem on its own line),
+    then exit with ``code``."""
+    for line in msg.splitlines() or [""]:
+        click.echo(f"{prog}: {line}", err=True)
     sys.exit(code)

@@ -13,12 +13,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def influx_options(f: F) -> F:
     """``--influx-url``, ``--influx-org``, ``--influx-bucket``, ``--influx-token-file`` (parameters of those names);
-    the token never comes from argv: the file, else ``FLOWTRACER_INFLUX_TOKEN`` / ``INFLUX_TOKEN``."""
+    the token never comes from argv: the file, else ``FLOWTRACER_INFLUX_TOKEN`` / ``INFLUX_TOKEN``. Each is None
+    when not given: a flag overrides the component's ``influx:`` settings only when given (its default is the
+    model's)."""
     for option in reversed((
         click.option("--influx-url", default=None,
                      help="InfluxDB 2 URL; the token comes from $INFLUX_TOKEN or --influx-token-file."),
-        click.option("--influx-org", default="flowtracer", show_default=True, help="InfluxDB organization."),
-        click.option("--influx-bucket", default="flowtracer", show_default=True, help="InfluxDB bucket."),
+        click.option("--influx-org", default=None, help="InfluxDB organization [default: flowtracer]."),
+        click.option("--influx-bucket", default=None, help="InfluxDB bucket [default: flowtracer]."),
         click.option("--influx-token-file", type=click.Path(path_type=Path), default=None,
                      help="File holding the InfluxDB token."),
     )):

@@ -10,6 +10,7 @@ import click
 from flowtracer import __version__
 from flowtracer.cmd_agent import agent
 from flowtracer.cmd_collect import collect
+from flowtracer.cmd_config import config
 from flowtracer.cmd_demo import demo
 from flowtracer.cmd_diagnose import diagnose
 from flowtracer.cmd_export import export
@@ -45,6 +46,7 @@ cli.add_command(whatif)
 cli.add_command(export)
 cli.add_command(demo)
 cli.add_command(top)
+cli.add_command(config)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ little. Rich's Live: https://rich.readthedocs.io/en/stable/live.html.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import TextIO
 
@@ -17,6 +18,12 @@ from rich.live import Live
 
 from flowtracer.demo.view_render import Reported, change_lines, screen
 from flowtracer.demo.view_state import ViewState, first_seen
+
+
+def redraws(out: TextIO, json_logs: bool) -> bool:
+    """Whether frames on ``out`` are redrawn in place: a TTY that can move its cursor (``TERM=dumb``, e.g. Emacs'
+    shell, cannot: it gets the compact lines), and no JSON logs asked for (a log shipper reads those)."""
+    return out.isatty() and not json_logs and os.environ.get("TERM", "") != "dumb"
 
 
 class LiveView:

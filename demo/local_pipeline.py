@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from flowtracer.demo.broker_limits import BROKER_RETENTION_S
 from flowtracer.embedded.log_retention import RetentionPolicy, policies_from_plan
 from flowtracer.embedded.object_store import ObjectStore
 from flowtracer.embedded.object_sweeper import ObjectSweeper
@@ -106,7 +107,7 @@ class PipelineOptions:
     broker_storage: str = "memory"
     #: With ``objects``: how long the inputs, outputs and internal topics keep records, s; compacted topics and
     #: changelogs keep each key's latest record, and a tombstone this long.
-    broker_retention_s: float = 240.0
+    broker_retention_s: float = BROKER_RETENTION_S
     #: With ``objects``: seconds between two sweeps of the store.
     sweep_interval_s: float = 10.0
 

@@ -49,6 +49,12 @@ KEEP_WINDOWS_S = 3600.0
 demo that runs for days holds an hour, not every window since the start (issue 27); the summary covers those."""
 PRUNE_EVERY_NS = 60 * S
 """Windows older than the kept span are dropped at most once per this much window time."""
+INCIDENT_IDS_KEPT = 4096
+"""Incident ids whose newest state is remembered (the most recently updated), so that counting incidents read and
+closed stays bounded over days; an id forgotten and read again counts again."""
+INCIDENT_STALE_S = 600.0
+"""An open incident with no snapshot for this long (window time) is dropped from the open ones and counted as
+stale: the diagnosis that owned it stopped or lost it, and it would otherwise stay open on screen forever."""
 
 
 class _RowsByWindow(dict[int, WindowRows]):
@@ -124,8 +130,13 @@ class Observed:
     #: the topology's switch names (to tell switch-to-switch links and measuring switches)
     switch_names: frozenset[str] = frozenset()
     undecodable: int = 0
-    #: incident id -> newest state read back from the incidents topic ("open" / "closed")
+    #: incident id -> newest state read back from the incidents topic ("open" / "closed"), the newest
+    #: :data:`INCIDENT_IDS_KEPT` ids (insertion order is update order)
     incident_states: dict[str, str] = field(default_factory=dict)
+    #: distinct incident ids read, closed, and dropped as stale (see :data:`INCIDENT_STALE_S`)
+    incidents_read: int = 0
+    incidents_closed: int = 0
+    incidents_stale: int = 0
     #: incident id -> newest snapshot of each incident still open (the terminal view's incidents)
     open_incidents: dict[str, analytics_pb2.Incident] = field(default_factory=dict)
     #: the diagnosis's windows, by the service's own assembly rule (demo/incidents.py takes the complete ones)
@@ -180,12 +191,7 @@ class Observed:
                 if pl.resolver:
                     self.resolvers.add(pl.resolver)
             elif topic == topics.INCIDENTS.name:
-                inc = analytics_pb2.Incident.FromString(value or b"")
-                self.incident_states[inc.id] = inc.state
-                if inc.state == "open":
-                    self.open_incidents[inc.id] = inc
-                else:
-                    self.open_incidents.pop(inc.id, None)
+                self._incident(analytics_pb2.Incident.FromString(value or b""))
             elif topic == topics.DEAD_LETTER.name:
                 dl = analytics_pb2.DeadLetter.FromString(value or b"")
                 self.dead_letters += 1
@@ -193,6 +199,27 @@ class Observed:
                     self.dead_letter_reasons.append(f"{dl.topic}[{dl.partition}]@{dl.offset}: {dl.reason}")
         except Exception:  # a status display must not die on one odd record
             self.undecodable += 1
+
+    def _incident(self, inc: analytics_pb2.Incident) -> None:
+        """Fold one incident snapshot in: the open ones by id, counts of distinct ids read and closed."""
+        before = self.incident_states.pop(inc.id, None)
+        self.incident_states[inc.id] = inc.state
+        if len(self.incident_states) > INCIDENT_IDS_KEPT:
+            del self.incident_states[next(iter(self.incident_states))]
+        self.incidents_read += before is None
+        if inc.state == "open":
+            self.open_incidents[inc.id] = inc
+        else:
+            self.incidents_closed += before in (None, "open")
+            self.open_incidents.pop(inc.id, None)
+
+    def drop_stale_incidents(self, newest_end_ns: int) -> None:
+        """Drop open incidents whose newest snapshot ends :data:`INCIDENT_STALE_S` or more before
+        ``newest_end_ns`` (ns), counting them in ``incidents_stale``."""
+        cutoff = newest_end_ns - round(INCIDENT_STALE_S * S)
+        for iid in [i for i, inc in self.open_incidents.items() if inc.window_end_ns < cutoff]:
+            del self.open_incidents[iid]
+            self.incidents_stale += 1
 
     def _advance(self, end_ns: int) -> None:
         """Note a window end; drop per-window detail older than ``keep_ns`` (at most once per PRUNE_EVERY_NS)."""
@@ -214,6 +241,7 @@ class Observed:
         del self.latency_s[:keep]
         if dropped or keep:
             self.pruned_before_ns = cutoff
+        self.drop_stale_incidents(end_ns)
 
     def _fim(self, f: analytics_pb2.FimSample) -> None:
         basis = BASIS.get(f.basis)

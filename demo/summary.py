@@ -236,7 +236,7 @@ def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling
         "dead_letters": obs.dead_letters, "dead_letter_reasons": obs.dead_letter_reasons,
         "latency_window_end_to_kafka": obs.latency_stats(steady_from),
         "latency_window_end_to_kafka_from_start": obs.latency_stats(), "undecodable_outputs": obs.undecodable,
-        "incidents_read_back": len(obs.incident_states),
+        "incidents_read_back": obs.incidents_read,
     }
     if gt is not None:
         summary["pipeline"]["sim_ticks"] = len(gt.tick_ends)

@@ -117,7 +117,8 @@ def screen(state: ViewState, seen: Mapping[str, int]) -> Group:
         lines.append(_line(mark(c.key), collision_text(c), "red" if c.harmful else ""))
     if more > 0:
         lines.append(_line("  ", f"... and {more} more"))
-    lines.append(_line("", f"incidents    {len(state.incidents)} open, {state.incidents_closed} closed", "bold"))
+    stale = f", {state.incidents_stale} stale" if state.incidents_stale else ""
+    lines.append(_line("", f"incidents    {len(state.incidents)} open, {state.incidents_closed} closed{stale}", "bold"))
     for i in state.incidents[:TOP]:
         lines.append(_line(mark(i.id), incident_text(i), "magenta"))
     if len(state.incidents) > TOP:

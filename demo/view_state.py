@@ -89,6 +89,8 @@ class ViewState:
     incidents: tuple[IncidentRow, ...]
     incidents_closed: int
     health: Health
+    #: open incidents dropped because their diagnosis stopped updating them (demo/status.py INCIDENT_STALE_S)
+    incidents_stale: int = 0
     #: the watched job's iteration time over the last 10 s, ms (heterogeneous demos; None otherwise)
     iteration_ms: float | None = None
 
@@ -119,13 +121,13 @@ def view_state(obs: Observed, title: str, clock: str, now_ns: int | None = None,
                     windows=len(obs.fabric_fim), switches=switches, dead_letters=obs.dead_letters,
                     undecodable=obs.undecodable, behind=obs.behind, stages=tuple(stages), error=error)
     open_now = sorted(obs.open_incidents.values(), key=lambda i: -i.start_ns)
-    closed = sum(1 for s in obs.incident_states.values() if s != "open")
     it = obs.recent_iteration_s() if obs.watch_flows else None
     return ViewState(title=title, clock=clock, now_ns=now_ns, window_end_ns=end, fim_measured=fim.get("measured"),
                      fim_attributed=fim.get("attributed"), fim_history=history,
                      collisions=tuple(collision_row(c) for c in obs.current_collisions(CURRENT_HOPS)),
                      collisions_seen=len(obs.collisions), incidents=tuple(incident_row(i) for i in open_now),
-                     incidents_closed=closed, health=health, iteration_ms=None if it is None else it * 1e3)
+                     incidents_closed=obs.incidents_closed, incidents_stale=obs.incidents_stale,
+                     health=health, iteration_ms=None if it is None else it * 1e3)
 
 
 def first_seen(seen: Mapping[str, int], state: ViewState) -> dict[str, int]:

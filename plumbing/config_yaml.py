@@ -3,8 +3,8 @@
 Every YAML file a user writes (topology, collector config) is read and checked the same way:
 :func:`read_text` reads it (``no such file`` / ``cannot read``), :func:`parse_yaml` parses it in
 one pass (libyaml's ``CSafeLoader`` when PyYAML has it) and keeps the node tree as a
-:class:`LineIndex`, and :func:`format_validation_error` turns a pydantic ``ValidationError`` into
-one line naming the file, the line, the field and the problem. Each caller keeps its own exception
+:class:`LineIndex`, and :func:`format_validation_errors` turns a pydantic ``ValidationError`` into
+one line per error naming the file, the line, the field and the problem. Each caller keeps its own exception
 class: the functions here raise the ``error`` type they are given.
 
 Files are written by people and sometimes by attackers, so :func:`parse_yaml` bounds what a document may
@@ -17,7 +17,7 @@ one mapping (YAML keeps the last silently, so a second ``hosts:`` block would dr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -183,21 +183,35 @@ def located(source: str, loc: tuple[Any, ...], problem: str, lines: LineIndex | 
     return f"{where}: {fmt_loc(loc) or root}: {problem}"
 
 
-def format_validation_error(e: ValidationError, source: str, lines: LineIndex | None = None, *,
-                            enum_choices: bool = True, root: str = "") -> str:
-    """The first error of *e* as ``source[:line]: place: problem`` (see :func:`located`).
+def describe_error(err: Mapping[str, Any], *, enum_choices: bool = True) -> tuple[tuple[Any, ...], str]:
+    """(location, problem) of one pydantic error (an item of ``ValidationError.errors()``).
 
     Wording: an unknown key is ``unknown field 'x'``, a missing one ``missing required field 'x'``,
     a bad enum value ``'v' is not one of: a, b`` (only with *enum_choices*; else pydantic's
     ``Input should be ...``); other messages are pydantic's without its ``Value error, `` prefix.
     """
-    err = e.errors()[0]
     loc = tuple(err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
+    msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = f"unknown field {loc[-1]!r}"
     elif err["type"] == "missing":
         msg = f"missing required field {loc[-1]!r}"
     elif enum_choices and err["type"] == "enum":
         msg = f"{err['input']!r} is not one of: {err['ctx']['expected']}"
-    return located(source, loc, msg, lines, root=root)
+    return loc, msg
+
+
+def format_validation_errors(e: ValidationError, source: str, lines: LineIndex | None = None, *,
+                             enum_choices: bool = True, root: str = "") -> list[str]:
+    """Every error of *e*, each as ``source[:line]: place: problem`` (see :func:`located`, :func:`describe_error`)."""
+    out = []
+    for err in e.errors():
+        loc, msg = describe_error(err, enum_choices=enum_choices)
+        out.append(located(source, loc, msg, lines, root=root))
+    return out
+
+
+def format_validation_error(e: ValidationError, source: str, lines: LineIndex | None = None, *,
+                            enum_choices: bool = True, root: str = "") -> str:
+    """The first error of *e* as ``source[:line]: place: problem`` (see :func:`format_validation_errors`)."""
+    return format_validation_errors(e, source, lines, enum_choices=enum_choices, root=root)[0]

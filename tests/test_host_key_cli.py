@@ -15,7 +15,7 @@ ENV = {"FLOWTRACER_KAFKA_CONFIG": None, "FLOWTRACER_HOST_KEY_MASTER_FILE": None,
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (None, "--host-key-master-file: cannot read"),
+    (None, "host_key_master_file: cannot read"),
     ("ab" * 16, "holds 16 bytes, at least 32 are needed"),
     ("secret-" + "cd" * 40, "is not hex text"),
 ])

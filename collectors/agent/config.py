@@ -1,22 +1,25 @@
 """The host agent's configuration: one validated model, defaults in the model, durations as durations.
 
-Load from a YAML file (``agent.sample.yaml`` beside this module is the commented sample) and/or
-CLI flags; a bad value fails fast naming the field. Nothing here is secret.
+Load from a YAML file (``deploy/config/agent.yaml`` is the commented sample), ``FLOWTRACER_AGENT_*`` variables
+and CLI flags, in that order (:mod:`flowtracer.plumbing.component_config`); a bad value fails fast naming the
+place and the field. Nothing here is secret.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import socket
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flowtracer.collectors.agent.sources.nccl_line import nccl_zone
 from flowtracer.plumbing import durations
+from flowtracer.plumbing.component_config import Override, load_component
 from flowtracer.plumbing.kafka_security import KafkaSecurity
 from flowtracer.schemas.topics import FLOWS, QP_ENDS
 
@@ -195,6 +198,12 @@ class AgentConfig(BaseModel):
         nccl_zone(v)
         return v
 
+    @field_validator("rdma_command", "ethtool_command", mode="before")
+    @classmethod
+    def _command_words(cls, v: Any) -> Any:
+        # A flag or variable gives the command as one string, the way a shell would split it.
+        return shlex.split(v) if isinstance(v, str) else v
+
     @field_validator("rdma_command", "ethtool_command")
     @classmethod
     def _command(cls, v: list[str]) -> list[str]:
@@ -220,28 +229,8 @@ class AgentConfig(BaseModel):
         return self.peer_exchange if self.peer_exchange is not None else self.source != "sim"
 
 
-def load_config(path: Path | None = None, **overrides: Any) -> AgentConfig:
-    """Build an ``AgentConfig`` from a YAML file (optional) and overrides; ``ConfigError`` names the field."""
-    data: dict[str, Any] = {}
-    where = "agent configuration"
-    if path is not None:
-        where = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: YAML syntax error: {e}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of settings")
-        data.update(loaded or {})
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return AgentConfig.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown setting"
-        raise ConfigError(f"{where}: {loc}: {msg}") from None
+def load_config(path: Path | None = None, flags: Sequence[Override] = (), *,
+                environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """An ``AgentConfig`` from a YAML file (optional), then ``FLOWTRACER_AGENT_*`` variables, then *flags*
+    (:mod:`flowtracer.plumbing.component_config`); ``ConfigError`` names the place and the field of each problem."""
+    return load_component(AgentConfig, "agent", path, flags, environ=environ, error=ConfigError)

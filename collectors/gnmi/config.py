@@ -7,23 +7,27 @@ Secrets are never inline: usernames may be, passwords come from ``password_env``
 ``password_file`` and live as ``SecretStr`` (redacted in logs and reprs). Errors name the field
 and the line: ``collector.yaml:12: gnmi.subscriptions[2].sample_interval: ...``.
 
-See ``collectors/gnmi/collector.sample.yaml`` for every field with its default.
+Loaded from the YAML, ``FLOWTRACER_COLLECTOR_*`` variables and ``flowtracer collect``'s flags, in that order
+(:mod:`flowtracer.plumbing.component_config`); ``deploy/config/collector.yaml`` has every field with its default.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from flowtracer.collectors.gnmi.counters.paths import parse_path
+from flowtracer.collectors.gnmi.sharding import parse_shard
 from flowtracer.fabric.platform_profiles import DEFAULT_PLATFORM, check_platform, load_profile
 from flowtracer.fabric.topology import Topology
-from flowtracer.plumbing.config_yaml import fmt_loc, format_validation_error, parse_yaml, read_text
+from flowtracer.plumbing.component_config import Bootstrap, Override, load_component, parse_component
+from flowtracer.plumbing.config_yaml import describe_error, fmt_loc
 from flowtracer.plumbing.durations import Duration
 from flowtracer.plumbing.durations import parse_duration as parse_duration  # re-exported: part of this module's API
 from flowtracer.plumbing.kafka_security import KafkaSecurity
@@ -345,7 +349,7 @@ class Kafka(_Model):
     """Where batches go. ``idempotence``: auto = kafka-python's detection (Kafka >= 0.11),
     false for Tansu (it claims the API but does not implement it reliably)."""
 
-    bootstrap: str = "127.0.0.1:9092"
+    bootstrap: Bootstrap = "127.0.0.1:9092"
     topic: str = COUNTERS.name
     #: Where CongestionBatches go (only produced when the switches send queue or PFC leaves).
     congestion_topic: str = SWITCH_CONGESTION.name
@@ -372,6 +376,12 @@ class Shard(_Model):
     index: int = Field(0, ge=0)
     count: int = Field(1, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        # ``--shard 1/2``, ``FLOWTRACER_COLLECTOR_SHARD=1/2`` or ``shard: 1/2`` in the YAML
+        return dict(zip(("index", "count"), parse_shard(v), strict=True)) if isinstance(v, str) else v
+
     @field_validator("count")
     @classmethod
     def _count(cls, v: int, info: Any) -> int:
@@ -391,6 +401,8 @@ class Metrics(_Model):
 class CollectorConfig(_Model):
     """The whole collector configuration (YAML root)."""
 
+    #: Topology file: every switch with a ``gnmi`` endpoint is a target (``--topology``).
+    topology: Path | None = None
     collector_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     kafka: Kafka = Kafka()
     gnmi: Gnmi = Gnmi()
@@ -402,34 +414,21 @@ class CollectorConfig(_Model):
     metrics: Metrics = Metrics()
 
 
-# -- loading -----------------------------------------------------------------------------------
-
-
-def load_config(path: str | Path | None) -> CollectorConfig:
-    """Read and validate a collector YAML (None = all defaults); ConfigError names the place."""
-    if path is None:
-        return CollectorConfig()
-    p = Path(path)
-    return parse_config(read_text(p, ConfigError), str(p))
+def load_config(path: Path | None, flags: Sequence[Override] = (), *,
+                environ: Mapping[str, str] | None = None) -> CollectorConfig:
+    """The YAML file (None: none), then ``FLOWTRACER_COLLECTOR_*`` variables, then *flags*; ConfigError per problem."""
+    return load_component(CollectorConfig, "collector", path, flags, environ=environ, error=ConfigError)
 
 
 def parse_config(text: str, source: str = "<config>") -> CollectorConfig:
-    data, lines = parse_yaml(text, source, ConfigError, column=False)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping (kafka, gnmi, targets, ...)")
-    try:
-        return CollectorConfig.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source, lines, enum_choices=False)) from None
+    """A collector config from YAML text alone (no environment, no flags)."""
+    return parse_component(CollectorConfig, "collector", text, source, ConfigError)
 
 
 def _target_error(i: int, name: str, e: ValidationError) -> ConfigError:
     """One line naming the ``targets`` entry, the target and the field."""
-    err = e.errors()[0]
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    return ConfigError(f"targets[{i}] ({name}).{fmt_loc(tuple(err['loc']))}: {msg}")
+    loc, msg = describe_error(e.errors()[0], enum_choices=False)
+    return ConfigError(f"targets[{i}] ({name}).{fmt_loc(loc)}: {msg}")
 
 
 def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Target]:
@@ -475,6 +474,12 @@ def resolve_targets(cfg: CollectorConfig, topology: Topology | None) -> list[Tar
     return sorted(base.values(), key=lambda t: t.name)
 
 
+def credentials_in_clear(target: Target) -> bool:
+    """Whether connecting to ``target`` sends a username and password over plaintext gRPC (SecretError when its
+    credentials cannot be resolved)."""
+    return not target.tls.enabled and target.credentials.resolve() is not None
+
+
 def check_transport_security(cfg: CollectorConfig, targets: list[Target]) -> list[str]:
     """Refuse credentials over plaintext (ConfigError naming the target) unless
     ``gnmi.allow_insecure_credentials``; return the warnings to log once each (plaintext credentials
@@ -484,7 +489,7 @@ def check_transport_security(cfg: CollectorConfig, targets: list[Target]) -> lis
         if t.tls.enabled and t.tls.skip_verify:
             warnings.append(f"target {t.name}: tls.skip_verify: the switch's certificate is not verified "
                             "(anyone on the path can pose as it); labs only")
-        if t.tls.enabled or t.credentials.resolve() is None:
+        if not credentials_in_clear(t):
             continue
         if not cfg.gnmi.allow_insecure_credentials:
             raise ConfigError(f"target {t.name}: credentials would cross the network in clear (tls.enabled is "

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from flowtracer.plumbing.config_yaml import format_validation_error
 from flowtracer.stream.sinks.base import Sink
 from flowtracer.stream.sinks.file import FileSink
 from flowtracer.stream.sinks.influx import InfluxSink
@@ -24,6 +25,4 @@ def make_sink(name: str, config: Mapping[str, Any]) -> Sink:
     try:
         return cls(cls.Config.model_validate(dict(config)))
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(map(str, err["loc"])) or "sink"
-        raise ValueError(f"sink {where}: {err['msg'].removeprefix('Value error, ')}") from None
+        raise ValueError(format_validation_error(e, "sink", root=name)) from None

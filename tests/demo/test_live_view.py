@@ -4,11 +4,13 @@ what changed."""
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import replace
 
+import pytest
 from test_view_state import T0, observed
 
-from flowtracer.demo.live_view import LiveView
+from flowtracer.demo.live_view import LiveView, redraws
 from flowtracer.demo.view_state import view_state
 
 S = 1_000_000_000
@@ -43,3 +45,18 @@ def test_a_terminal_gets_one_screen_redrawn_in_place_with_messages_above() -> No
     # rich moves the cursor up over the previous screen and erases it before drawing the next (ESC[nA, ESC[2K)
     assert "\x1b[1A" in rest and "\x1b[2K" in rest
     assert "a line that stays" in rest and rest.rindex("6s") > rest.index("a line that stays")
+
+
+def test_only_a_terminal_that_can_move_its_cursor_is_redrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    master, slave = os.openpty()  # a real terminal device, as over SSH
+    try:
+        with os.fdopen(slave, "w", closefd=False) as tty:
+            monkeypatch.setenv("TERM", "xterm-256color")
+            assert redraws(tty, json_logs=False)
+            assert not redraws(tty, json_logs=True)  # a log shipper reads the lines
+            monkeypatch.setenv("TERM", "dumb")  # Emacs' shell, some CI consoles: no cursor movement
+            assert not redraws(tty, json_logs=False)
+        assert not redraws(io.StringIO(), json_logs=False)  # a pipe or a file
+    finally:
+        os.close(master)
+        os.close(slave)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from flowtracer.demo.status import Observed
+from flowtracer.demo.status import INCIDENT_IDS_KEPT, INCIDENT_STALE_S, PRUNE_EVERY_NS, Observed
 from flowtracer.demo.view_state import first_seen, view_state
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
@@ -95,3 +95,29 @@ def test_first_seen_keeps_the_first_time_and_forgets_what_left() -> None:
     assert seen == {f"leaf01:spine01|spine02|{UP}": T0 + 6 * S, "a": T0 + 6 * S}
     later = replace(v, now_ns=T0 + 9 * S, incidents=())
     assert first_seen(seen, later) == {f"leaf01:spine01|spine02|{UP}": T0 + 6 * S}
+
+
+def test_incident_counts_stay_bounded_and_a_snapshot_resent_counts_once() -> None:
+    obs = observed()
+    n = INCIDENT_IDS_KEPT + 10
+    for k in range(n):
+        obs.add(topics.INCIDENTS.name, incident(f"i{k}", "open", T0 + S), 0)
+        obs.add(topics.INCIDENTS.name, incident(f"i{k}", "closed", T0 + S), 0)
+        obs.add(topics.INCIDENTS.name, incident(f"i{k}", "closed", T0 + S), 0)  # a resent snapshot (at least once)
+    assert (obs.incidents_read, obs.incidents_closed) == (n, n)
+    assert len(obs.incident_states) == INCIDENT_IDS_KEPT and not obs.open_incidents
+
+
+def test_an_open_incident_nobody_updates_ages_out_and_is_counted_stale() -> None:
+    obs = observed()
+    obs.add(topics.INCIDENTS.name, incident("gone", "open", T0 + S), 0)  # its diagnosis stops updating it
+    live_at = T0 + S + round(INCIDENT_STALE_S * S)
+    obs.add(topics.INCIDENTS.name, incident("live", "open", live_at), 0)
+    # Windows go on: the fabric's window ends reach the stale age of the first incident.
+    for k in range(2):
+        end = live_at + k * PRUNE_EVERY_NS + S
+        ll = analytics_pb2.LinkLoad(schema_version=1, window_end_ns=end, link=UP, src_node="leaf01",
+                                    dst_node="spine01", measured_valid=True, measured_bytes=10**9)
+        obs.add(topics.LINK_LOADS.name, ll.SerializeToString(), 0)
+    v = view_state(obs, "t", "x", now_ns=live_at + 2 * S)
+    assert [i.id for i in v.incidents] == ["live"] and v.incidents_stale == 1 and v.incidents_closed == 0

@@ -19,6 +19,8 @@ import re
 import time
 from collections.abc import Callable
 
+from flowtracer.collectors.bounded_counts import count_bounded
+
 log = logging.getLogger(__name__)
 
 MAX_SHAPE_CHARS = 160
@@ -86,13 +88,9 @@ class ShapeCounter:
     def add(self, shape: str, line: str, where: object) -> None:
         """Count one line of ``shape``; ``line`` (its text) and ``where`` (``file:line``, formatted with ``str``
         only when logged) go into the log line of a new shape."""
-        if shape in self.counts:
-            self.counts[shape] += 1
+        new = shape not in self.counts
+        if not count_bounded(self.counts, shape, 1, self.max_shapes, OTHER_SHAPE) or not new:
             return
-        if len(self.counts) >= self.max_shapes:
-            self.counts[OTHER_SHAPE] = self.counts.get(OTHER_SHAPE, 0) + 1
-            return
-        self.counts[shape] = 1
         now = self._clock()
         self._tokens = min(float(self.log_burst), self._tokens + (now - self._last) / self.log_every_s)
         self._last = now

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 
 from pygnmi.spec.v080.gnmi_pb2 import Path
 
+from flowtracer.collectors.bounded_counts import count_bounded
+
 _DIGITS = re.compile(r"[0-9]+")
 MAX_SHAPES = 64
 """Distinct shapes kept in one count; beyond, one ``(more shapes)`` entry counts the rest."""
@@ -44,9 +46,7 @@ def names_shape(names: Sequence[str]) -> str:
 
 def count_shape(counts: dict[str, int], shape: str, n: int = 1) -> None:
     """Add ``n`` to ``counts[shape]``, at most ``MAX_SHAPES`` distinct shapes (then ``MORE``)."""
-    if shape not in counts and len(counts) >= MAX_SHAPES:
-        shape = MORE
-    counts[shape] = counts.get(shape, 0) + n
+    count_bounded(counts, shape, n, MAX_SHAPES, MORE)
 
 
 def merge_shapes(seen: dict[str, int], shapes: dict[str, int]) -> list[str]:

@@ -31,7 +31,7 @@ def topo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("args", "config", "message"), [
-    (["--shard", "2/2"], None, "--shard: '2/2': need N >= 1 and 0 <= i < N"),
+    (["--shard", "2/2"], None, "--shard: shard: '2/2': need N >= 1 and 0 <= i < N"),
     ([], "gnmi:\n  sample: 1s\n", "cfg.yaml:2: gnmi.sample: unknown field 'sample'"),
     ([], None, "credentials.password_env: environment variable T_COLLECT_PW is not set"),
     (["--topology", "/nonexistent.yaml"], None, "/nonexistent.yaml: no such file"),
@@ -88,3 +88,20 @@ def test_flags_override_config(topo: Path, tmp_path: Path, monkeypatch: pytest.M
         assert svc.targets == select(svc.all_targets, 1, 2)
     finally:
         svc.sink.close(0.1)
+
+
+def test_the_sample_names_its_bad_value_and_the_environment_sits_between_file_and_flags(tmp_path: Path) -> None:
+    from config_samples import spoiled
+
+    path, n = spoiled("collector", "  connect_timeout: 10s", "  connect_timeout: forever", tmp_path / "c.yaml")
+    r = CliRunner().invoke(collect, ["--config", str(path)])
+    assert (r.exit_code, r.output) == (
+        2, f"flowtracer collect: {path}:{n}: gnmi.connect_timeout: 'forever' is not a duration (e.g. 250ms, 1s, 2m)\n")
+    # A shard from the environment is checked as the flag's is, and named by its variable; the flag wins over it.
+    r = CliRunner().invoke(collect, ["--config", str(path)], env={"FLOWTRACER_COLLECTOR_GNMI__CONNECT_TIMEOUT": "5s",
+                                                                  "FLOWTRACER_COLLECTOR_SHARD": "3/2"})
+    assert (r.exit_code, r.output) == (
+        2, "flowtracer collect: FLOWTRACER_COLLECTOR_SHARD: shard: '3/2': need N >= 1 and 0 <= i < N\n")
+    r = CliRunner().invoke(collect, ["--config", str(path), "--shard", "1/2", "--topology", str(tmp_path / "no.yaml")],
+                           env={"FLOWTRACER_COLLECTOR_GNMI__CONNECT_TIMEOUT": "5s", "FLOWTRACER_COLLECTOR_SHARD": "3/2"})
+    assert (r.exit_code, r.output) == (2, f"flowtracer collect: {tmp_path / 'no.yaml'}: no such file\n")

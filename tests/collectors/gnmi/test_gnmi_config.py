@@ -21,7 +21,7 @@ from flowtracer.collectors.gnmi.config import (
 from flowtracer.fabric.topology import parse_topology
 
 ROOT = Path(__file__).resolve().parents[3]
-SAMPLE = ROOT / "collectors" / "gnmi" / "collector.sample.yaml"
+SAMPLE = ROOT / "deploy" / "config" / "collector.yaml"
 
 TOPO = """
 name: t
@@ -55,7 +55,7 @@ def test_defaults_cover_interfaces_and_both_next_hop_trees() -> None:
     ("gnmi:\n  subscriptions:\n    - name: a\n      path: /x\n      sample_interval: fast\n",
      "<config>:5: gnmi.subscriptions[0].sample_interval: 'fast' is not a duration"),
     ("gnmi:\n  encodng: proto\n", "<config>:2: gnmi.encodng: unknown field 'encodng'"),
-    ("gnmi:\n  encoding: xml\n", "<config>:2: gnmi.encoding: Input should be 'proto', 'json_ietf' or 'json'"),
+    ("gnmi:\n  encoding: xml\n", "<config>:2: gnmi.encoding: 'xml' is not one of: 'proto', 'json_ietf' or 'json'"),
     ("gnmi:\n  subscriptions:\n    - name: a\n      path: /x[k=1\n", "<config>:4: gnmi.subscriptions[0].path: unbalanced"),
     ("shard: {index: 2, count: 2}\n", "shard.count: shard index 2 is not below the shard count 2"),
     ("targets:\n  - {name: x, port: 99999}\n", "<config>:2: targets[0].port: Input should be less than or equal to 65535"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,12 @@ from flowtracer.sim.runner import SimRunner
 from flowtracer.sim.switches.server import GnmiServer
 
 PASSWORD_ENV = "FT_TEST_DISCOVERY_PASSWORD"
+IN_CLEAR = "username/password sent over plaintext gRPC"
+
+
+def besides_in_clear(err: str) -> str:
+    """``err`` without the per-target warnings that a password crossed the network in clear."""
+    return "".join(line for line in err.splitlines(keepends=True) if IN_CLEAR not in line)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,13 @@ def test_discovered_fabric_is_the_generated_one(sim: tuple[Path, dict, SimRunner
     code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out), "--name", "ft16",
                        "--encoding", encoding, "--rpc", rpc)
     assert code == 0, err
-    assert "discovered 6 switches, 8 links, 16 hosts, 4 ECMP groups" in err and "warning" not in err
+    assert "discovered 6 switches, 8 links, 16 hosts, 4 ECMP groups" in err
+    # The password crossed the network in clear (insecure: true): said once per switch, the secret never shown.
+    warned = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert sorted(warned) == sorted(f"warning: target {n}: username/password sent over plaintext gRPC (insecure / "
+                                    "tls.enabled false): anyone on the path can read them; use TLS outside a lab"
+                                    for n in ready["gnmi"]), err
+    assert os.environ[PASSWORD_ENV] not in err
     assert run("topology", "check", str(out))[0] == 0
     assert run("topology", "diff", str(generated), str(out)) == (0, "", "")
 
@@ -74,7 +87,7 @@ def test_ready_json_and_a_wrong_password(sim: tuple[Path, dict, SimRunner], tmp_
         {"name": n, "address": a.rsplit(":", 1)[0], "port": int(a.rsplit(":", 1)[1]),
          "credentials": {"username": "ft", "password_env": "FT_WRONG"}} for n, a in ready["gnmi"].items()]}))
     code, _, err = run("topology", "discover", "--targets", str(targets))
-    assert code == 1 and "UNAUTHENTICATED" in err and err.count("\n") == 1
+    assert code == 1 and "UNAUTHENTICATED" in err and besides_in_clear(err).count("\n") == 1
 
 
 def test_a_cable_that_goes_down_is_seen(sim: tuple[Path, dict, SimRunner], tmp_path: Path,
@@ -116,7 +129,7 @@ def test_a_switch_without_get_is_read_with_once(sim: tuple[Path, dict, SimRunner
             "targets": {a: {"name": n, "insecure": True} for n, a in gnmi.items()}}))
         out = tmp_path / "discovered.yaml"
         code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out))
-    assert code == 0 and err.startswith("warning: leaf01: Get is not implemented: read with Subscribe ONCE\n")
+    assert code == 0 and besides_in_clear(err).startswith("warning: leaf01: Get is not implemented: read with Subscribe ONCE\n")
     assert run("topology", "diff", str(generated), str(out)) == (0, "", "")
 
 
@@ -151,7 +164,7 @@ def test_a_gnmic_targets_file_as_it_is(sim: tuple[Path, dict, SimRunner], tmp_pa
     out = tmp_path / "discovered.yaml"
     code, _, err = run("topology", "discover", "--targets", str(targets), "--out", str(out), "--name", "ft16")
     assert code == 0, err
-    assert err.count("warning:") == 1 and "outputs (" in err and "encoding (" in err and "s3cret" not in err
+    assert besides_in_clear(err).count("warning:") == 1 and err.count(IN_CLEAR) == 6 and "outputs (" in err and "encoding (" in err and "s3cret" not in err
     assert run("topology", "diff", str(generated), str(out)) == (0, "", "")
     text = out.read_text()
     assert "s3cret" not in text and str(targets) in text and "password_key" in text
