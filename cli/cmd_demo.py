@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowtracer.demo.broker_limits import BROKER_MEMORY_LIMIT_MB, BROKER_RETENTION_S, MIN_BROKER_RETENTION_S
-from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
+from flowtracer.demo.cpu_meter import CpuMeter, children_cpu_s, sim_lag_s
 from flowtracer.embedded.managed_process import check_port_free
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
 from flowtracer.logs import json_logs_requested
@@ -242,7 +242,7 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.demo.live_view import LiveView, redraws
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
-    from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
+    from flowtracer.demo.sigint_shield import DemoPipeline, broker_shielded_from_ctrl_c
     from flowtracer.demo.status import Observed, OutputWatcher
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.demo.view_state import view_state
