@@ -181,7 +181,7 @@ def _grid(exp: Any, plt: Any, height: float) -> tuple[Any, Any]:
 
 def reduction_hist(exp: Any) -> Figure:
     """Per-draw FIM reduction of static pinning against ECMP, per phase and conditions, with the paper's 30%."""
-    from flowtracer.whatif.experiment import PAPER_REDUCTION, STATICS
+    from flowtracer.whatif.reproductions.flowtracer16 import PAPER_REDUCTION, STATICS
 
     plt = pyplot()
     fig, axes = _grid(exp, plt, 2.6)
@@ -215,7 +215,7 @@ def reduction_hist(exp: Any) -> Figure:
 
 def _by_strategy(exp: Any, metric: str, name: str, ylabel: str, caption: str, relative: bool) -> Figure:
     """Per phase and conditions: a dot per strategy, and boxes over restarts for the ones that vary."""
-    from flowtracer.whatif.experiment import DRAWN, FIXED
+    from flowtracer.whatif.reproductions.flowtracer16 import DRAWN, FIXED
 
     plt = pyplot()
     fig, axes = _grid(exp, plt, 3.0)
