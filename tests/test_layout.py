@@ -162,3 +162,17 @@ def test_no_source_file_over_500_lines_without_a_reason() -> None:
             wrong.append(f"{py.relative_to(ROOT)}: {text.count(chr(10))} lines, no reason in its docstring's first "
                          "paragraph")
     assert not wrong, "\n".join(wrong)
+
+
+def test_tests_mirror_the_source_tree() -> None:
+    """Every folder of tests/ that holds tests names a source folder (tests/collectors/agent/peers/ tests
+    collectors/agent/peers/), so a module's tests are found where the module is. e2e/ is the one exception: its
+    tests run the whole pipeline, no one folder's."""
+    wrong = []
+    for folder in sorted({p.parent for p in (ROOT / "tests").rglob("test_*.py")}):
+        rel = folder.relative_to(ROOT / "tests")
+        if not rel.parts or rel.parts[0] == "e2e":
+            continue
+        if rel.parts[0] not in {*FOLDERS, "deploy"} or not (ROOT / rel).is_dir():
+            wrong.append(f"tests/{rel.as_posix()}/ names no source folder")
+    assert not wrong, "\n".join(wrong)
