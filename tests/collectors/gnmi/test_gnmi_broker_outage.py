@@ -11,9 +11,9 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_session_util import LoopThread, fast_gnmi
 from gnmi_switches import Ticker, make_switch
+from kafka_records import consume_all
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, Metrics, Target

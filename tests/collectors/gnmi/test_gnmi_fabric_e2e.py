@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_session_util import IF_FIELDS, NH_FIELDS, LoopThread, fast_gnmi
+from kafka_records import consume_all
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, TargetMode, TargetOverride, resolve_targets

@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from gnmi_kafka_util import consume_all
 from kafka.errors import KafkaError
+from kafka_records import consume_all
 from prometheus_client import generate_latest
 
 from flowtracer.collectors.kafka_sink import KafkaSink

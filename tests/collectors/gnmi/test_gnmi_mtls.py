@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_session_util import LoopThread, fast_gnmi
 from gnmi_switches import Ticker, make_switch
+from kafka_records import consume_all
 from prometheus_client import generate_latest
 from tls_certs import make_ca, make_client_cert, make_server_cert
 from waiting import wait_for

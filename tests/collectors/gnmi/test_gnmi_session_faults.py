@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_replay import ReplayServer
 from gnmi_session_util import LoopThread, collect, fast_gnmi, run_session, stop_session
 from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
+from kafka_records import consume_all
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Credentials, Kafka, Target, Tls
