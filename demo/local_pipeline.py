@@ -95,6 +95,8 @@ class PipelineOptions:
     probes_per_host_s: float = 50.0
     #: The agents' ``tracing.refresh`` in seconds (None: the agent's default); a trace holds twice this long.
     trace_refresh_s: float | None = None
+    #: The agents' ``tracing.probe_form``: ``roce`` (a BTH with the flow's destination QP) or ``udp`` (plain).
+    probe_form: str = "roce"
     #: Have the collector read the switches' congestion counters (``gnmi.congestion``, a ``--config`` file
     #: written into the run directory): for workloads whose simulator models congestion.
     switch_congestion: bool = False
@@ -262,7 +264,7 @@ class LocalPipeline:
         hosts = self.ready.get("host_view_dirs") or {}
         tracing: dict[str, Any] = {"enabled": True,
                                    "probes_per_second": self.options.probes_per_host_s * max(1, len(hosts)),
-                                   "burst": max(20, 4 * len(hosts))}
+                                   "burst": max(20, 4 * len(hosts)), "probe_form": self.options.probe_form}
         if self.options.trace_refresh_s is not None:
             tracing["refresh"] = f"{round(self.options.trace_refresh_s * 1000)}ms"
         if self.ready.get("dataplane") == "kernel":

@@ -68,6 +68,10 @@ class TracingConfig(BaseModel):
     max_concurrent: int = Field(64, ge=1, le=10_000)
     #: kernel: UDP sockets on this host; sim: the simulator's trace responder (source sim).
     transport: str = "kernel"
+    #: roce: probes carry a BTH with the flow's destination QP (switches hashing on it place them like the flow)
+    #: and stop at the destination leaf; udp: plain UDP probes of the 5-tuple. The kernel transport always sends
+    #: plain UDP (docs/tracing.md, "RoCE-formed probes").
+    probe_form: str = "roce"
     #: Host name -> network namespace (name under /run/netns, or a path) its probe sockets are made in
     #: (the simulator's kernel data plane); hosts not listed probe from the agent's own namespace.
     netns: dict[str, str] = {}
@@ -89,6 +93,13 @@ class TracingConfig(BaseModel):
     def _transport(cls, v: str) -> str:
         if v not in ("kernel", "sim"):
             raise ValueError(f"must be kernel or sim, not {v!r}")
+        return v
+
+    @field_validator("probe_form")
+    @classmethod
+    def _probe_form(cls, v: str) -> str:
+        if v not in ("roce", "udp"):
+            raise ValueError(f"must be roce or udp, not {v!r}")
         return v
 
 

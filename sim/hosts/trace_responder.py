@@ -4,16 +4,22 @@ The fluid model has no packets, so a host agent's ``sim`` tracing transport asks
 TTL-limited probe would have met. Request and answer are one JSON object per UDP datagram on
 127.0.0.1 (docs/tracing.md, "Simulator answers"):
 
-- request: ``{"id": 7, "src": "10.0.0.1", "dst": "10.0.0.2", "sport": 49152, "dport": 4791, "ttl": 2}``
+- request: ``{"id": 7, "src": "10.0.0.1", "dst": "10.0.0.2", "sport": 49152, "dport": 4791, "ttl": 2}``, plus
+  ``"dqp": 1234`` when the probe is RoCE-formed (a BTH carrying that destination QP)
 - answer: ``{"id": 7, "addr": "172.16.0.1", "type": 11, "code": 0}``, or no answer at all (lost, rate
   limited, unknown addresses, or the path is down).
 
-The probe's path is the simulator's own ``Fabric.hash_path`` over the probe's headers (UDP, no BTH:
-destination QP 0) with the links currently down; hop ``ttl`` answers time exceeded (11/0) from the
-address of the port the probe came in on (``schemas.addressing.interface_addresses``); a TTL beyond
-the last switch reaches the destination NIC, which answers port unreachable (3/3) from its own
-address. ``loss`` drops that share of answers at random; ``icmp_rate``/``icmp_burst`` give every
-switch a token bucket of ICMP errors per second (0 = unlimited), as a switch's CoPP would.
+The probe's path is the simulator's own ``Fabric.hash_path`` over the probe's headers (a plain UDP
+probe has no BTH: destination QP 0; a RoCE-formed one carries ``dqp``) with the links currently down,
+and a per-probe member at switches that spray or route adaptively (``probe_route``); hop ``ttl``
+answers time exceeded (11/0) from the address of the port the probe came in on
+(``fabric.addressing.interface_addresses``). A TTL beyond the last switch reaches the destination NIC:
+a plain UDP probe meets port unreachable (3/3) from the NIC's address; a RoCE-formed probe is taken by
+the NIC's RoCE engine, which sends no ICMP and drops a BTH it has no matching QP state for
+(docs/tracing.md): no answer, and ``nic_roce_probes`` counts it (agents cap a RoCE probe's TTL at the
+switch hops, so it should stay 0). ``loss`` drops that share of answers at random;
+``icmp_rate``/``icmp_burst`` give every switch a token bucket of ICMP errors per second (0 = unlimited), as a
+switch's CoPP would.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from dataclasses import dataclass
 from flowtracer.fabric.addressing import interface_addresses
 from flowtracer.fabric.ecmp_hash import HeaderFields
 from flowtracer.sim.fabric.engine import Engine
+from flowtracer.sim.hosts.probe_route import ProbeRouter
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,7 @@ class TraceResponder:
         self.limits = limits or ResponderLimits()
         self._rng = random.Random(seed)
         self._addr = interface_addresses(engine.fabric.topology)
+        self._router = ProbeRouter(engine.fabric, seed)
         self._tokens: dict[str, tuple[float, float]] = {}  # switch -> (tokens, at monotonic s)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((address, port))
@@ -63,6 +71,7 @@ class TraceResponder:
         self.requests = 0
         self.answered = 0
         self.malformed = 0
+        self.nic_roce_probes = 0  # RoCE-formed probes that reached a destination NIC (must stay 0)
 
     def start(self) -> str:
         """Serve on a daemon thread; return ``host:port``."""
@@ -92,8 +101,9 @@ class TraceResponder:
             self.requests += 1
             try:
                 req = json.loads(data)
+                dqp = req.get("dqp")
                 ans = self.answer(str(req["src"]), str(req["dst"]), int(req["sport"]), int(req["dport"]),
-                                  int(req["ttl"]))
+                                  int(req["ttl"]), None if dqp is None else int(dqp))
                 rid = req["id"]
             except (ValueError, KeyError, TypeError):
                 self.malformed += 1
@@ -103,17 +113,22 @@ class TraceResponder:
             self.answered += 1
             self.sock.sendto(json.dumps({"id": rid, "addr": ans[0], "type": ans[1], "code": ans[2]}).encode(), peer)
 
-    def answer(self, src: str, dst: str, sport: int, dport: int, ttl: int) -> tuple[str, int, int] | None:
-        """(address, ICMP type, code) the probe meets, or None (no answer)."""
+    def answer(self, src: str, dst: str, sport: int, dport: int, ttl: int,
+               dqp: int | None = None) -> tuple[str, int, int] | None:
+        """(address, ICMP type, code) the probe meets, or None (no answer). ``dqp``: the BTH destination QP of a
+        RoCE-formed probe; None for a plain UDP probe."""
         fab = self.engine.fabric
         s, d = fab.nic_by_ip.get(src), fab.nic_by_ip.get(dst)
         if s is None or d is None or ttl < 1:
             return None
-        path = fab.hash_path(HeaderFields(src, dst, sport, dport), s.name, d.name,
-                             down=self.engine.faults.down_links(), weights=self.engine.faults.weights)
+        path = self._router.path(HeaderFields(src, dst, sport, dport, dst_qpn=dqp or 0), s.name, d.name,
+                                 down=self.engine.faults.down_links(), weights=self.engine.faults.weights)
         if path is None:
             return None
         if ttl >= len(path):  # past the last switch: the destination NIC
+            if dqp is not None:
+                self.nic_roce_probes += 1
+                return None
             return (dst, 3, 3) if self._lucky() else None
         link = fab.links[path[ttl - 1]]
         if link.dst_node in self.engine.faults.rebooting or not self._lucky() or not self._token(link.dst_node):

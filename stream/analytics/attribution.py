@@ -2,7 +2,7 @@
 
 Each path also says which of its bytes were placed how: by a trace (``traced``), and by a method outside
 ``contract.TRUSTED_METHODS`` (``untrusted``: infer, a fallback), whose disagreement with the counters is no
-evidence about the fabric.
+evidence about the fabric, and which were a ``sprayed`` flow's share (a flow without one path).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.v1 import common_pb2
-from flowtracer.stream.resolvers.contract import TRACE_METHOD, TRUSTED_METHODS, FlowObs, Placement
+from flowtracer.stream.resolvers.contract import SPRAYED_METHOD, TRACE_METHOD, TRUSTED_METHODS, FlowObs, Placement
 
 Kept = tuple[float, FlowObs, Placement]
 """A flow kept on a link: its bytes there, the flow, and the placement that put it there."""
@@ -47,6 +47,7 @@ class PathShare:
     #: bytes placed by a method outside ``TRUSTED_METHODS`` (infer, a fallback): no evidence when counters disagree
     untrusted_bytes: float = 0.0
     jobs: frozenset[str] = frozenset()  # job ids of its flows (those that name one)
+    sprayed_bytes: float = 0.0  # bytes placed as a sprayed flow's share (method "sprayed"; also untrusted)
 
 
 class Attribution:
@@ -73,6 +74,7 @@ class Attribution:
         "path_jobs",
         "path_links",
         "path_row",
+        "path_sprayed_bytes",
         "path_src_nic",
         "path_traced_bytes",
         "path_untrusted_bytes",
@@ -95,6 +97,7 @@ class Attribution:
         self.path_conf_bytes: list[float] = []
         self.path_traced_bytes: list[float] = []
         self.path_untrusted_bytes: list[float] = []  # bytes placed by a method outside TRUSTED_METHODS
+        self.path_sprayed_bytes: list[float] = []  # bytes placed as a sprayed flow's share
         self.path_jobs: list[set[str]] = []  # job ids of each path's flows (those that name one)
         self.unplaced_flows = 0
         self.unplaced_bytes = 0
@@ -111,7 +114,8 @@ class Attribution:
         """Per path id (link ids joined by ``|``), in first-seen order."""
         return {pid: PathShare(self.path_links[i], self.path_src_nic[i], self.path_dst_nic[i], self.path_bytes[i],
                                self.path_flow_count[i], self.path_conf_bytes[i], self.path_traced_bytes[i],
-                               self.path_untrusted_bytes[i], frozenset(self.path_jobs[i]))
+                               self.path_untrusted_bytes[i], frozenset(self.path_jobs[i]),
+                               self.path_sprayed_bytes[i])
                 for pid, i in self.path_row.items()}
 
 
@@ -142,6 +146,7 @@ def _new_path(att: Attribution, pid: str, links: tuple[str, ...], flow: FlowObs)
     att.path_conf_bytes.append(0.0)
     att.path_traced_bytes.append(0.0)
     att.path_untrusted_bytes.append(0.0)
+    att.path_sprayed_bytes.append(0.0)
     att.path_jobs.append(set())
     att.path_links.append(links)
     att.path_src_nic.append(flow.src_nic)
@@ -171,6 +176,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
                                            out.link_flows)
     prow, pbytes, pcount, pconf = out.path_row, out.path_bytes, out.path_flow_count, out.path_conf_bytes
     ptraced, puntrusted, pjobs = out.path_traced_bytes, out.path_untrusted_bytes, out.path_jobs
+    psprayed = out.path_sprayed_bytes
     derived_get, lrow_get, prow_get = _derived.get, lrow.get, prow.get
     keep_all = keep_flows is None
     keep_get = (keep_flows or {}).get
@@ -185,6 +191,7 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
         _, conf, items, single = d
         traced = placement.method == TRACE_METHOD
         untrusted = placement.method not in TRUSTED_METHODS
+        sprayed = placement.method == SPRAYED_METHOD
         if single is not None:
             # One path of weight 1.0, no link twice: every link gets exactly the path's bytes
             # (0.0 + b == b, so this equals the general per-link sum below).
@@ -201,6 +208,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
                 ptraced[i] += b
             elif untrusted:
                 puntrusted[i] += b
+                if sprayed:
+                    psprayed[i] += b
             if flow.job_id:
                 pjobs[i].add(flow.job_id)
             bf = None
@@ -229,6 +238,8 @@ def attribute(flows: Sequence[FlowObs], placements: Sequence[Placement | None],
                 ptraced[i] += b
             elif untrusted:
                 puntrusted[i] += b
+                if sprayed:
+                    psprayed[i] += b
             if flow.job_id:
                 pjobs[i].add(flow.job_id)
             for lid in path:

@@ -20,6 +20,7 @@ from flowtracer.stream.analytics.aft_groups import (
 )
 from flowtracer.stream.analytics.attribution import Share
 from flowtracer.stream.analytics.fim import fim, imbalance
+from flowtracer.stream.resolvers.contract import SPRAYED_METHOD
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,10 @@ class CollisionRule:
 
 
 def certain(ref: common_pb2.FlowRef, rule: CollisionRule) -> bool:
-    """Whether ``ref``'s placement is certain enough to claim the flow is on this member: confident and whole."""
-    return ref.confidence >= rule.min_confidence and ref.link_share >= rule.whole_share
+    """Whether ``ref``'s placement is certain enough to claim the flow is on this member: confident and whole, and
+    not a sprayed flow (its packets take every member: it is on none of them as a whole flow)."""
+    return (ref.confidence >= rule.min_confidence and ref.link_share >= rule.whole_share
+            and ref.method != SPRAYED_METHOD)
 
 
 def find_collision(group: EcmpGroup, hop: GroupHop, member_flows: Mapping[str, Sequence[common_pb2.FlowRef]],

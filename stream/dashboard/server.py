@@ -122,6 +122,8 @@ class DashboardState:
         self.errors = 0
         self._switches_reporting: dict[int, set[str]] = {}  # window end -> switches with measured links
         self._hosts_sending: dict[int, set[str]] = {}  # window end -> hosts whose flows were placed
+        #: window end -> [placed bytes, bytes placed as sprayed flows' shares, paths carrying such shares]
+        self._sprayed: dict[int, list[int]] = {}
 
     # -- input ----------------------------------------------------------------------------------
 
@@ -149,6 +151,10 @@ class DashboardState:
         for pl in e.path_loads:
             if pl.bytes > 0:
                 self._hosts_sending.setdefault(pl.window_end_ns, set()).add(pl.src_host)
+                w = self._sprayed.setdefault(pl.window_end_ns, [0, 0, 0])
+                w[0] += pl.bytes
+                w[1] += pl.sprayed_bytes
+                w[2] += pl.sprayed_bytes > 0
             self._newest(pl.window_end_ns)
         for f in e.fims:
             basis = BASIS_NAME.get(f.basis)
@@ -188,7 +194,7 @@ class DashboardState:
 
     def _forget(self) -> None:
         keep_from = self.newest_end_ns - 10 * self.hop_ns
-        for d in (self._switches_reporting, self._hosts_sending):
+        for d in (self._switches_reporting, self._hosts_sending, self._sprayed):
             for end in [k for k in d if k < keep_from]:
                 del d[end]
 
@@ -245,7 +251,13 @@ class DashboardState:
         causes = [self._cause_json(c) for c in sorted(
             self.causes.values(), key=lambda c: (c.cause == "pause_spread", c.origin, len(c.spread_links), c.link))
             if c.window_end_ns > current_from]
-        return {"newest_window_end_ms": _ms(self.newest_end_ns) or None,
+        # Flows without one path (method "sprayed"): the newest window's share of the placed bytes, shown as such
+        sprayed = None
+        if self._sprayed:
+            end = max(self._sprayed)
+            placed, sb, paths = self._sprayed[end]
+            sprayed = {"window_end_ms": _ms(end), "bytes": sb, "placed_bytes": placed, "paths": paths}
+        return {"newest_window_end_ms": _ms(self.newest_end_ns) or None, "sprayed": sprayed,
                 "links": links, "fabric": fabric, "groups": group_json, "group_count": len(groups),
                 "collisions": collisions, "congestion_causes": causes,
                 "collectives": self.collectives.json(current_from)}

@@ -21,11 +21,16 @@ TRACE_METHOD = "trace"
 """``Placement.method`` of a flow placed by a fresh path trace of its own 5-tuple."""
 HASH_METHOD = "hash"
 """``Placement.method`` of a flow placed by the configured ECMP hash model of its own 5-tuple."""
+SPRAYED_METHOD = "sprayed"
+"""``Placement.method`` of a flow known to have no one path (a switch on its way sprays its packets or routes them
+adaptively): placed over its equal-cost paths with shares estimated from the counters, never as a whole flow on one
+member (``resolvers/spread_shares.py``)."""
 TRUSTED_METHODS = frozenset({TRACE_METHOD, HASH_METHOD})
 """Methods whose placements the counters may contradict as evidence about the fabric: each places a flow by its
 own 5-tuple (a trace of it, or the configured hash of it), so bytes the counters do not see where they put them
 mean the fabric forwards otherwise (a hash that is not configured as modelled). Every other method (``infer``: a fit
-to the counters themselves; a fallback for a flow without a fresh trace) is a guess: where its bytes went is no
+to the counters themselves; ``sprayed``: shares taken from the counters; a fallback for a flow without a fresh
+trace) is a guess: where its bytes went is no
 evidence of anything, and the diagnosis draws no verdict from them (PathLoad ``untrusted_bytes``)."""
 
 
@@ -53,7 +58,7 @@ class FlowObs:
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a flow went: (path, weight) pairs whose weights sum to 1; confidence in 0..1; ``method`` says
-    how it was placed (``hash``, ``infer``, ``trace``; empty: the resolver's name)."""
+    how it was placed (``hash``, ``infer``, ``trace``, ``sprayed``; empty: the resolver's name)."""
 
     paths: tuple[tuple[tuple[str, ...], float], ...]
     confidence: float

@@ -13,6 +13,21 @@ its traced path with confidence 1 (method ``trace``) while its trace is
 - **the flow's**: same sending NIC, receiving NIC and 5-tuple (a new UDP source port is a new path);
 - **trusted**: its bytes have not contradicted the counters for ``disagree_windows`` windows in a row.
 
+Flows without one path: a switch that sprays or routes adaptively sends one flow's packets, and so its probes,
+over several members. The evidence is the probes of one trace disagreeing: its hops lie on no one equal-cost path
+together (``TracedPath.spread``; a trace takes milliseconds, so a route change within one is rare). Two traces of
+one 5-tuple on different paths are not taken as evidence: a group change the resolver has not yet seen (its
+counters and the trace arrive by different topics) looks the same. A flow whose single traced path the counters
+contradict is re-traced (below), so a sprayed flow whose first trace happened to look like one path is found by a
+re-trace. Such a flow is placed with method ``sprayed`` over all its equal-cost paths, each with the share the
+counters give it (``spread_shares``: the residual bytes the other placed flows leave on each branch), and stays so
+while its 5-tuple does (one consistent trace later is no evidence of one path): never as a whole flow on one
+member, so the collision rule never counts it as a heavy flow there. Spreading is the switch's doing, not the
+flow's: the switch where the probes parted (``TracedPath.spreader``) is remembered as spreading, and every flow
+whose equal-cost paths branch at a spreading switch is ``sprayed`` too, whatever its own trace looked like (a
+trace sees one member per probe: through a switch of k members, one in k traces looks like one path by chance,
+and a small flow's bytes are too few to contradict the counters).
+
 Every other flow falls back to an ``InferResolver`` (its placements say method ``infer`` and carry
 infer's confidence). The fallback sees only the flows it places and, by default
 (``infer_input="residual"``), only the counter bytes the traced flows do not explain: each link's
@@ -39,13 +54,17 @@ from typing import Any, ClassVar
 
 from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.v1 import traces_pb2
-from flowtracer.stream.resolvers.contract import TRACE_METHOD, FlowObs, Placement
+from flowtracer.stream.resolvers.contract import SPRAYED_METHOD, TRACE_METHOD, FlowObs, Placement
 from flowtracer.stream.resolvers.infer.resolver import InferConfig, InferResolver
+from flowtracer.stream.resolvers.spread_shares import spread_shares
 from flowtracer.stream.resolvers.trace_path import Path, TracedPath, ingress_index, traced_path
 
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
+#: Confidence of a ``sprayed`` placement: that the flow is spread is observed, but its per-path shares are the
+#: counters' aggregate split over every spread flow through the same switches, not this flow's own.
+SPRAYED_CONFIDENCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,9 @@ class TraceConfig:
     disagree_floor_bytes: float = 1_000_000.0  # plus this many bytes (counter timing jitter)
     disagree_windows: int = 3  # consecutive contradicting windows before a trace is untrusted
     forget_after_ns: int = 600_000_000_000  # traces this old are forgotten (flows that ended without a tombstone)
+    #: A switch seen spreading holds as spreading this long after the last trace that showed it (six default refresh
+    #: cycles of the agents: a reconfigured switch is let go, while one trace in k looking like one path is not).
+    spreader_hold_ns: int = 3_600_000_000_000
 
 
 class TraceResolver:
@@ -92,6 +114,10 @@ class TraceResolver:
         self.disagreements = 0  # traces found to contradict the counters (cumulative)
         self.fallback_reason: dict[str, str] = {}  # flow id -> why its trace did not place it (last window)
         self._requests: list[tuple[str, str]] = []  # (flow id, src NIC) untrusted since ``take_retrace_requests``
+        self._spread: dict[str, tuple[str, str, int, int]] = {}  # flow id -> the 5-tuple seen going several ways
+        self._spreaders: dict[str, int] = {}  # switch -> when a trace first showed it spreading (ns since the epoch)
+        self._branching: dict[tuple[str, str], frozenset[str]] = {}  # NIC pair -> switches where its paths branch
+        self.spread_found = 0  # flows found spread (cumulative)
 
     # -- traces ------------------------------------------------------------------------------------
 
@@ -103,6 +129,7 @@ class TraceResolver:
             self._forwarders.pop(flow_id, None)
             self._untrusted.pop(flow_id, None)
             self._strikes.pop(flow_id, None)
+            self._spread.pop(flow_id, None)
             return
         old = self._traces.get(flow_id)
         if old is not None and old.finished_ns > trace.finished_ns:
@@ -117,6 +144,20 @@ class TraceResolver:
         self._take(flow_id, traced_path(self.fabric, self._ingress, trace, cands))
 
     def _take(self, flow_id: str, tp: TracedPath) -> None:
+        old = self._traces.get(flow_id)
+        if old is not None and old.five_tuple != tp.five_tuple:  # a new 5-tuple: a new flow as far as hashes go
+            self._spread.pop(flow_id, None)
+        if flow_id not in self._spread and tp.spread:
+            self._spread[flow_id] = tp.five_tuple
+            self.spread_found += 1
+            log.info("flow %s has no one path (%s): placed over its equal-cost paths by the counters' shares",
+                     flow_id, tp.why)
+        if tp.spreader:
+            seen = self._spreaders.get(tp.spreader)
+            self._spreaders[tp.spreader] = max(tp.finished_ns, seen or 0)
+            if seen is None:
+                log.info("switch %s spreads packets of one flow over several members: its flows are placed as "
+                         "sprayed", tp.spreader)
         self._traces[flow_id] = tp
         self._strikes.pop(flow_id, None)
         if tp.path is not None:
@@ -129,6 +170,33 @@ class TraceResolver:
         u = self._untrusted.get(flow_id)
         if u is not None and tp.finished_ns > u:
             del self._untrusted[flow_id]  # a newer trace: trusted again until it, too, disagrees
+
+    def _through_spreader(self, f: FlowObs) -> bool:
+        """Whether ``f``'s equal-cost paths branch at a switch known to spread packets."""
+        if not self._spreaders:
+            return False
+        k = (f.src_nic, f.dst_nic)
+        br = self._branching.get(k)
+        if br is None:
+            cands = self._paths_of(f)
+            firsts: dict[tuple[str, ...], set[str]] = {}
+            for p in cands:
+                for i in range(1, len(p) - 1):
+                    firsts.setdefault(p[:i], set()).add(p[i])
+            links = self.fabric.links
+            br = self._branching[k] = frozenset(links[next(iter(nxt))].src_node for nxt in firsts.values()
+                                                if len(nxt) > 1)
+        return not br.isdisjoint(self._spreaders)
+
+    def _paths_of(self, f: FlowObs) -> tuple[Path, ...]:
+        """The equal-cost paths of ``f``'s NICs (cached); () when a NIC is unknown."""
+        k = (f.src_nic, f.dst_nic)
+        cands = self._candidates.get(k)
+        if cands is None:
+            if f.src_nic not in self.fabric.nics or f.dst_nic not in self.fabric.nics:
+                return ()
+            cands = self._candidates[k] = self.fabric.equal_cost_paths(*k)
+        return cands
 
     def _why_not(self, f: FlowObs, tp: TracedPath | None, window_end_ns: int) -> str:
         if tp is None:
@@ -173,7 +241,13 @@ class TraceResolver:
             self._forget(window_end_ns)
         traced: dict[int, Placement] = {}
         reasons: dict[str, str] = {}
+        spread: list[int] = []
         for n, f in enumerate(flows):
+            if self._spread.get(f.flow_id) == (f.src_ip, f.dst_ip, f.udp_src_port, f.udp_dst_port) or (
+                    self._through_spreader(f)):
+                spread.append(n)
+                reasons[f.flow_id] = "sprayed: its packets take several paths"
+                continue
             why = self._why_not(f, self._traces.get(f.flow_id), window_end_ns)
             if why:
                 reasons[f.flow_id] = why
@@ -185,18 +259,34 @@ class TraceResolver:
                 reasons[flows[n].flow_id] = "untrusted: its bytes contradicted the counters"
         self.fallback_reason = reasons
         out: list[Placement | None] = [traced.get(n) for n in range(len(flows))]
-        rest = [n for n in range(len(flows)) if n not in traced]
+        load = _link_bytes(flows, traced)
+        residual = {lid: max(0, v - round(load.get(lid, 0.0))) for lid, v in measured.items()}
+        for n in spread:
+            out[n] = p = self._sprayed(flows[n], residual)
+            if p is not None:
+                for path, w in p.paths:
+                    for lid in path:
+                        load[lid] = load.get(lid, 0.0) + flows[n].bytes * w
+        placed = set(traced).union(spread)
+        rest = [n for n in range(len(flows)) if n not in placed]
         if self.config.infer_input == "all":
             inferred = self.infer.resolve(window_end_ns, flows, measured)
             for n in rest:
                 out[n] = inferred[n]
             return out
-        load = _link_bytes(flows, traced)
         residual = {lid: max(0, v - round(load.get(lid, 0.0))) for lid, v in measured.items()}
         inferred = self.infer.resolve(window_end_ns, [flows[n] for n in rest], residual)
         for n, p in zip(rest, inferred, strict=True):
             out[n] = p
         return out
+
+    def _sprayed(self, f: FlowObs, residual: Mapping[str, int]) -> Placement | None:
+        """``f`` over its equal-cost paths by the counters' shares (``spread_shares``); None when it has none."""
+        cands = self._paths_of(f)
+        if not cands:
+            return None
+        shares = spread_shares(cands, residual)
+        return Placement(tuple(zip(cands, shares, strict=True)), SPRAYED_CONFIDENCE, SPRAYED_METHOD)
 
     def _contradicted(self, flows: Sequence[FlowObs], traced: Mapping[int, Placement],
                       measured: Mapping[str, int]) -> list[int]:
@@ -233,6 +323,8 @@ class TraceResolver:
         old = [fid for fid, tp in self._traces.items() if now_ns - tp.finished_ns > self.config.forget_after_ns]
         for fid in old:
             self.observe_trace(fid, None)
+        for sw in [sw for sw, at in self._spreaders.items() if now_ns - at > self.config.spreader_hold_ns]:
+            del self._spreaders[sw]
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -240,7 +332,8 @@ class TraceResolver:
         """The traces (as resolved paths), which are untrusted, and the fallback's state; JSON-able."""
         return {"version": STATE_VERSION, "config": asdict(self.config), "infer": self.infer.state(),
                 "traces": {fid: tp.to_json() for fid, tp in self._traces.items()},
-                "untrusted": dict(self._untrusted),
+                "untrusted": dict(self._untrusted), "spread": {fid: list(t) for fid, t in self._spread.items()},
+                "spreaders": dict(self._spreaders),
                 "groups": {sw: [[list(m) for m in g] for g in gs] for sw, gs in self._groups.items()},
                 "groups_changed": dict(self._changed)}
 
@@ -254,6 +347,10 @@ class TraceResolver:
             for fid, v in state.get("traces", {}).items():
                 self._take(fid, TracedPath.from_json(v))
             self._untrusted.update({fid: int(fin) for fid, fin in state.get("untrusted", {}).items()})
+            for fid, (sip, dip, sport, dport) in state.get("spread", {}).items():  # absent before spread flows
+                self._spread[fid] = (str(sip), str(dip), int(sport), int(dport))
+            for sw, at in state.get("spreaders", {}).items():
+                self._spreaders[sw] = max(int(at), self._spreaders.get(sw, 0))
             for sw, gs in state.get("groups", {}).items():  # absent in states saved before group changes counted
                 self._groups.setdefault(sw, tuple(tuple((str(p), int(w)) for p, w in g) for g in gs))
             for sw, at in state.get("groups_changed", {}).items():

@@ -176,6 +176,7 @@ class FlowsStage:
         path_loads = out.path_loads
         prow, pbytes, pcount, pconf = att.path_row, att.path_bytes, att.path_flow_count, att.path_conf_bytes
         ptraced, puntrusted, pjobs = att.path_traced_bytes, att.path_untrusted_bytes, att.path_jobs
+        psprayed = att.path_sprayed_bytes
         psrc, pdst, plinks = att.path_src_nic, att.path_dst_nic, att.path_links
         for pid in sorted(prow):
             i = prow[pid]
@@ -199,6 +200,7 @@ class FlowsStage:
                 m.traced_bytes = saturating_round(ptraced[i])
             if puntrusted[i]:
                 m.untrusted_bytes = saturating_round(puntrusted[i])
+                m.sprayed_bytes = saturating_round(psprayed[i])
             if pjobs[i]:
                 m.jobs.extend(sorted(pjobs[i]))
             path_loads.append(m)

@@ -17,13 +17,12 @@ except in the few windows right after a group change, where the moved flows wait
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 import yaml
-from kafka import KafkaConsumer
+from path_load_wait import read_topic, until_window
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.demo.scoring import truth_path_bytes
@@ -48,31 +47,6 @@ SETTLE_S = 5  # windows this long after a group change may have flows waiting fo
 PORT = "Ethernet5"  # leaf01 -> spine01
 
 
-def _read(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=4000, enable_auto_commit=False)
-    try:
-        return [(m.key, m.value) for m in consumer]
-    finally:
-        consumer.close()
-
-
-def _until_window(pipeline: LocalPipeline, end_ns: int, timeout_s: float) -> None:
-    """Run until the processor has put out path loads of the window ending at ``end_ns`` (ns)."""
-    consumer = KafkaConsumer(topics.PATH_LOADS.name, bootstrap_servers=pipeline.bootstrap,
-                             auto_offset_reset="earliest", enable_auto_commit=False)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for ms in consumer.poll(timeout_ms=1000).values():
-                if any(analytics_pb2.PathLoad.FromString(m.value).window_end_ns >= end_ns for m in ms):
-                    return
-            pipeline.check()
-        raise AssertionError(f"no path loads of the window ending {end_ns} within {timeout_s} s")
-    finally:
-        consumer.close()
-
-
 def test_traces_hold_across_refresh_cycles_and_follow_a_group_change(tmp_path: Path) -> None:
     topo = tmp_path / "fabric16.yaml"
     topo.write_text(generate(FabricSpec(hosts=16, leaves=4, spines=2, name="ft16", hash_seed=7)).to_yaml())
@@ -86,11 +60,11 @@ def test_traces_hold_across_refresh_cycles_and_follow_a_group_change(tmp_path: P
                               processor_args=("--rolling-window", str(ROLLING_S), "--trace-max-age", str(MAX_AGE_S)))
     with LocalPipeline(options, tmp_path / "run") as pipeline:
         start_ns = pipeline.ready["start_ns"]
-        _until_window(pipeline, start_ns + END_S * S, timeout_s=END_S + 60)
+        until_window(pipeline, start_ns + END_S * S, timeout_s=END_S + 60)
         pipeline.stop_stages()
-        loads = [analytics_pb2.PathLoad.FromString(v) for _, v in _read(pipeline.bootstrap, topics.PATH_LOADS.name)
+        loads = [analytics_pb2.PathLoad.FromString(v) for _, v in read_topic(pipeline.bootstrap, topics.PATH_LOADS.name)
                  if v is not None]
-        traces = [traces_pb2.PathTrace.FromString(v) for _, v in _read(pipeline.bootstrap, topics.PATH_TRACES.name)
+        traces = [traces_pb2.PathTrace.FromString(v) for _, v in read_topic(pipeline.bootstrap, topics.PATH_TRACES.name)
                   if v is not None]
     gt = GroundTruth.load(pipeline.ready["ground_truth"])
     withdraw_ns, restore_ns = start_ns + WITHDRAW_AT_S * S, start_ns + RESTORE_AT_S * S

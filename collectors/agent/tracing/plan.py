@@ -27,6 +27,11 @@ class TraceFlow:
     udp_src_port: int
     udp_dst_port: int = 4791
     dst_leaf: str = ""  # the last switch hop; "" = unknown (then only port unreachable / max TTL stop)
+    dst_qpn: int = 0  # the flow's destination QP (its BTH field); 0 = unknown
+    #: Probes are RoCE-formed (UDP 4791 with a BTH carrying ``dst_qpn``) and stop at ``switch_hops`` (the switches
+    #: on the way, from the topology), short of the destination NIC; set by the prober (``Prober.start``).
+    bth: bool = False
+    switch_hops: int = 0
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Simulator transport: probes as JSON requests to the simulator's trace responder (loopback UDP).
 
 The same prober drives it as the kernel transport; only where a probe goes differs. A request
-names the probe's 5-tuple and TTL and a token (``id``); the responder answers with the address
+names the probe's 5-tuple and TTL and a token (``id``), and for a RoCE-formed probe (``TraceFlow.bth``) the
+BTH destination QP it carries (``dqp``); the responder answers with the address
 that would have sent the ICMP error, or not at all (``sim/hosts/trace_responder.py``;
 docs/tracing.md, "Simulator answers").
 """
@@ -48,8 +49,10 @@ class SimTransport:
     def send(self, handle: object, ttl: int, token: int) -> None:
         f: TraceFlow = handle  # type: ignore[assignment]
         # the request as json.dumps would write it (addresses and ints need no escaping), without its cost
+        bth = f', "dqp": {int(f.dst_qpn)}' if f.bth else ""
         self.sock.send(f'{{"id": {int(token)}, "src": {json.dumps(f.src_ip)}, "dst": {json.dumps(f.dst_ip)}, '
-                       f'"sport": {int(f.udp_src_port)}, "dport": {int(f.udp_dst_port)}, "ttl": {int(ttl)}}}'.encode())
+                       f'"sport": {int(f.udp_src_port)}, "dport": {int(f.udp_dst_port)}, "ttl": {int(ttl)}{bth}}}'
+                       .encode())
 
     def close(self, handle: object) -> None:
         pass

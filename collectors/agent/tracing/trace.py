@@ -1,6 +1,9 @@
 """The prober: runs many traces at once over a transport, one probe in flight per flow.
 
-A trace sends TTL 1, 2, ... probes carrying exactly the flow's 5-tuple; each answered probe names
+A trace sends TTL 1, 2, ... probes carrying exactly the flow's 5-tuple (RoCE-formed with ``ProbeConfig.roce``:
+a BTH with the flow's destination QP too, so a switch hashing on it places the probe like the flow; such a
+trace never probes past the destination leaf, ``TraceFlow.switch_hops``, so no probe reaches the
+destination NIC, docs/tracing.md); each answered probe names
 the hop that dropped it (ICMP time exceeded from the switch's ingress-port address, mapped to
 ``(switch, port)`` with ``schemas.addressing.port_by_address``). Per TTL: a timeout and at most
 ``retries`` retries, then the hop is recorded unanswered and the next TTL is probed. A trace stops
@@ -19,7 +22,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from flowtracer.collectors.agent.tracing.budget import RateGovernor, TokenBucket
@@ -69,11 +72,13 @@ class Transport(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ProbeConfig:
-    """Per-trace knobs. ``timeout_ns``: wait for one probe's answer; ``retries``: extra probes per TTL."""
+    """Per-trace knobs. ``timeout_ns``: wait for one probe's answer; ``retries``: extra probes per TTL; ``roce``:
+    RoCE-formed probes for flows whose destination QP and switch hops are known (plain UDP for the rest)."""
 
     max_ttl: int = 8
     timeout_ns: int = 1_000_000_000
     retries: int = 2
+    roce: bool = False
 
 
 @dataclass
@@ -116,13 +121,16 @@ class Prober:
         batch_ns: while traces wait for the budget, wake when it holds this long's tokens (at most its
             burst, at most one per waiting trace), so probes leave a few per wake-up at high budgets;
             at the default 50 probes/s that is one token.
+        switch_hops: (source leaf, destination leaf) -> switches on a shortest path between them (0: unknown),
+            the TTL a RoCE-formed probe stops at.
     """
 
     def __init__(self, transport: Transport, cfg: ProbeConfig, addresses: Mapping[str, tuple[str, str]],
                  bucket: TokenBucket, governor: RateGovernor, agent_id: str = "",
                  clock: Callable[[], int] = time.monotonic_ns, wall_offset_ns: int | None = None,
-                 batch_ns: int = 5_000_000) -> None:
+                 batch_ns: int = 5_000_000, switch_hops: Callable[[str, str], int] | None = None) -> None:
         self.transport = transport
+        self.switch_hops = switch_hops
         self._collect: Callable[[float], list[Answer]] | None = getattr(transport, "collect", None)
         self.batch = max(1, min(int(bucket.burst), int(bucket.rate * batch_ns / 1e9)))
         self.cfg = cfg
@@ -152,6 +160,7 @@ class Prober:
         (e.g. its source port cannot be bound); None otherwise. A flow already in progress is ignored."""
         if flow.flow_id in self.runs:
             return None
+        flow = self._formed(flow)
         now = self.clock()
         try:
             handle = self.transport.open(flow)
@@ -163,6 +172,15 @@ class Prober:
         r = self.runs[flow.flow_id] = TraceRun(flow, reason, handle, now, seq=self._seq)
         heapq.heappush(self._ready, (r.seq, r))
         return None
+
+    def _formed(self, flow: TraceFlow) -> TraceFlow:
+        """``flow`` with its probes' form: RoCE-formed, capped at the switch hops, when configured and both its
+        destination QP and its hop count are known; else plain UDP (a RoCE probe that could reach the
+        destination NIC is never sent)."""
+        if not self.cfg.roce or not flow.dst_qpn or not flow.dst_leaf or self.switch_hops is None:
+            return flow
+        hops = self.switch_hops(flow.src_leaf, flow.dst_leaf)
+        return replace(flow, bth=True, switch_hops=hops) if hops > 0 else flow
 
     def run_once(self, max_wait_s: float) -> list[tpb.PathTrace]:
         """Send what may be sent, wait for answers up to the next deadline (at most ``max_wait_s``),
@@ -206,7 +224,7 @@ class Prober:
         """Move ``r`` to its next TTL; False when that ended the trace (``max_ttl``)."""
         r.ttl += 1
         r.tries = 0
-        if r.ttl > self.cfg.max_ttl:
+        if r.ttl > (min(self.cfg.max_ttl, r.flow.switch_hops) if r.flow.bth else self.cfg.max_ttl):
             done.append(self._finish(r, now))
             return False
         return True

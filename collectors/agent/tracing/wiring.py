@@ -17,6 +17,7 @@ from flowtracer.collectors.agent.tracing.plan import TraceFlow, TracePlanner
 from flowtracer.collectors.agent.tracing.trace import ProbeConfig, Prober, Transport
 from flowtracer.collectors.agent.tracing.tracer import Tracer
 from flowtracer.fabric.addressing import port_by_address
+from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology import Topology
 from flowtracer.schemas.topics import PATH_TRACES, trace_partition
 from flowtracer.schemas.topics import key as topic_key
@@ -50,7 +51,7 @@ def trace_flows(batch: pb.FlowBatch, leaf_of: Mapping[str, str]) -> list[TraceFl
             continue
         nic = f"{batch.host}:{f.rdma_device}"
         out.append(TraceFlow(f"{nic}/{f.lqpn}/{f.qp_generation}", batch.host, nic, batch.leaf, f.src_ip, f.dst_ip,
-                             f.udp_src_port, f.udp_dst_port or 4791, leaf_of.get(f.dst_ip, "")))
+                             f.udp_src_port, f.udp_dst_port or 4791, leaf_of.get(f.dst_ip, ""), f.rqpn))
     return out
 
 
@@ -86,6 +87,27 @@ class TracePublisher:
         self.sent += 1
 
 
+def switch_hops(topology: Topology) -> Callable[[str, str], int]:
+    """(source leaf, destination leaf) -> the switches on a shortest path between them, both leaves included
+    (1 for one leaf; 0 when unreachable or unknown): the highest TTL that still expires in a switch."""
+    fabric = Fabric(topology)
+    memo: dict[tuple[str, str], int] = {}
+
+    def hops(src: str, dst: str) -> int:
+        if (src, dst) not in memo:
+            n, at = 1, src
+            while at != dst and n <= len(fabric.switch_names):
+                nh = fabric.next_hops(at, dst) if at in fabric.switch_names and dst in fabric.switch_names else ()
+                if not nh:
+                    n = 0
+                    break
+                at, n = nh[0].dst_node, n + 1
+            memo[(src, dst)] = n if at == dst else 0
+        return memo[(src, dst)]
+
+    return hops
+
+
 def make_transport(cfg: AgentConfig) -> Transport:
     """The configured transport: kernel sockets (with per-host namespaces) or the simulator's responder."""
     t = cfg.tracing
@@ -107,8 +129,10 @@ def build_tracer(cfg: AgentConfig, topology: Topology | None, publish: Callable[
     if topology is None:
         raise ConfigError("tracing needs the topology (--topology): hops are named from its addresses")
     ns = lambda d: round(d.total_seconds() * 1e9)  # noqa: E731
-    prober = Prober(transport or make_transport(cfg), ProbeConfig(t.max_ttl, ns(t.timeout), t.retries),
+    # The kernel transport sends plain UDP: Linux forms no BTH for its probes (docs/tracing.md)
+    roce = t.probe_form == "roce" and t.transport == "sim"
+    prober = Prober(transport or make_transport(cfg), ProbeConfig(t.max_ttl, ns(t.timeout), t.retries, roce),
                     port_by_address(topology), TokenBucket(t.probes_per_second, t.burst),
-                    RateGovernor(t.probes_per_second), cfg.agent_id)
+                    RateGovernor(t.probes_per_second), cfg.agent_id, switch_hops=switch_hops(topology))
     planner = TracePlanner(refresh_ns=ns(t.refresh), expire_ns=ns(t.expire))
     return Tracer(prober, planner, publish, max_concurrent=t.max_concurrent)

@@ -299,6 +299,12 @@ function showCollectives(state) {
   }
 }
 
+function sprayedText(sp) {
+  if (!sp || !sp.placed_bytes) return "–";
+  const share = (100 * sp.bytes / sp.placed_bytes).toFixed(1);
+  return sp.bytes ? `${share}% of bytes, ${sp.paths} paths` : "none";
+}
+
 function showHealth(state) {
   const hl = state.health;
   const dl = document.getElementById("health");
@@ -315,6 +321,8 @@ function showHealth(state) {
     ["late records", hl.late_records ?? "–", (hl.late_records || 0) > 0],
     ["held until durable", hl.pending_acks ?? "–"],
     ["unattributed flows", hl.unattributed_flows ?? "–", (hl.unattributed_flows || 0) > 0],
+    // flows without one path: a switch sprays or routes them adaptively; placed by the counters' shares
+    ["sprayed (no one path)", sprayedText(state.sprayed)],
   ];
   for (const [k, v, bad] of rows) {
     dl.appendChild(h("dt", {}, k));

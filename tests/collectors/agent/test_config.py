@@ -34,6 +34,7 @@ def test_overrides_and_durations() -> None:
     ({"dscp": 64}, "dscp:"),
     ({"rdma_command": []}, "rdma_command: must name a program"),
     ({"colour": "blue"}, "colour: unknown field 'colour'"),
+    ({"tracing": {"probe_form": "bth"}}, "tracing.probe_form: .*must be roce or udp, not 'bth'"),
 ])
 def test_bad_values_name_the_field(bad: dict[str, object], where: str) -> None:
     with pytest.raises(ConfigError, match=where):

@@ -80,3 +80,13 @@ def test_light_flows_never_collide_and_the_threshold_is_configurable() -> None:
 ])
 def test_certain_edges(confidence: float, share: float, ok: bool) -> None:
     assert certain(ref(1, confidence=confidence, share=share), CollisionRule()) is ok
+
+
+def test_sprayed_flows_are_never_heavy_on_a_member() -> None:
+    # A sprayed flow's packets take every member: however its bytes show on one, it is not a whole flow there.
+    heavy = [ref(i) for i in range(3)]
+    assert collide([heavy, [], [], []]) is not None
+    sprayed = [common_pb2.FlowRef(key=h.key, lqpn=h.lqpn, bytes=h.bytes, confidence=1.0, link_share=1.0,
+                                  method="sprayed") for h in heavy]
+    assert not certain(sprayed[0], DEFAULT)
+    assert collide([sprayed, [], [], []]) is None

@@ -152,6 +152,22 @@ def test_health_lag_switches_reporting_and_processor_metrics(fabric: Fabric) -> 
     assert h["dead_letters"] == 2.0 and h["records_counters"] == 7.0 and h["records_flows"] is None
 
 
+def test_sprayed_flows_show_as_such_for_the_newest_window(fabric: Fabric) -> None:
+    st = _state(fabric)
+    assert st.snapshot()["sprayed"] is None
+
+    def pl(end: int, path: str, b: int, sprayed: int) -> analytics_pb2.PathLoad:
+        return analytics_pb2.PathLoad(schema_version=1, window_end_ns=end, path_id=path, src_host="host01",
+                                      bytes=b, sprayed_bytes=sprayed, untrusted_bytes=sprayed)
+
+    st.observe(Emitted(path_loads=[pl(T0 + S, "a", 100, 0)]))
+    st.observe(Emitted(path_loads=[pl(T0 + 2 * S, "a", 300, 0), pl(T0 + 2 * S, "b", 100, 100),
+                                   pl(T0 + 2 * S, "c", 100, 50)]))
+    assert st.snapshot()["sprayed"] == {"window_end_ms": (T0 + 2 * S) // 1_000_000, "bytes": 150,
+                                        "placed_bytes": 500, "paths": 2}
+    assert "sprayedText(state.sprayed)" in load_assets(["dashboard.js"])["dashboard.js"].decode()
+
+
 def test_observe_never_raises_into_the_worker(fabric: Fabric) -> None:
     st = _state(fabric)
     st.observe("not an Emitted")  # type: ignore[arg-type]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sim_runs import running_sim
 
 from flowtracer.collectors.agent.tracing.budget import RateGovernor, TokenBucket
 from flowtracer.collectors.agent.tracing.plan import TraceFlow, TracePlanner
@@ -19,7 +19,7 @@ from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import traces_pb2 as tpb
 from flowtracer.sim.fabric.workload import validate_workload
 from flowtracer.sim.hosts.trace_responder import ResponderLimits
-from flowtracer.sim.runner import RunnerOptions, SimRunner
+from flowtracer.sim.runner import SimRunner
 
 G = 1_000_000_000
 
@@ -30,20 +30,11 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimRunner, P
                                host_speed_bps=100 * G))
     wl = validate_workload({"seed": 3, "jobs": [{"channels": 4, "compute_gap": "20ms",
                                                 "ops": [{"collective": "allreduce", "size": "64MiB"}]}]}, "t")
-    out = tmp_path_factory.mktemp("sim")
-    runner = SimRunner(topo, wl, out, RunnerOptions(tick_s=0.1, gnmi_ports="free", ground_truth=False,
-                                                     host_views=False))
-    ready = runner.start()
-    try:
-        (out / "ready.json").write_text(json.dumps(ready))
-        assert runner.engine is not None
-        for _ in range(50):  # let the job open its QPs
-            if runner.engine.flows:
-                break
-            runner.wait(0.1)
-        yield runner, out / "ready.json"
-    finally:
-        runner.stop()
+    # 5 s at most for the job to open its QPs
+    end = time.monotonic() + 5
+    with running_sim(topo, wl, tmp_path_factory.mktemp("sim"),
+                     lambda r: bool(r.engine.flows) or time.monotonic() > end) as run:  # type: ignore[union-attr]
+        yield run
 
 
 def truth(runner: SimRunner) -> dict[str, tuple[TraceFlow, list[tuple[str, str]]]]:
