@@ -167,7 +167,7 @@ def strategy_figures(results: Sequence[ReplayResult]) -> list[Figure]:
 # -- the reproduction ------------------------------------------------------------------------------------
 
 def experiment_figures(exp: Any, focus_phase: str = "shuffled") -> list[Figure]:
-    """Figures of ``docs/reproduction.md`` from a ``whatif_experiment.Experiment``."""
+    """Figures of ``docs/reproduction.md`` from a ``reproductions.flowtracer16.Experiment``."""
     return [reduction_hist(exp), fim_by_strategy(exp), completion_by_strategy(exp),
             *[link_loads(c.fixed, c.conditions, f"repro-links-{p.phase.key}-{i}", svg=False)
               for p in exp.phases if p.phase.key == focus_phase for i, c in enumerate(p.cells[:2])]]

@@ -1,4 +1,4 @@
-"""docs/reproduction.md from a ``whatif_experiment.Experiment`` (pure: the numbers in, Markdown out).
+"""docs/reproduction.md from a ``reproductions.flowtracer16.Experiment`` (pure: the numbers in, Markdown out).
 
 Every number and every comparative sentence is computed from the experiment, so a rerun rewrites
 the page consistently; the fixed text states only the setup and the caveats.
