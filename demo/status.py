@@ -39,9 +39,9 @@ GRACE_NS = 10 * S
 """A window without a fabric FIM sample is diagnosed this long after its first record (``flowtracer diagnose``'s
 default --grace)."""
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
-WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
-           topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name,
-           topics.COLLECTIVE_PROFILE.name)
+WATCHED = tuple(dict.fromkeys((topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name,
+                               topics.PATH_LOADS.name, topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name,
+                               topics.INCIDENTS.name, topics.COLLECTIVE_PROFILE.name, *ASSEMBLED)))
 FLOW_BATCHES_KEPT = 8192
 """With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
 KEEP_WINDOWS_S = 3600.0

@@ -337,7 +337,8 @@ def _ms(x: float | None) -> str:
 
 
 def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
-    """One line per incident: kind, top suspects, when (s after the simulator's start), affected jobs."""
+    """One line per incident: kind, top suspects, when (s after the simulator's start), affected jobs; its
+    consequences (a pause storm's paused links and stopped hosts) indented under it."""
     if not incidents:
         return ["incidents: none"]
     out = []
@@ -350,6 +351,18 @@ def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
         slowed = f"; slowed {', '.join(colls[:4])}{'...' if len(colls) > 4 else ''}" if colls else ""
         out.append(f"incident {i['kind']} {when}: suspects {', '.join(x['component'] for x in i['suspects'][:3])}; "
                    f"affects {jobs}{slowed}")
+        out += consequence_lines(i.get("consequences") or {})
+    return out
+
+
+def consequence_lines(c: dict[str, Any], shown: int = 4) -> list[str]:
+    """A cause's consequences, indented under its incident: the links its pauses reached, the hosts that stopped."""
+    out = []
+    for key, what in (("paused_links", "paused"), ("stopped_hosts", "stopped sending")):
+        items = c.get(key) or []
+        if items:
+            out.append(f"  consequence: {len(items)} {'links' if key == 'paused_links' else 'hosts'} {what}: "
+                       f"{', '.join(items[:shown])}{', ...' if len(items) > shown else ''}")
     return out
 
 

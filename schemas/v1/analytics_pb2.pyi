@@ -199,7 +199,7 @@ class Collision(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., harmful: _Optional[bool] = ..., harm_basis: _Optional[str] = ..., link_ecn_marked_pkts: _Optional[int] = ..., link_dropped_pkts: _Optional[int] = ..., link_pfc_pauses: _Optional[int] = ..., idle_ecn_marked_pkts: _Optional[int] = ..., idle_dropped_pkts: _Optional[int] = ..., idle_pfc_pauses: _Optional[int] = ..., receiver_cnps: _Optional[int] = ...) -> None: ...
 
 class Incident(_message.Message):
-    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows", "jobs", "collectives")
+    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows", "jobs", "collectives", "paused_links", "stopped_hosts")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,8 @@ class Incident(_message.Message):
     WINDOWS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     COLLECTIVES_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_LINKS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_HOSTS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_end_ns: int
     id: str
@@ -228,7 +230,9 @@ class Incident(_message.Message):
     windows: int
     jobs: _containers.RepeatedScalarFieldContainer[str]
     collectives: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ..., jobs: _Optional[_Iterable[str]] = ..., collectives: _Optional[_Iterable[str]] = ...) -> None: ...
+    paused_links: _containers.RepeatedScalarFieldContainer[str]
+    stopped_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ..., jobs: _Optional[_Iterable[str]] = ..., collectives: _Optional[_Iterable[str]] = ..., paused_links: _Optional[_Iterable[str]] = ..., stopped_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Suspect(_message.Message):
     __slots__ = ("component", "score", "evidence")
