@@ -20,7 +20,7 @@ from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.stream.analytics.fim import fabric_fim, fim
-from flowtracer.whatif.slow_group import report_lines
+from flowtracer.whatif.reproductions.slow_group import report_lines
 
 S = 1_000_000_000
 SUMMARY_VERSION = 1

@@ -25,13 +25,13 @@ from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.peers.exchange import PeerExchange
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import validate_workload
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
-from flowtracer.testbed.tansu import TansuBroker
 
 G = 1_000_000_000
 START = 1_700_000_000 * G

@@ -1,4 +1,4 @@
-"""testbed/s3_server.py: the listing rule alone, then the S3 requests Tansu's engine makes, over HTTP."""
+"""embedded/s3_server.py: the listing rule alone, then the S3 requests Tansu's engine makes, over HTTP."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flowtracer.testbed.object_store import ObjectStore
-from flowtracer.testbed.s3_server import Bucket, byte_range
+from flowtracer.embedded.object_store import ObjectStore
+from flowtracer.embedded.s3_server import Bucket, byte_range
 
 
 def filled(*keys: str) -> Bucket:

@@ -1,4 +1,4 @@
-"""The embedded broker on the object store: Tansu's ``s3`` engine against testbed/s3_server.py.
+"""The embedded broker on the object store: Tansu's ``s3`` engine against embedded/s3_server.py.
 
 What the retention of the embedded default rests on: every produced batch becomes an object in the
 store (not broker memory), and the broker serves it back.
@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from flowtracer.testbed.bucket_client import BucketClient
-from flowtracer.testbed.object_store import ObjectStore, ObjectStoreError
-from flowtracer.testbed.tansu import TansuBroker
+from flowtracer.embedded.bucket_client import BucketClient
+from flowtracer.embedded.object_store import ObjectStore, ObjectStoreError
+from flowtracer.embedded.tansu import TansuBroker
 
 RECORDS = 200
 

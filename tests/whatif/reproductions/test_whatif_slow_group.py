@@ -16,7 +16,7 @@ from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.whatif.iterations import HostSample, host_sample, job_iteration_s, progress
 from flowtracer.whatif.record import Recording, windows, write_export
-from flowtracer.whatif.slow_group import (
+from flowtracer.whatif.reproductions.slow_group import (
     NodeGroup,
     NodeGroupError,
     fim_effect,

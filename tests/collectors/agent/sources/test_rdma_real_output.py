@@ -10,7 +10,7 @@ import pytest
 
 from flowtracer.collectors.agent.sources.rdma_json import QpRecord, parse_res_qp, parse_stat_qp
 
-REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "rdma"
+REAL = Path(__file__).resolve().parents[3] / "fixtures" / "real" / "rdma"
 
 
 def test_text_output_of_96f59e7f() -> None:

@@ -1,4 +1,4 @@
-"""docs/reproduction.md from a ``whatif_experiment.Experiment`` (pure: the numbers in, Markdown out).
+"""docs/reproduction.md from a ``reproductions.flowtracer16.Experiment`` (pure: the numbers in, Markdown out).
 
 Every number and every comparative sentence is computed from the experiment, so a rerun rewrites
 the page consistently; the fixed text states only the setup and the caveats.
@@ -10,7 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from flowtracer.whatif.experiment import (
+from flowtracer.whatif.figures import Figure
+from flowtracer.whatif.reproductions.flowtracer16 import (
     CABLE,
     DEGRADED_FRACTION,
     DRAWN,
@@ -20,7 +21,6 @@ from flowtracer.whatif.experiment import (
     STATICS,
     Experiment,
 )
-from flowtracer.whatif.figures import Figure
 
 
 def _f(v: float | None, nd: int = 3) -> str:

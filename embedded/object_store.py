@@ -1,11 +1,11 @@
-"""A throw-away S3 object store for the embedded broker: ``testbed/s3_server.py`` on a loopback port.
+"""A throw-away S3 object store for the embedded broker: ``embedded/s3_server.py`` on a loopback port.
 
 Why: the embedded Tansu broker frees no record with its memory storage (docs/operations.md, "The
 embedded broker's memory"), but its ``s3`` storage engine keeps every record batch as one object in
 a bucket, and an object can be deleted. :class:`ObjectStore` runs the project's small S3 server
 (an ordered key index in memory, the objects in files of its temporary directory; why not s3rver:
-its docstring) with one bucket; :class:`~flowtracer.testbed.tansu.TansuBroker` stores its records
-there (``object_store=``), and the object sweeper (``testbed/object_sweeper.py``) applies each
+its docstring) with one bucket; :class:`~flowtracer.embedded.tansu.TansuBroker` stores its records
+there (``object_store=``), and the object sweeper (``embedded/object_sweeper.py``) applies each
 topic's retention and compaction by deleting batch objects. The broker then holds no record, and
 the store holds what retention keeps.
 """
@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from flowtracer.testbed.managed_process import HOST, ManagedProcess
+from flowtracer.embedded.managed_process import HOST, ManagedProcess
 
 ACCESS_KEY = "flowtracer"
 """Credentials for clients that insist on signing (Tansu's engine): the store checks none, they are no secret."""
@@ -48,7 +48,7 @@ class ObjectStore(ManagedProcess):
 
     Args:
         port: TCP port; ``None`` picks a free one.
-        ready_timeout_s, stop_timeout_s, log_dir: as :class:`~flowtracer.testbed.managed_process.ManagedProcess`.
+        ready_timeout_s, stop_timeout_s, log_dir: as :class:`~flowtracer.embedded.managed_process.ManagedProcess`.
     """
 
     _error = ObjectStoreError
@@ -70,7 +70,7 @@ class ObjectStore(ManagedProcess):
 
     def _command(self, binary: Path, port: int) -> tuple[list[str], dict[str, Any]]:
         assert self._tmpdir is not None
-        return [str(binary), "-m", "flowtracer.testbed.s3_server", "--host", HOST, "--port", str(port),
+        return [str(binary), "-m", "flowtracer.embedded.s3_server", "--host", HOST, "--port", str(port),
                 "--bucket", self.bucket, "--directory", str(self._tmpdir / "objects")], {}
 
     def _probe(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ For each phase and each set of link conditions (healthy, one uplink degraded, th
 - the FIM reduction of static pinning against every ECMP draw, next to FlowTracer's 30%.
 
 Everything returned is JSON-able through ``Experiment.to_dict`` and rendered by
-``whatif_reproduction`` (Markdown) and ``whatif_figures`` (figures).
+``flowtracer16_page`` (Markdown) and ``flowtracer.whatif.figures`` (figures).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The host agent's parsers promise never to raise on what a host shows them: malformed input is counted and
-skipped. Property-based, seeded with the inputs that used to raise (a 5,000-digit qpn that crash-looped the agent,
-deeply nested `rdma -j` output that hit the recursion limit), plus a sysfs tree of garbage files."""
+skipped. Property-based, seeded with inputs that make a naive parser raise (a 5,000-digit qpn, which would
+crash-loop the agent; deeply nested `rdma -j` output, which hits the recursion limit), plus a sysfs tree of garbage
+files."""
 
 from __future__ import annotations
 

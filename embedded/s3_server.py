@@ -19,7 +19,7 @@ Requests are not authenticated (it listens on 127.0.0.1 only, like every server 
 sign, the signature is not checked). One bucket, named on the command line. The index is in memory, the bytes in files
 (``--directory``) or in memory; the sweeper's retention bounds both.
 
-Run: ``python -m flowtracer.testbed.s3_server --port P --bucket B`` (``testbed/object_store.py`` does).
+Run: ``python -m flowtracer.embedded.s3_server --port P --bucket B`` (``embedded/object_store.py`` does).
 """
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ async def trim_forever(app: web.Application) -> AsyncIterator[None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m flowtracer.testbed.s3_server", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m flowtracer.embedded.s3_server", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--bucket", required=True)

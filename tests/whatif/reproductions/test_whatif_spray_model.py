@@ -1,4 +1,4 @@
-"""The packet-level spraying model (whatif/spray_paths.py, spray_sim.py, spray_scenarios.py) on small fabrics.
+"""The packet-level spraying model (whatif/reproductions/spray_paths.py, spray_sim.py, spray_scenarios.py) on small fabrics.
 
 Properties that follow from the model's rules, not from tuned numbers: conservation, exact round-robin
 spreading, nothing offered to a withdrawn link, PRIME's weights moving load off a degraded link, seeds.
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowtracer.whatif.spray_paths import KINDS, ChooserConfig, PathChooser
-from flowtracer.whatif.spray_report import document, markdown
-from flowtracer.whatif.spray_scenarios import SCENARIO_KEYS, permutation, run_all, select
-from flowtracer.whatif.spray_sim import Flow, LeafSpine, LinkFaults, Transport, simulate
+from flowtracer.whatif.reproductions.spray_paths import KINDS, ChooserConfig, PathChooser
+from flowtracer.whatif.reproductions.spray_report import document, markdown
+from flowtracer.whatif.reproductions.spray_scenarios import SCENARIO_KEYS, permutation, run_all, select
+from flowtracer.whatif.reproductions.spray_sim import Flow, LeafSpine, LinkFaults, Transport, simulate
 
 FAB = LeafSpine(leaves=2, spines=4, hosts_per_leaf=2)
 PACKETS = 96

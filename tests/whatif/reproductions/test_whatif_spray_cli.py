@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from flowtracer.cmd_whatif import whatif
-from flowtracer.whatif.spray_paths import KINDS
-from flowtracer.whatif.spray_scenarios import SCENARIO_KEYS, scenarios
-from flowtracer.whatif.spray_sim import LeafSpine, simulate
+from flowtracer.whatif.reproductions.spray_paths import KINDS
+from flowtracer.whatif.reproductions.spray_scenarios import SCENARIO_KEYS, scenarios
+from flowtracer.whatif.reproductions.spray_sim import LeafSpine, simulate
 
 SMALL = ["--experiment", "prime-spray", "--fabric", "2x4x2", "--packets", "96", "--seed", "0", "--seed", "1"]
 

@@ -22,13 +22,13 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, Topic
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from waiting import wait_for
 
+from flowtracer.embedded.bucket_client import LAST_MODIFIED_RESOLUTION_S, BucketClient, ObjectInfo
+from flowtracer.embedded.log_retention import RetentionPolicy, policies_from_plan
+from flowtracer.embedded.managed_process import free_port
+from flowtracer.embedded.object_store import ObjectStore
+from flowtracer.embedded.object_sweeper import ObjectSweeper, batch_records, by_partition
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.plumbing.topic_admin import TopicPlan, apply
-from flowtracer.testbed.bucket_client import LAST_MODIFIED_RESOLUTION_S, BucketClient, ObjectInfo
-from flowtracer.testbed.log_retention import RetentionPolicy, policies_from_plan
-from flowtracer.testbed.managed_process import free_port
-from flowtracer.testbed.object_store import ObjectStore
-from flowtracer.testbed.object_sweeper import ObjectSweeper, batch_records, by_partition
-from flowtracer.testbed.tansu import TansuBroker
 
 RETENTION_MS = 2_000
 INTERVAL_S = 0.5

@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowtracer.whatif.spray_scenarios import PAPER_ROWS, PAPER_SOURCE, Runs
-from flowtracer.whatif.spray_sim import SprayResult
+from flowtracer.whatif.reproductions.spray_scenarios import PAPER_ROWS, PAPER_SOURCE, Runs
+from flowtracer.whatif.reproductions.spray_sim import SprayResult
 
 JSON_VERSION = 1
 #: Metrics per run: throughput (fraction of line rate), FCT percentiles (us), the deepest queue (packets),

@@ -21,7 +21,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from flowtracer.cmd_demo import broker_over_limit
-from flowtracer.testbed.tansu import TansuBroker
+from flowtracer.embedded.tansu import TansuBroker
 
 RECORDS = 5_000
 VALUE = b"x" * 4000

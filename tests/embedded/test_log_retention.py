@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowtracer.plumbing.topic_admin import ClusterPolicy, plan
-from flowtracer.schemas.topics import CHANGELOG_TOPICS, EXCHANGE_TOPICS, INPUT_TOPICS, changelog_name
-from flowtracer.testbed.log_retention import (
+from flowtracer.embedded.log_retention import (
     DEFAULT_DELETE_RETENTION_MS,
     KeyedRecord,
     RetentionPolicy,
@@ -22,6 +20,8 @@ from flowtracer.testbed.log_retention import (
     policy_from_configs,
     removable,
 )
+from flowtracer.plumbing.topic_admin import ClusterPolicy, plan
+from flowtracer.schemas.topics import CHANGELOG_TOPICS, EXCHANGE_TOPICS, INPUT_TOPICS, changelog_name
 
 NOW = 1_000_000.0
 """The sweep's clock, Unix s."""

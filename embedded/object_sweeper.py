@@ -5,7 +5,7 @@ Tansu's ``s3`` engine (``TansuBroker(object_store=...)``) keeps each produced re
 never deletes one. Every ``interval_s`` :class:`ObjectSweeper` lists the batch objects of each topic it has a
 policy for, asks the rule (``log_retention.removable``) which may go, and deletes them. Tansu reads around the
 gaps as Kafka does after retention or compaction: its fetch lists the objects from the requested offset on, and
-ListOffsets(earliest) answers the base offset of the oldest object left (tests/testbed/test_object_sweeper.py).
+ListOffsets(earliest) answers the base offset of the oldest object left (tests/embedded/test_object_sweeper.py).
 Nothing else in the bucket is deleted (``watermark.json``, the groups' offsets); the cluster's ``meta.json`` is
 read for the names of the topics without a policy, which are left alone and named once in the log.
 
@@ -32,13 +32,13 @@ from typing import Self
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from flowtracer.testbed.bucket_client import (
+from flowtracer.embedded.bucket_client import (
     LAST_MODIFIED_RESOLUTION_S,
     BucketClient,
     BucketError,
     ObjectInfo,
 )
-from flowtracer.testbed.log_retention import KeyedRecord, RetentionPolicy, StoredBatch, removable
+from flowtracer.embedded.log_retention import KeyedRecord, RetentionPolicy, StoredBatch, removable
 
 log = logging.getLogger(__name__)
 

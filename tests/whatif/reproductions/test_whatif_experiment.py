@@ -7,7 +7,9 @@ import pytest
 from flowtracer.fabric.roce import rocev2_udp_sport
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology_generate import FabricSpec, generate
-from flowtracer.whatif.experiment import (
+from flowtracer.whatif.figures import Figure
+from flowtracer.whatif.record import RecordedFlow, Recording, Window
+from flowtracer.whatif.reproductions.flowtracer16 import (
     PAPER_REDUCTION,
     analyse,
     reduction,
@@ -15,9 +17,7 @@ from flowtracer.whatif.experiment import (
     stats,
     traffic_shape,
 )
-from flowtracer.whatif.figures import Figure
-from flowtracer.whatif.record import RecordedFlow, Recording, Window
-from flowtracer.whatif.reproduction import markdown
+from flowtracer.whatif.reproductions.flowtracer16_page import markdown
 
 S = 1_000_000_000
 GB = 10_000_000_000

@@ -14,8 +14,8 @@ from typing import TypeAlias
 
 import numpy as np
 
-from flowtracer.whatif.spray_paths import KINDS
-from flowtracer.whatif.spray_sim import Flow, LeafSpine, LinkFaults, SprayResult, Transport, simulate
+from flowtracer.whatif.reproductions.spray_paths import KINDS
+from flowtracer.whatif.reproductions.spray_sim import Flow, LeafSpine, LinkFaults, SprayResult, Transport, simulate
 
 #: Where PRIME's figures come from: the paper's abstract ("up to 15% improvement for permutation traffic and up
 #: to 27% improvement in network degradation scenarios", against other packet-spraying schemes, in the authors'

@@ -134,7 +134,7 @@ def test_a_table_is_kept_only_with_the_named_hosts_topology_addresses() -> None:
 
 
 def test_a_table_stamped_in_the_future_cannot_pin_the_host() -> None:
-    """A forged table stamped a year ahead used to win over every real one (older by its stamp) until it expired;
+    """A forged table stamped a year ahead would win over every real one (older by its stamp) until it expired, so
     its time is clamped to the agent's clock plus ``max_ahead_ns``, so the real tables take over within that."""
     r = RemoteEnds(local_hosts=["host-a"], addresses=ADDRESSES, max_age_ns=90 * S, max_ahead_ns=5 * S)
     assert r.directory(100 * S) is None  # the agent's clock: 100 s

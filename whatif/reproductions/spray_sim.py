@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from flowtracer.stream.analytics.fim import fabric_fim, fim
-from flowtracer.whatif.spray_paths import KINDS, ChooserConfig, PathChooser
+from flowtracer.whatif.reproductions.spray_paths import KINDS, ChooserConfig, PathChooser
 
 
 @dataclass(frozen=True)
