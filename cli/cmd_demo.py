@@ -325,6 +325,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                         + (f"; dashboard: {dashboard}" if dashboard else "")
                         + (f"; writing {line_protocol_file}" if line_protocol_file else f"; writing {influx_url}"))
         printer.message("the first rolling FIM appears after ~15 s (baselines, 3 s grace, 10 s rolling window)")
+        printer.message(f"Kafka: {pipeline.bootstrap} (flowtracer top --kafka {pipeline.bootstrap} --topology "
+                        f"{scenario.topology}; flowtracer path --kafka {pipeline.bootstrap} --job <job>)")
         title = (f"flowtracer demo: {scenario.hosts} hosts, {scenario.workload_name}"
                  + (f", dashboard {dashboard}" if dashboard else ""))
         t0 = time.monotonic()

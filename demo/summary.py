@@ -14,7 +14,7 @@ from typing import Any
 
 from flowtracer.demo.incidents import IncidentWatch, incidents_section
 from flowtracer.demo.node_groups import node_groups_section
-from flowtracer.demo.scoring import DEFAULT_WARMUP_S, link_section, path_section
+from flowtracer.demo.scoring import DEFAULT_WARMUP_S, flow_section, link_section, path_section
 from flowtracer.demo.status import Observed
 from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
@@ -203,8 +203,9 @@ def scores_section(obs: Observed, gt: GroundTruth | None, hop_s: float, warmup_s
                            "collision_flow_methods": dict(sorted(obs.collision_methods.items())),
                            "collision_min_confidence": _r(min(obs.collision_confidence.values(), default=None))}
     if gt is None:
-        return {**out, "paths": None, "links": None}
-    return {**out, "paths": path_section(obs, gt, hop_s, warmup_s), "links": link_section(obs, gt, hop_s, warmup_s)}
+        return {**out, "paths": None, "flows": None, "links": None}
+    return {**out, "paths": path_section(obs, gt, hop_s, warmup_s), "flows": flow_section(obs, gt, hop_s, warmup_s),
+            "links": link_section(obs, gt, hop_s, warmup_s)}
 
 
 def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling_s: float, hop_s: float,
@@ -373,7 +374,8 @@ def score_lines(sc: dict[str, Any] | None) -> list[str]:
     p, lk = sc["paths"], sc["links"]
     lines = [f"resolver {sc['resolver'] or ', '.join(sc['resolvers_in_outputs'])} vs ground truth over "
              f"{p['windows_scored']} windows after {p['warmup_s']:g} s: bytes on their true path "
-             f"{_pct(p['path_overlap'])} (path level), per-path load error {_pct(p['path_load_error'])}, "
+             f"{_pct(p['path_overlap'])} (path level), {_pct((sc.get('flows') or {}).get('flow_true_path_share'))} "
+             f"(per flow), per-path load error {_pct(p['path_load_error'])}, "
              f"placed by traces {_pct(p['traced_share'])}, confidence {_f(p['confidence'], 2)}"]
     methods = ", ".join(f"{m} {n}" for m, n in sc["collision_flow_methods"].items())
     lines.append(f"  link loads vs switch counters: error {_pct(lk['error'], 3)} over {lk['link_windows']} "

@@ -56,6 +56,9 @@ def test_kernel_dataplane_trace_places_flows_on_their_true_paths(tmp_path: Path)
     assert p["path_overlap"] >= 0.98, p
     assert p["path_load_error"] <= 0.05, p
     assert p["traced_share"] >= 0.98 and s["scores"]["resolvers_in_outputs"] == ["trace"], p
+    # Per flow (issue 36): each flow's bytes on the path its FlowPath records published, every flow of the run.
+    f = s["scores"]["flows"]
+    assert f["flow_true_path_share"] >= 0.98 and f["flows_scored"] >= 30, f
     fim = s["fabric_fim"]["vs_ground_truth"]
     assert fim["windows_compared"] >= 30 and fim["max_abs_error_measured"] <= 0.03, fim
     # Measured link loads are the kernel's veth counters x scale as the switches' gNMI servers showed them; the
