@@ -8,7 +8,7 @@ CounterBatches, one per switch, per 1 s window: exact deltas, the leaves' next h
 behind real time on this 2-core machine (docs/benchmarks.md), and the builders give the same records in
 seconds. For each worker count the benchmark then
 
-1. starts a Tansu broker (``flowtracer.testbed.tansu``), creates the topic plan (``ensure_topics`` with
+1. starts a Tansu broker (``flowtracer.embedded.tansu``), creates the topic plan (``ensure_topics`` with
    the run's app id) and produces the recording into it (aiokafka, each record to its key's partition);
 2. measures the raw library limit on the same topics, same broker, same moment: one aiokafka consumer
    reading every input partition from the beginning (``getmany``), messages/s and its CPU;
@@ -60,13 +60,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from bench_processor import S, build_qps, build_window
 from google.protobuf.json_format import MessageToDict
 
+from flowtracer.embedded.managed_process import free_port
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.plumbing.topic_admin import ensure_topics
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2, traces_pb2
-from flowtracer.testbed.managed_process import free_port
-from flowtracer.testbed.tansu import TansuBroker
 
 FLOWTRACER = Path(sys.executable).parent / "flowtracer"
 Record = tuple[str, int, bytes, bytes]

@@ -57,8 +57,8 @@ from flowtracer.collectors.gnmi.config import Backoff, CollectorConfig, Gnmi, Ka
 from flowtracer.collectors.gnmi.counters import native_loader
 from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas.wire import varint
-from flowtracer.testbed.tansu import TansuBroker
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 CAPS = "/gnmi.gNMI/Capabilities"

@@ -40,9 +40,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.protocol.produce import ProduceRequest
 from bench_catchup import cpu_s
 
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.runtime.output_producer import KeyPartitions, OutputProducer
-from flowtracer.testbed.tansu import TansuBroker
 
 SETTINGS = {"acks": "all", "enable_idempotence": False, "max_batch_size": 16384, "linger_ms": 0}
 """What Faust gives its producer by default (acks -1, 16 KiB batches, no linger), for every way alike."""

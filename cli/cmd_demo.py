@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowtracer.demo.broker_limits import BROKER_MEMORY_LIMIT_MB, BROKER_RETENTION_S, MIN_BROKER_RETENTION_S
-from flowtracer.demo.realtime import CpuMeter, children_cpu_s, sim_lag_s
+from flowtracer.demo.cpu_meter import CpuMeter, children_cpu_s, sim_lag_s
+from flowtracer.embedded.managed_process import check_port_free
 from flowtracer.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_INTERRUPTED_AT_START
 from flowtracer.logs import json_logs_requested
-from flowtracer.testbed.managed_process import check_port_free
 
 if TYPE_CHECKING:
     from flowtracer.demo.scenario import Scenario
-    from flowtracer.testbed.tansu import TansuBroker
+    from flowtracer.embedded.tansu import TansuBroker
 
 ROLLING_S = 10.0
 HOP_S = 1.0
@@ -242,14 +242,14 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
     from flowtracer.demo.live_view import LiveView, redraws
     from flowtracer.demo.local_pipeline import PipelineError, PipelineOptions
     from flowtracer.demo.node_groups import load_inputs, ops_per_iteration
-    from flowtracer.demo.pipeline import DemoPipeline, broker_shielded_from_ctrl_c
+    from flowtracer.demo.sigint_shield import DemoPipeline, broker_shielded_from_ctrl_c
     from flowtracer.demo.status import Observed, OutputWatcher
     from flowtracer.demo.summary import build_summary, summary_lines
     from flowtracer.demo.view_state import view_state
+    from flowtracer.embedded.tansu import TansuError
     from flowtracer.fabric.topology import load_topology
     from flowtracer.stream.diagnosis.publisher import IncidentPublisher
     from flowtracer.stream.runtime.worker import make_sink
-    from flowtracer.testbed.tansu import TansuError
 
     out = click.get_text_stream("stdout")
     printer = LiveView(out, live=redraws(out, json_logs_requested()))
@@ -325,6 +325,8 @@ def run_demo(*, duration: float | None, web_port: int, influx_url: str | None, i
                         + (f"; dashboard: {dashboard}" if dashboard else "")
                         + (f"; writing {line_protocol_file}" if line_protocol_file else f"; writing {influx_url}"))
         printer.message("the first rolling FIM appears after ~15 s (baselines, 3 s grace, 10 s rolling window)")
+        printer.message(f"Kafka: {pipeline.bootstrap} (flowtracer top --kafka {pipeline.bootstrap} --topology "
+                        f"{scenario.topology}; flowtracer path --kafka {pipeline.bootstrap} --job <job>)")
         title = (f"flowtracer demo: {scenario.hosts} hosts, {scenario.workload_name}"
                  + (f", dashboard {dashboard}" if dashboard else ""))
         t0 = time.monotonic()

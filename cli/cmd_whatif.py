@@ -199,9 +199,10 @@ def whatif(topology: Path | None, kafka: str | None, input_file: Path | None, fr
 
 def slow_group_report(rec: Any, wins: list[Any], fabric: Fabric, specs: tuple[str, ...], ops_per_iteration: int,
                       as_json: bool) -> None:
-    """``--node-group``: the job's iteration time per node group and with every node fast (whatif/slow_group.py)."""
+    """``--node-group``: the job's iteration time per node group and with every node fast
+    (whatif/reproductions/slow_group.py)."""
     from flowtracer.whatif.iterations import host_sample
-    from flowtracer.whatif.slow_group import NodeGroupError, job_report, parse_node_group, report_lines
+    from flowtracer.whatif.reproductions.slow_group import NodeGroupError, job_report, parse_node_group, report_lines
 
     try:
         groups = [parse_node_group(s) for s in specs]
@@ -271,9 +272,9 @@ def run_spray(fabric_text: str, packets_text: str, seed_texts: tuple[str, ...], 
               as_json: bool, out_dir: Path | None) -> None:
     """Run the spraying family on PRIME's scenarios; print the Markdown report (or ``--json``) and, with
     ``--out``, write prime-spray.md and prime-spray.json there."""
-    from flowtracer.whatif.spray_report import document, markdown
-    from flowtracer.whatif.spray_scenarios import run_all, select
-    from flowtracer.whatif.spray_sim import LeafSpine
+    from flowtracer.whatif.reproductions.spray_report import document, markdown
+    from flowtracer.whatif.reproductions.spray_scenarios import run_all, select
+    from flowtracer.whatif.reproductions.spray_sim import LeafSpine
 
     parts = fabric_text.lower().split("x")
     if len(parts) != 3:
@@ -386,10 +387,10 @@ def run_heterogeneous(record_seconds: float, save_recording: Path | None, as_jso
 def run_experiment(docs_dir: Path, record_seconds: float, draws: int, save_recording: Path | None) -> None:
     """Record through the real pipeline, replay, write docs/reproduction.md and docs/figures/."""
     from flowtracer.fabric.topology_generate import FabricSpec, generate
-    from flowtracer.whatif.experiment import analyse, split_phases
     from flowtracer.whatif.figures import FiguresUnavailable, experiment_figures, pyplot
     from flowtracer.whatif.record import windows
-    from flowtracer.whatif.reproduction import markdown
+    from flowtracer.whatif.reproductions.flowtracer16 import analyse, split_phases
+    from flowtracer.whatif.reproductions.flowtracer16_page import markdown
 
     t0 = time.monotonic()
     try:

@@ -14,6 +14,7 @@ from flowtracer.cmd_config import config
 from flowtracer.cmd_demo import demo
 from flowtracer.cmd_diagnose import diagnose
 from flowtracer.cmd_export import export
+from flowtracer.cmd_path import path
 from flowtracer.cmd_process import process
 from flowtracer.cmd_sim import sim
 from flowtracer.cmd_top import top
@@ -46,6 +47,7 @@ cli.add_command(whatif)
 cli.add_command(export)
 cli.add_command(demo)
 cli.add_command(top)
+cli.add_command(path)
 cli.add_command(config)
 
 

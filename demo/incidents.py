@@ -62,8 +62,8 @@ class IncidentWatch:
 
 def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict[str, Any]]:
     """Every incident of the run: kind, suspects with scores and evidence, times (s after the simulator's
-    start), affected flows, hosts, jobs and the collectives it slowed (the pipeline's), and the simulator's jobs of
-    those flows."""
+    start), affected flows, hosts, jobs and the collectives it slowed (the pipeline's), its consequences (a pause
+    storm's paused links and stopped hosts), and the simulator's jobs of those flows."""
     jobs: dict[str, str] = {}
     if gt is not None:
         jobs = {f"{f.src_nic}>{f.dst_nic}": f.job for f in gt.flows.values()}
@@ -81,5 +81,7 @@ def incidents_section(watch: IncidentWatch, gt: GroundTruth | None) -> list[dict
                     "start_s": rel(inc.start_ns), "detected_s": rel(inc.detected_ns), "end_s": rel(inc.end_ns),
                     "windows": inc.windows, "flows": sorted(inc.flows), "hosts": sorted(inc.hosts),
                     "jobs": sorted(inc.jobs), "collectives": sorted(inc.collectives),
+                    "consequences": {"paused_links": sorted(inc.paused_links),
+                                     "stopped_hosts": sorted(inc.stopped_hosts)},
                     "jobs_ground_truth": sorted({jobs[f] for f in inc.flows if f in jobs})})
     return out

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from flowtracer.demo.broker_limits import BROKER_RETENTION_S
+from flowtracer.embedded.log_retention import RetentionPolicy, policies_from_plan
+from flowtracer.embedded.object_store import ObjectStore
+from flowtracer.embedded.object_sweeper import ObjectSweeper
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.plumbing.topic_admin import ClusterPolicy, ensure_topics, plan
-from flowtracer.testbed.log_retention import RetentionPolicy, policies_from_plan
-from flowtracer.testbed.object_store import ObjectStore
-from flowtracer.testbed.object_sweeper import ObjectSweeper
-from flowtracer.testbed.tansu import TansuBroker
 
 log = logging.getLogger(__name__)
 

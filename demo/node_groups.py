@@ -3,7 +3,7 @@
 Measured (the pipeline's data only): the job's iteration time and each host's bytes per iteration and tx rate,
 from the host agents' FlowBatches (NCCL opCount per communicator and RDMA port tx bytes per window;
 ``whatif/iterations.py``); the all-nodes-fast iteration time and the FIM without the slow group from the what-if
-model on those measurements (``whatif/slow_group.py``). Scoring only, labelled ``*_ground_truth``: the
+model on those measurements (``whatif/reproductions/slow_group.py``). Scoring only, labelled ``*_ground_truth``: the
 simulator's iteration ends, and a counterfactual simulator run of the same workload without its node groups.
 docs/demo.md describes every field.
 """
@@ -22,7 +22,7 @@ from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import Job, Workload
 from flowtracer.whatif.record import Recording, windows
-from flowtracer.whatif.slow_group import NodeGroup, job_report
+from flowtracer.whatif.reproductions.slow_group import NodeGroup, job_report
 
 S = 1_000_000_000
 TOLERANCE = 0.03

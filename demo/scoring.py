@@ -14,6 +14,11 @@ simulator's ticks inside it (``GroundTruth.ticks_in``).
   wrong paths).
 - ``traced_share``: PathLoad traced_bytes / bytes (placed by a fresh path trace; the rest by the
   resolver's own method or trace's fallback), ``confidence``: byte-weighted mean PathLoad confidence.
+- ``flow_true_path_share`` (``flow_section``): Σ_windows Σ_flows bytes the flow sent on the path its FlowPath
+  records published for that window / Σ flow bytes. The path in effect in a window is the flow's newest FlowPath
+  at or before it (records come on a change and at a heartbeat, not every window; demo/flow_path_table.py); a flow
+  with none counts wholly wrong, and a flow split over paths (a fault mid-window) counts only the bytes on the
+  published one. This is the per-flow figure the path-level ``path_overlap`` bounds from above.
 - link counters: the processor's LinkLoad measured bytes vs the switches' own counters in ground
   truth (``counters.jsonl``: on the kernel data plane the kernel's veth counters x scale): the
   transmitting switch's out-octets delta over the window, else the receiving switch's in-octets.
@@ -90,6 +95,44 @@ def path_section(obs: Observed, gt: GroundTruth, hop_s: float, warmup_s: float) 
         "traced_share": _ratio(traced, placed),
         "confidence": round(conf_weighted / placed, 4) if placed else None,
     }
+
+
+FLOW_SHARE_WANTED = 0.98
+"""A flow whose true-path share is below this is listed among the worst flows."""
+
+
+def flow_section(obs: Observed, gt: GroundTruth, hop_s: float, warmup_s: float) -> dict[str, Any]:
+    """Per-flow placement score from the published FlowPaths over the scored windows (module docstring)."""
+    hop = round(hop_s * S)
+    ends = scored_windows(list(obs.path_loads), gt, warmup_s)
+    per_flow: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # flow id -> [bytes on published path, bytes]
+    for end in ends:
+        for fid, by_path in gt.path_bytes(end - hop, end).items():
+            info = gt.flows[fid]
+            published = obs.paths.path_at((info.src_ip, info.dst_ip, info.udp_src_port), end)
+            acc = per_flow[fid]
+            acc[0] += by_path.get(published, 0)
+            acc[1] += sum(by_path.values())
+    right = sum(a for a, _ in per_flow.values())
+    total = sum(b for _, b in per_flow.values())
+    shares = {fid: a / b for fid, (a, b) in per_flow.items() if b}
+    worst = sorted(shares.items(), key=lambda kv: (kv[1], kv[0]))
+    return {
+        "windows_scored": len(ends),
+        "flows_scored": len(shares),
+        "flow_true_path_share": _ratio(right, total),
+        "flow_true_path_share_definition": "sum over windows and flows of the flow's bytes on the path its FlowPath "
+                                           "records published for the window / sum of flow bytes (per flow)",
+        "lowest_flow_share": round(worst[0][1], 4) if worst else None,
+        "flows_below": sum(1 for v in shares.values() if v < FLOW_SHARE_WANTED),
+        "flows_below_threshold": FLOW_SHARE_WANTED,
+        "worst_flows": [_flow_name(gt, fid, v) for fid, v in worst[:5] if v < FLOW_SHARE_WANTED],
+    }
+
+
+def _flow_name(gt: GroundTruth, fid: int, share: float) -> dict[str, Any]:
+    f = gt.flows[fid]
+    return {"src": f.src_nic, "dst": f.dst_nic, "udp_src_port": f.udp_src_port, "job": f.job, "share": round(share, 4)}
 
 
 def link_section(obs: Observed, gt: GroundTruth, hop_s: float, warmup_s: float) -> dict[str, Any]:

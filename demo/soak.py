@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowtracer.testbed.object_store import store_stats
+from flowtracer.embedded.object_store import store_stats
 
 S = 1_000_000_000
 SLICE_S = 300.0
@@ -68,7 +68,7 @@ def label(argv: Sequence[str]) -> str:
     prog = Path(argv[0]).name if argv else "?"
     if prog == "tansu":
         return "tansu"
-    if "flowtracer.testbed.s3_server" in argv[1:3]:
+    if "flowtracer.embedded.s3_server" in argv[1:3]:
         return "object-store"
     for sub in ("demo", "sim", "process", "collect", "agent", "diagnose"):
         if sub in argv[1:8]:

@@ -22,8 +22,9 @@ from array import array
 from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
+from flowtracer.demo.flow_path_table import FlowPathTable
 from flowtracer.demo.window_rows import Columns, WindowRows
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
@@ -39,9 +40,10 @@ GRACE_NS = 10 * S
 """A window without a fabric FIM sample is diagnosed this long after its first record (``flowtracer diagnose``'s
 default --grace)."""
 BASIS = {analytics_pb2.LOAD_BASIS_MEASURED: "measured", analytics_pb2.LOAD_BASIS_ATTRIBUTED: "attributed"}
-WATCHED = (topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name, topics.PATH_LOADS.name,
-           topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name, topics.INCIDENTS.name,
-           topics.COLLECTIVE_PROFILE.name)
+WATCHED = tuple(dict.fromkeys((topics.FIM.name, topics.COLLISIONS.name, topics.LINK_LOADS.name,
+                               topics.PATH_LOADS.name, topics.DEAD_LETTER.name, topics.LINK_CONGESTION.name,
+                               topics.INCIDENTS.name, topics.COLLECTIVE_PROFILE.name, topics.FLOW_PATHS.name,
+                               *ASSEMBLED)))
 FLOW_BATCHES_KEPT = 8192
 """With ``watch_flows``: the newest agent FlowBatches kept (16 hosts x 1 s windows: over 8 minutes)."""
 KEEP_WINDOWS_S = 3600.0
@@ -139,6 +141,8 @@ class Observed:
     incidents_stale: int = 0
     #: incident id -> newest snapshot of each incident still open (the terminal view's incidents)
     open_incidents: dict[str, analytics_pb2.Incident] = field(default_factory=dict)
+    #: each flow's published path and its changes (the per-flow score, demo/scoring.py)
+    paths: FlowPathTable = field(default_factory=FlowPathTable)
     #: the diagnosis's windows, by the service's own assembly rule (demo/incidents.py takes the complete ones)
     assembler: WindowAssembler = field(default_factory=lambda: WindowAssembler(S, GRACE_NS))
     #: whether the watcher's last poll left records unread on some partition (no window completes meanwhile)
@@ -190,6 +194,8 @@ class Observed:
                 self._advance(pl.window_end_ns)
                 if pl.resolver:
                     self.resolvers.add(pl.resolver)
+            elif topic == topics.FLOW_PATHS.name:
+                self.paths.add(topic, value, kafka_ts_ms)
             elif topic == topics.INCIDENTS.name:
                 self._incident(analytics_pb2.Incident.FromString(value or b""))
             elif topic == topics.DEAD_LETTER.name:
@@ -242,6 +248,7 @@ class Observed:
         if dropped or keep:
             self.pruned_before_ns = cutoff
         self.drop_stale_incidents(end_ns)
+        self.paths.forget_ended(cutoff)
 
     def _fim(self, f: analytics_pb2.FimSample) -> None:
         basis = BASIS.get(f.basis)
@@ -332,25 +339,44 @@ class Observed:
                 "max_s": round(xs[-1], 3), "samples": len(xs)}
 
 
-class OutputWatcher(threading.Thread):
-    """Consumes the output topics into an :class:`Observed` until stopped. ``lock`` guards ``observed``."""
+class Folds(Protocol):
+    """What an :class:`OutputWatcher` folds records into: :class:`Observed`, or a narrower reader's state."""
 
-    def __init__(self, bootstrap: str, observed: Observed | None = None, poll_ms: int = 300,
+    behind: bool
+
+    @property
+    def topics(self) -> tuple[str, ...]: ...
+
+    def add(self, topic: str, value: bytes | None, kafka_ts_ms: int, now_ns: int | None = None) -> None: ...
+
+
+F = TypeVar("F", bound=Folds)
+
+
+class OutputWatcher(threading.Thread, Generic[F]):
+    """Consumes the output topics into an :class:`Observed` (or another :class:`Folds`) until stopped. ``lock``
+    guards ``observed``."""
+
+    def __init__(self, bootstrap: str, observed: F | None = None, poll_ms: int = 300,
                  client_config: Mapping[str, Any] | None = None, since_s: float | None = None,
-                 client_id: str = "flowtracer-demo-status") -> None:
+                 client_id: str = "flowtracer-demo-status", whole: frozenset[str] = frozenset()) -> None:
         super().__init__(name="demo-output-watcher", daemon=True)
         self.bootstrap = bootstrap
         #: read from this many seconds ago (by record time), None from the beginning
         self.since_s = since_s
+        #: topics read from the beginning even with ``since_s``: compacted ones whose records are state, not events
+        self.whole = whole
         self.client_id = client_id
         #: Extra KafkaConsumer settings (TLS/SASL: ``schemas.kafka_security.kafka_python_kwargs``).
         self.client_config = dict(client_config or {})
-        self.observed = observed or Observed()
+        self.observed: F = observed if observed is not None else Observed()  # type: ignore[assignment]
         self.lock = threading.Lock()
         self.poll_ms = poll_ms
         self._stop_event = threading.Event()
         self.error: str | None = None
         self.last_record_monotonic = time.monotonic()
+        #: whether the last poll found every partition fetched and nothing left unread (set by the reader thread)
+        self.caught_up = False
 
     def run(self) -> None:
         try:
@@ -384,8 +410,13 @@ class OutputWatcher(threading.Thread):
     def _seek(self, consumer: Any, parts: list[Any]) -> None:
         """To the beginning, or to the first record of the last ``since_s`` seconds (a partition with none: its
         end; a broker that cannot look offsets up by time: the beginning)."""
+        whole = [p for p in parts if p.topic in self.whole]
+        if whole:
+            consumer.seek_to_beginning(*whole)
+        parts = [p for p in parts if p.topic not in self.whole]
         if self.since_s is None or not parts:
-            consumer.seek_to_beginning(*parts)
+            if parts:
+                consumer.seek_to_beginning(*parts)
             return
         want_ms = int((time.time() - self.since_s) * 1e3)
         try:
@@ -407,6 +438,9 @@ class OutputWatcher(threading.Thread):
     def _poll(self, consumer: Any, parts: list[Any]) -> int:
         batch = consumer.poll(timeout_ms=self.poll_ms)
         behind = reading_behind(consumer, parts)
+        # Read to the end once every partition was fetched (its high watermark known) and none is behind: the
+        # fetch's watermark, not ListOffsets (which the embedded broker gets wrong, DEVELOPERS.md).
+        self.caught_up = not behind and all(consumer.highwater(tp) is not None for tp in parts)
         n = 0
         with self.lock:
             self.observed.behind = behind

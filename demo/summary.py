@@ -14,13 +14,13 @@ from typing import Any
 
 from flowtracer.demo.incidents import IncidentWatch, incidents_section
 from flowtracer.demo.node_groups import node_groups_section
-from flowtracer.demo.scoring import DEFAULT_WARMUP_S, link_section, path_section
+from flowtracer.demo.scoring import DEFAULT_WARMUP_S, flow_section, link_section, path_section
 from flowtracer.demo.status import Observed
 from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import Workload
 from flowtracer.stream.analytics.fim import fabric_fim, fim
-from flowtracer.whatif.slow_group import report_lines
+from flowtracer.whatif.reproductions.slow_group import report_lines
 
 S = 1_000_000_000
 SUMMARY_VERSION = 1
@@ -203,8 +203,9 @@ def scores_section(obs: Observed, gt: GroundTruth | None, hop_s: float, warmup_s
                            "collision_flow_methods": dict(sorted(obs.collision_methods.items())),
                            "collision_min_confidence": _r(min(obs.collision_confidence.values(), default=None))}
     if gt is None:
-        return {**out, "paths": None, "links": None}
-    return {**out, "paths": path_section(obs, gt, hop_s, warmup_s), "links": link_section(obs, gt, hop_s, warmup_s)}
+        return {**out, "paths": None, "flows": None, "links": None}
+    return {**out, "paths": path_section(obs, gt, hop_s, warmup_s), "flows": flow_section(obs, gt, hop_s, warmup_s),
+            "links": link_section(obs, gt, hop_s, warmup_s)}
 
 
 def build_summary(obs: Observed, *, ground_truth_dir: str | Path | None, rolling_s: float, hop_s: float,
@@ -337,7 +338,8 @@ def _ms(x: float | None) -> str:
 
 
 def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
-    """One line per incident: kind, top suspects, when (s after the simulator's start), affected jobs."""
+    """One line per incident: kind, top suspects, when (s after the simulator's start), affected jobs; its
+    consequences (a pause storm's paused links and stopped hosts) indented under it."""
     if not incidents:
         return ["incidents: none"]
     out = []
@@ -350,6 +352,18 @@ def incident_summary_lines(incidents: list[dict[str, Any]]) -> list[str]:
         slowed = f"; slowed {', '.join(colls[:4])}{'...' if len(colls) > 4 else ''}" if colls else ""
         out.append(f"incident {i['kind']} {when}: suspects {', '.join(x['component'] for x in i['suspects'][:3])}; "
                    f"affects {jobs}{slowed}")
+        out += consequence_lines(i.get("consequences") or {})
+    return out
+
+
+def consequence_lines(c: dict[str, Any], shown: int = 4) -> list[str]:
+    """A cause's consequences, indented under its incident: the links its pauses reached, the hosts that stopped."""
+    out = []
+    for key, what in (("paused_links", "paused"), ("stopped_hosts", "stopped sending")):
+        items = c.get(key) or []
+        if items:
+            out.append(f"  consequence: {len(items)} {'links' if key == 'paused_links' else 'hosts'} {what}: "
+                       f"{', '.join(items[:shown])}{', ...' if len(items) > shown else ''}")
     return out
 
 
@@ -360,7 +374,8 @@ def score_lines(sc: dict[str, Any] | None) -> list[str]:
     p, lk = sc["paths"], sc["links"]
     lines = [f"resolver {sc['resolver'] or ', '.join(sc['resolvers_in_outputs'])} vs ground truth over "
              f"{p['windows_scored']} windows after {p['warmup_s']:g} s: bytes on their true path "
-             f"{_pct(p['path_overlap'])} (path level), per-path load error {_pct(p['path_load_error'])}, "
+             f"{_pct(p['path_overlap'])} (path level), {_pct((sc.get('flows') or {}).get('flow_true_path_share'))} "
+             f"(per flow), per-path load error {_pct(p['path_load_error'])}, "
              f"placed by traces {_pct(p['traced_share'])}, confidence {_f(p['confidence'], 2)}"]
     methods = ", ".join(f"{m} {n}" for m, n in sc["collision_flow_methods"].items())
     lines.append(f"  link loads vs switch counters: error {_pct(lk['error'], 3)} over {lk['link_windows']} "

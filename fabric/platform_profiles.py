@@ -14,14 +14,15 @@ has, the platform's *path template*, its origin, the value format and the public
 
 Template syntax: ``/elem/elem[key={var}]/elem[key=literal]/{var}/leaf``. Variables (:data:`VARS`) are the keys
 flowtracer needs: ``interface``, ``network_instance``, ``index`` (next hop), ``group``, ``neighbor``, ``queue``,
-``priority``. Value formats (:data:`FORMATS`) say how a state leaf is written when it is not as in OpenConfig.
+``priority``. Value formats (``platform_formats.FORMATS``) say how a state leaf is written when it is not as in
+OpenConfig.
 
 The collector maps a platform path to its canonical leaf once per path (it caches resolved paths); the
 simulator serves the same rows under the platform's paths. Both use this module, so the mapping is one rule.
 
-Why one module over 400 lines: the template language, the canonical leaves it maps onto, the value formats
-(written by the simulator, read by the collector) and the file checks are one contract; split, a change to one
-(a new variable, a new format) would have to be made in two places that must agree.
+Why one module over 400 lines: the template language, the canonical leaves it maps onto and the file checks are
+one contract; split, a change to one (a new variable, a new leaf) would have to be made in two places that must
+agree. The value formats and their conversions are ``platform_formats``.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from flowtracer.fabric.platform_formats import FORMATS
 from flowtracer.plumbing.config_yaml import parse_yaml, read_text
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -47,17 +48,6 @@ VARS: dict[str, str] = {"interface": "interface", "network_instance": "network-i
                         "priority": "pfc-priority"}
 #: Variables whose values are unsigned integers.
 UINT_VARS = frozenset({"index", "group", "priority"})
-
-FORMATS: dict[str, str] = {
-    "": "as OpenConfig",
-    "lower": "an enumeration in lower case (`up`, `down`)",
-    "speed-short": "a port speed as `400G`, `100G`, `25G`",
-    "mbps": "a port speed as a decimal number of Mb/s (`400000`)",
-    "date-and-time": "a time as RFC 3339 text (`2026-01-01T00:00:00.000000000Z`)",
-    "subinterface": "a subinterface name (`ethernet-1/1.0`) where OpenConfig names the interface",
-}
-"""Value formats of state leaves (counters are always unsigned integers, as a number or decimal text)."""
-
 
 class ProfileError(ValueError):
     """A profile file or platform name that cannot be used; the message names the file, line and key."""
@@ -274,71 +264,6 @@ def _canonical() -> dict[str, Canonical]:
 
 CANONICAL: dict[str, Canonical] = _canonical()
 """Every leaf a profile may map, by ``<kind>.<leaf>``."""
-
-
-# -- value formats -----------------------------------------------------------------------------
-
-_SHORT_SPEED = re.compile(r"^([0-9]{1,6})(M|G|T)$")
-_UNIT = {"M": 10**6, "G": 10**9, "T": 10**12}
-
-
-def to_platform(fmt: str, value: Any) -> Any:
-    """A canonical value written as ``fmt`` says (simulator side): ``lower`` str; speeds from bit/s;
-    ``date-and-time`` from ns since the epoch."""
-    if fmt == "lower":
-        return str(value).lower()
-    if fmt == "speed-short":
-        bps = int(value)
-        for unit in ("T", "G", "M"):
-            if bps % _UNIT[unit] == 0 and bps >= _UNIT[unit]:
-                return f"{bps // _UNIT[unit]}{unit}"
-        return str(bps)
-    if fmt == "mbps":
-        return str(int(value) // 10**6)
-    if fmt == "subinterface":
-        return f"{value}.0"
-    if fmt == "date-and-time":
-        ns = int(value)
-        base = datetime.fromtimestamp(ns // 10**9, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return f"{base}.{ns % 10**9:09d}Z"
-    return value
-
-
-def from_platform(fmt: str, value: Any) -> Any:
-    """A platform value back in the canonical form the decoder reads (collector side); ValueError if it is not
-    in ``fmt``: ``lower`` -> upper-case text, speeds -> bit/s, ``date-and-time`` -> ns since the epoch."""
-    if fmt == "lower":
-        return str(value).upper()
-    if fmt == "speed-short":
-        m = _SHORT_SPEED.match(str(value).strip())
-        if not m:
-            raise ValueError(f"{value!r} is not a speed such as 400G")
-        return int(m.group(1)) * _UNIT[m.group(2)]
-    if fmt == "mbps":
-        text = str(value).strip()
-        if not (text.isascii() and text.isdigit() and len(text) <= 12):
-            raise ValueError(f"{value!r} is not a number of Mb/s")
-        return int(text) * 10**6
-    if fmt == "date-and-time":
-        return _rfc3339_ns(str(value))
-    if fmt == "subinterface":
-        return str(value).rsplit(".", 1)[0]
-    return value
-
-
-_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$")
-
-
-def _rfc3339_ns(text: str) -> int:
-    m = _RFC3339.match(text.strip())
-    if not m:
-        raise ValueError(f"{text!r} is not an RFC 3339 date-and-time")
-    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
-    try:
-        seconds = datetime.fromisoformat(m.group(1) + tz).timestamp()
-    except ValueError as e:
-        raise ValueError(f"{text!r}: {e}") from None
-    return int(seconds) * 10**9 + int((m.group(2) or "0").ljust(9, "0"))
 
 
 # -- profiles ----------------------------------------------------------------------------------

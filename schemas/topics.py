@@ -91,6 +91,12 @@ COLLECTIVE_PROFILE = Topic(
     "per host, job, communicator, operation and size and window: NCCL calls (count, bytes, ranks, peers, estimated "
     "bandwidth) from the host agents' NCCL logs, passed on by the processor",
 )
+FLOW_PATHS = Topic(
+    "flowtracer.flow-paths.v1", "FlowPath", "flow id",
+    "compacted: each flow's path hop by hop as the processor placed it, sent when it is first placed, when its path "
+    "or placement method changes, at a slow heartbeat and once when it ends (not every window)",
+    compacted=True,
+)
 INCIDENTS = Topic(
     "flowtracer.incidents.v1", "Incident", "incident id",
     "faults the diagnosis localized: kind, ranked suspect components with evidence, affected flows, start and end; "
@@ -142,7 +148,7 @@ FABRIC_CHANGELOG = Topic(
 INPUT_TOPICS: tuple[Topic, ...] = (COUNTERS, FLOWS, PATH_TRACES, SWITCH_CONGESTION)
 OUTPUT_TOPICS: tuple[Topic, ...] = (LINK_LOADS, PATH_LOADS, FIM, COLLISIONS, LINK_CONGESTION, NIC_CONGESTION,
                                      ECMP_DRIFT, ECMP_GROUPS, TRACE_REQUESTS, CONGESTION_CAUSE, COLLECTIVE_PROFILE,
-                                     INCIDENTS, DEAD_LETTER)
+                                     FLOW_PATHS, INCIDENTS, DEAD_LETTER)
 INTERNAL_TOPICS: tuple[Topic, ...] = (ATTRIBUTIONS, GROUP_FIM)
 EXCHANGE_TOPICS: tuple[Topic, ...] = (QP_ENDS,)
 """Topics a stage both writes and reads for itself (the agents' QP ends); one partition, compacted."""

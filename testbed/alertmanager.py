@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from flowtracer.testbed.managed_process import HOST
+from flowtracer.embedded.managed_process import HOST
 from flowtracer.testbed.prometheus import PrometheusStyleServer, http_get_json
 
 DEBIAN_PACKAGE = "prometheus-alertmanager"

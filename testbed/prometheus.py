@@ -3,7 +3,7 @@ Alertmanager (real server, no mocks).
 
 :class:`Prometheus` runs ``/usr/bin/prometheus`` (Debian package ``prometheus``, 2.42.0 on Debian 12) with its
 TSDB in a temporary directory on a loopback port, waits for ``/-/ready`` and always stops it again (context
-manager, :meth:`~flowtracer.testbed.managed_process.ManagedProcess.stop`, ``atexit``). The configuration file is
+manager, :meth:`~flowtracer.embedded.managed_process.ManagedProcess.stop`, ``atexit``). The configuration file is
 written from the arguments: one scrape job per entry of ``jobs``, ``scrape_interval`` and
 ``evaluation_interval`` both ``interval_s`` (a test uses 1 s; Prometheus accepts any duration), and
 ``--rules.alert.resend-delay`` the same, so a firing alert reaches the Alertmanager within an interval
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from flowtracer.testbed.managed_process import HOST, ManagedProcess
+from flowtracer.embedded.managed_process import HOST, ManagedProcess
 
 DEBIAN_PACKAGE = "prometheus"
 """Debian package that installs :data:`DEFAULT_BINARY` (and ``promtool``)."""

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
+from flowtracer.embedded.managed_process import HOST, free_port
 from flowtracer.testbed.kafka_frames import (
     API_VERSIONS,
     ERR_ILLEGAL_SASL_STATE,
@@ -63,7 +64,6 @@ from flowtracer.testbed.kafka_frames import (
     produce_error_response,
     rewrite_api_versions,
 )
-from flowtracer.testbed.managed_process import HOST, free_port
 from flowtracer.testbed.sasl_server import (
     MECHANISMS,
     PlainServer,

@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from flowtracer.testbed.managed_process import HOST, ManagedProcess
+from flowtracer.embedded.managed_process import HOST, ManagedProcess
 
 PACKAGE = "stunnel4"
 """Debian package that ships the ``stunnel4`` binary."""

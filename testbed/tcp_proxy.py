@@ -17,7 +17,7 @@ import struct
 import threading
 from types import TracebackType
 
-from flowtracer.testbed.managed_process import HOST, free_port
+from flowtracer.embedded.managed_process import HOST, free_port
 
 _CHUNK = 256 * 1024  # bytes read per copy step
 

@@ -47,7 +47,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from flowtracer.testbed.managed_process import HOST, ManagedProcess
+from flowtracer.embedded.managed_process import HOST, ManagedProcess
 
 DEBIAN_PACKAGE = "victoria-metrics"
 """Debian package that installs :data:`DEFAULT_BINARY`."""

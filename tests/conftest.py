@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flowtracer.testbed.tansu import TansuBroker
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.testbed.victoriametrics import VictoriaMetrics
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ ALLOWED = {
     "whatif": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.whatif",
                "flowtracer.stream.analytics"},
     "sim": {"flowtracer.schemas", "flowtracer.plumbing", "flowtracer.fabric", "flowtracer.sim"},
-    "testbed": {"flowtracer.testbed"},
+    "embedded": {"flowtracer.embedded"},
+    "testbed": {"flowtracer.testbed", "flowtracer.embedded"},
 }
 
 
@@ -145,4 +146,33 @@ def test_schemas_hold_contracts_only() -> None:
                       or (top == "numpy" and py.name == "wire.py") or (top == "grpc_tools" and py.name == "codegen.py"))
                 if not ok:
                     wrong.append(f"{py.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_source_file_over_500_lines_without_a_reason() -> None:
+    """A file over 500 lines is one cohesive thing: its module docstring's first paragraph says why, with the
+    words "over 500 lines" (generated protobuf code aside)."""
+    wrong = []
+    for py in [*sources(), *sorted((ROOT / "bench").rglob("*.py"))]:
+        text = py.read_text()
+        if text.count("\n") <= 500:
+            continue
+        first = (ast.get_docstring(ast.parse(text, str(py))) or "").split("\n\n")[0]
+        if "over 500 lines" not in " ".join(first.split()):
+            wrong.append(f"{py.relative_to(ROOT)}: {text.count(chr(10))} lines, no reason in its docstring's first "
+                         "paragraph")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_tests_mirror_the_source_tree() -> None:
+    """Every folder of tests/ that holds tests names a source folder (tests/collectors/agent/peers/ tests
+    collectors/agent/peers/), so a module's tests are found where the module is. e2e/ is the one exception: its
+    tests run the whole pipeline, no one folder's."""
+    wrong = []
+    for folder in sorted({p.parent for p in (ROOT / "tests").rglob("test_*.py")}):
+        rel = folder.relative_to(ROOT / "tests")
+        if not rel.parts or rel.parts[0] == "e2e":
+            continue
+        if rel.parts[0] not in {*FOLDERS, "deploy"} or not (ROOT / rel).is_dir():
+            wrong.append(f"tests/{rel.as_posix()}/ names no source folder")
     assert not wrong, "\n".join(wrong)

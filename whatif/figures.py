@@ -167,7 +167,7 @@ def strategy_figures(results: Sequence[ReplayResult]) -> list[Figure]:
 # -- the reproduction ------------------------------------------------------------------------------------
 
 def experiment_figures(exp: Any, focus_phase: str = "shuffled") -> list[Figure]:
-    """Figures of ``docs/reproduction.md`` from a ``whatif_experiment.Experiment``."""
+    """Figures of ``docs/reproduction.md`` from a ``reproductions.flowtracer16.Experiment``."""
     return [reduction_hist(exp), fim_by_strategy(exp), completion_by_strategy(exp),
             *[link_loads(c.fixed, c.conditions, f"repro-links-{p.phase.key}-{i}", svg=False)
               for p in exp.phases if p.phase.key == focus_phase for i, c in enumerate(p.cells[:2])]]
@@ -181,7 +181,7 @@ def _grid(exp: Any, plt: Any, height: float) -> tuple[Any, Any]:
 
 def reduction_hist(exp: Any) -> Figure:
     """Per-draw FIM reduction of static pinning against ECMP, per phase and conditions, with the paper's 30%."""
-    from flowtracer.whatif.experiment import PAPER_REDUCTION, STATICS
+    from flowtracer.whatif.reproductions.flowtracer16 import PAPER_REDUCTION, STATICS
 
     plt = pyplot()
     fig, axes = _grid(exp, plt, 2.6)
@@ -215,7 +215,7 @@ def reduction_hist(exp: Any) -> Figure:
 
 def _by_strategy(exp: Any, metric: str, name: str, ylabel: str, caption: str, relative: bool) -> Figure:
     """Per phase and conditions: a dot per strategy, and boxes over restarts for the ones that vary."""
-    from flowtracer.whatif.experiment import DRAWN, FIXED
+    from flowtracer.whatif.reproductions.flowtracer16 import DRAWN, FIXED
 
     plt = pyplot()
     fig, axes = _grid(exp, plt, 3.0)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowtracer.collectors.agent.int_columns import INT64_SAFE, exact_sum, int_column
-from flowtracer.collectors.agent.qp_rows import PSN_ESTIMATE, QpDelta
+from flowtracer.collectors.agent.int_columns import INT64_SAFE, exact_sum
 from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK
 
 
@@ -21,8 +20,17 @@ EXT_HEADER_BYTES = 20
 
 def psn_bounds(tx_bytes: np.ndarray, tx_packets: np.ndarray, estimated: np.ndarray, mtu: int, frame_overhead: int,
                port_bytes_lower: int | None, port_packets_upper: int | None) -> np.ndarray:
-    """``error_bound`` (bytes) of the PSN-estimated deltas (``estimated``) of one port's QPs; the
-    formula is documented at ``psn_error_bounds``. Returns the bounds of the estimated rows."""
+    """``error_bound`` (bytes) of the PSN-estimated deltas (``estimated``) of one port's QPs; returns the bounds of
+    the estimated rows.
+
+    Per QP, the estimate ``e_i = p_i x (MTU + H)`` can exceed the true frame bytes ``t_i`` by at
+    most ``p_i x (MTU - 1)`` (all payload 1 byte) and fall short by at most ``p_i x 20`` (extension
+    headers). The port counters tighten the first: the port sent at least ``B`` bytes (lower
+    bracket of its sysfs delta, ``port_bytes_lower``) in at most ``P`` packets (``port_packets_upper``), so QPs
+    plus unseen traffic satisfy ``sum(t) >= B - (P - sum(p)) x (MTU + H) - 4`` (4: sysfs counts 4-byte words),
+    hence every ``e_i - t_i <= sum(e) - sum(t) + 20 x sum(p)``. Exact-counter QPs on the port count with their
+    true bytes in these sums.
+    """
     frame = mtu + frame_overhead
     slack = None
     if port_bytes_lower is not None and port_packets_upper is not None:
@@ -35,27 +43,4 @@ def psn_bounds(tx_bytes: np.ndarray, tx_packets: np.ndarray, estimated: np.ndarr
     if slack is not None:
         over = np.minimum(over, slack if slack < INT64_SAFE or over.dtype == object else INT64_SAFE)
     return np.maximum(over, p * EXT_HEADER_BYTES)
-
-
-def psn_error_bounds(deltas: list[QpDelta], mtu: int, frame_overhead: int, port_bytes_lower: int | None,
-                     port_packets_upper: int | None) -> None:
-    """Set ``error_bound`` (bytes) of the PSN-estimated deltas of one port's QPs, in place.
-
-    Per QP, the estimate ``e_i = p_i x (MTU + H)`` can exceed the true frame bytes ``t_i`` by at
-    most ``p_i x (MTU - 1)`` (all payload 1 byte) and fall short by at most ``p_i x 20`` (extension
-    headers). The port counters tighten the first: the port sent at least ``B`` bytes (lower
-    bracket of its sysfs delta) in at most ``P`` packets, so QPs plus unseen traffic satisfy
-    ``sum(t) >= B - (P - sum(p)) x (MTU + H) - 4`` (4: sysfs counts 4-byte words), hence every
-    ``e_i - t_i <= sum(e) - sum(t) + 20 x sum(p)``. Exact-counter QPs on the port count with their
-    true bytes in these sums.
-    """
-    est = [d.byte_source == PSN_ESTIMATE for d in deltas]
-    if not any(est):
-        return
-    n = len(deltas)
-    bounds = psn_bounds(int_column([d.tx_bytes for d in deltas], n), int_column([d.tx_packets for d in deltas], n),
-                        np.array(est, dtype=bool), mtu, frame_overhead, port_bytes_lower, port_packets_upper)
-    for d, b in zip([d for d, e in zip(deltas, est, strict=True) if e], bounds.tolist(), strict=True):
-        d.error_bound = b
-
 

@@ -1,6 +1,6 @@
 """Per-window QP and port deltas: QP generations, 24-bit PSN wrap, counter resets.
 
-Pure bookkeeping between two samples of one host. ``QpTracker.update`` takes the QPs and per-QP
+Pure bookkeeping between two samples of one host. ``QpTracker.update_columns`` takes the QPs and per-QP
 counters of a sample and returns, for every RC/UC QP, the bytes and packets it moved since the
 previous sample and where that number came from:
 
@@ -10,7 +10,7 @@ previous sample and where that number came from:
   packet counted as a full RoCEv2 frame, the same unit as the port and switch counters. Every
   packet carries at most one MTU of payload, so this overcounts by the unused part of partial
   packets (one per message at least; a 64-byte NCCL clear-to-send write is almost all unused).
-  ``psn_error_bounds`` bounds that error per QP from the port's exact sysfs totals (see there).
+  ``psn_bounds.psn_bounds`` bounds that error per QP from the port's exact sysfs totals (see there).
 
 A QP is identified by (device, port, lqpn) *and* its peer QP, owner pid and bound counter: when
 any of these changes, or the QP was missing from the previous sample, it is a new generation
@@ -22,7 +22,7 @@ and MTU 4096 that is 1.37 s); longer intervals alias.
 
 The tracker keeps its QPs as columns (numpy arrays, one row per live QP generation) and does the
 window arithmetic on whole columns (10k QPs per window on a big host): ``update_columns`` returns a
-``QpWindow`` of columns, ``update`` the same as ``QpDelta`` objects. Integers stay exact: a column
+``QpWindow`` of columns. Integers stay exact: a column
 whose values do not fit int64 (a 64-bit counter past 2^63) is kept as Python ints (object dtype).
 A sample that lists one QP twice (never seen from iproute2) is processed record by record, in order.
 """
@@ -43,7 +43,7 @@ from flowtracer.collectors.agent.qp_rows import (
     QpWindow,
     sample_arrays,
 )
-from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK, QpBytes, QpColumns, QpCounterColumns, QpRecord
+from flowtracer.collectors.agent.sources.rdma_json import QPN_MASK, QpBytes, QpColumns, QpCounterColumns
 
 _I64 = np.int64
 
@@ -71,27 +71,6 @@ class QpTracker:
         self._cntns: tuple[np.ndarray, np.ndarray] = (np.zeros(0, _I64), np.zeros(0, _I64))  # (gid, cntn) seen
         self._primed = False
 
-    # -- compatibility views ------------------------------------------------------------------
-
-    @property
-    def qps(self) -> dict[QpKey, QpState]:
-        """Every live QP generation by (device, port, lqpn), as objects (a copy)."""
-        return {(s.device, s.port, s.lqpn): s for s in self.rows.states(self.port_keys)}
-
-    def update(self, records: list[QpRecord], counters: dict[QpKey, QpBytes] | None, now_ns: int,
-               mtu: dict[PortKey, int] | None = None) -> list[QpDelta]:
-        """Advance to a new sample; return the deltas of every flow QP since the previous one.
-
-        ``counters`` are the per-QP counters of this sample (``rdma_json.per_qp_counters``), None
-        when ``rdma statistic`` is not available. ``mtu`` gives the path MTU (bytes) per (device,
-        port); missing ports use ``default_mtu``. The first call only records baselines.
-        """
-        w = self.update_columns(QpColumns.from_records(records), counters, now_ns, mtu)
-        states = w.qps.states(self.port_keys)
-        cols = [a.tolist() for a in (w.tx_bytes, w.rx_bytes, w.tx_packets, w.rx_packets, w.byte_source,
-                                     w.error_bound)]
-        return [QpDelta(st, *v) for st, v in zip(states, zip(*cols, strict=True), strict=True)]
-
     # -- the columnar update ------------------------------------------------------------------
 
     def port_id(self, key: PortKey) -> int:
@@ -104,8 +83,12 @@ class QpTracker:
 
     def update_columns(self, qps: QpColumns, counters: dict[QpKey, QpBytes] | QpCounterColumns | None,
                        now_ns: int, mtu: dict[PortKey, int] | None = None) -> QpWindow:
-        """``update`` on columns: the same deltas as a ``QpWindow`` (``counters`` may also be
-        ``rdma_json.per_qp_counter_columns``)."""
+        """Advance to a new sample; return the deltas of every flow QP since the previous one, as columns.
+
+        ``counters`` are the per-QP counters of this sample (``rdma_json.per_qp_counters`` or
+        ``per_qp_counter_columns``), None when ``rdma statistic`` is not available. ``mtu`` gives the path MTU
+        (bytes) per (device, port); missing ports use ``default_mtu``. The first call only records baselines.
+        """
         s = sample_arrays(qps)
         pair_gid = np.array([self.port_id(p) for p in s.pairs], _I64).reshape(len(s.pairs))
         rows = np.flatnonzero(s.peer_rows() & (s.port != 0))

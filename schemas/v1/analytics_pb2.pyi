@@ -22,6 +22,15 @@ class DriftKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DRIFT_KIND_WEIGHT_CHANGED: _ClassVar[DriftKind]
     DRIFT_KIND_GROUP_MISSING: _ClassVar[DriftKind]
     DRIFT_KIND_GROUP_ADDED: _ClassVar[DriftKind]
+
+class FlowPathChange(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FLOW_PATH_CHANGE_UNSPECIFIED: _ClassVar[FlowPathChange]
+    FLOW_PATH_CHANGE_FIRST: _ClassVar[FlowPathChange]
+    FLOW_PATH_CHANGE_PATH: _ClassVar[FlowPathChange]
+    FLOW_PATH_CHANGE_METHOD: _ClassVar[FlowPathChange]
+    FLOW_PATH_CHANGE_HEARTBEAT: _ClassVar[FlowPathChange]
+    FLOW_PATH_CHANGE_ENDED: _ClassVar[FlowPathChange]
 LOAD_BASIS_UNSPECIFIED: LoadBasis
 LOAD_BASIS_MEASURED: LoadBasis
 LOAD_BASIS_ATTRIBUTED: LoadBasis
@@ -31,6 +40,12 @@ DRIFT_KIND_MEMBER_ADDED: DriftKind
 DRIFT_KIND_WEIGHT_CHANGED: DriftKind
 DRIFT_KIND_GROUP_MISSING: DriftKind
 DRIFT_KIND_GROUP_ADDED: DriftKind
+FLOW_PATH_CHANGE_UNSPECIFIED: FlowPathChange
+FLOW_PATH_CHANGE_FIRST: FlowPathChange
+FLOW_PATH_CHANGE_PATH: FlowPathChange
+FLOW_PATH_CHANGE_METHOD: FlowPathChange
+FLOW_PATH_CHANGE_HEARTBEAT: FlowPathChange
+FLOW_PATH_CHANGE_ENDED: FlowPathChange
 
 class LinkLoad(_message.Message):
     __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "link", "src_node", "src_port", "dst_node", "dst_port", "speed_bps", "measured_bytes", "measured_valid", "attributed_bytes", "unexplained_bytes", "utilization", "flow_count", "resolver", "groups", "oper_up", "oper_valid")
@@ -199,7 +214,7 @@ class Collision(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., switch: _Optional[str] = ..., group: _Optional[str] = ..., link: _Optional[str] = ..., link_utilization: _Optional[float] = ..., idle_link: _Optional[str] = ..., idle_utilization: _Optional[float] = ..., flows: _Optional[_Iterable[_Union[_common_pb2.FlowRef, _Mapping]]] = ..., resolver: _Optional[str] = ..., confidence: _Optional[float] = ..., harmful: _Optional[bool] = ..., harm_basis: _Optional[str] = ..., link_ecn_marked_pkts: _Optional[int] = ..., link_dropped_pkts: _Optional[int] = ..., link_pfc_pauses: _Optional[int] = ..., idle_ecn_marked_pkts: _Optional[int] = ..., idle_dropped_pkts: _Optional[int] = ..., idle_pfc_pauses: _Optional[int] = ..., receiver_cnps: _Optional[int] = ...) -> None: ...
 
 class Incident(_message.Message):
-    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows", "jobs", "collectives")
+    __slots__ = ("schema_version", "window_end_ns", "id", "kind", "state", "start_ns", "detected_ns", "end_ns", "suspects", "flows", "hosts", "windows", "jobs", "collectives", "paused_links", "stopped_hosts")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +229,8 @@ class Incident(_message.Message):
     WINDOWS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     COLLECTIVES_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_LINKS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_HOSTS_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     window_end_ns: int
     id: str
@@ -228,7 +245,9 @@ class Incident(_message.Message):
     windows: int
     jobs: _containers.RepeatedScalarFieldContainer[str]
     collectives: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ..., jobs: _Optional[_Iterable[str]] = ..., collectives: _Optional[_Iterable[str]] = ...) -> None: ...
+    paused_links: _containers.RepeatedScalarFieldContainer[str]
+    stopped_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schema_version: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., state: _Optional[str] = ..., start_ns: _Optional[int] = ..., detected_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., suspects: _Optional[_Iterable[_Union[Suspect, _Mapping]]] = ..., flows: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., windows: _Optional[int] = ..., jobs: _Optional[_Iterable[str]] = ..., collectives: _Optional[_Iterable[str]] = ..., paused_links: _Optional[_Iterable[str]] = ..., stopped_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Suspect(_message.Message):
     __slots__ = ("component", "score", "evidence")
@@ -465,3 +484,63 @@ class EcmpGroup(_message.Message):
     links: _containers.RepeatedScalarFieldContainer[str]
     weights: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, group: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., weights: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class FlowHop(_message.Message):
+    __slots__ = ("node", "in_port", "out_port", "out_link")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    IN_PORT_FIELD_NUMBER: _ClassVar[int]
+    OUT_PORT_FIELD_NUMBER: _ClassVar[int]
+    OUT_LINK_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    in_port: str
+    out_port: str
+    out_link: str
+    def __init__(self, node: _Optional[str] = ..., in_port: _Optional[str] = ..., out_port: _Optional[str] = ..., out_link: _Optional[str] = ...) -> None: ...
+
+class FlowPath(_message.Message):
+    __slots__ = ("schema_version", "window_start_ns", "window_end_ns", "flow_id", "key", "src_host", "src_nic", "dst_host", "dst_nic", "job_id", "collective", "comm_id", "links", "hops", "method", "confidence", "path_share", "bytes", "first_seen_ns", "last_seen_ns", "change", "resolver")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_NS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_NS_FIELD_NUMBER: _ClassVar[int]
+    FLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SRC_HOST_FIELD_NUMBER: _ClassVar[int]
+    SRC_NIC_FIELD_NUMBER: _ClassVar[int]
+    DST_HOST_FIELD_NUMBER: _ClassVar[int]
+    DST_NIC_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COLLECTIVE_FIELD_NUMBER: _ClassVar[int]
+    COMM_ID_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PATH_SHARE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_NS_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVER_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    window_start_ns: int
+    window_end_ns: int
+    flow_id: str
+    key: _common_pb2.FlowKey
+    src_host: str
+    src_nic: str
+    dst_host: str
+    dst_nic: str
+    job_id: str
+    collective: str
+    comm_id: str
+    links: _containers.RepeatedScalarFieldContainer[str]
+    hops: _containers.RepeatedCompositeFieldContainer[FlowHop]
+    method: str
+    confidence: float
+    path_share: float
+    bytes: int
+    first_seen_ns: int
+    last_seen_ns: int
+    change: FlowPathChange
+    resolver: str
+    def __init__(self, schema_version: _Optional[int] = ..., window_start_ns: _Optional[int] = ..., window_end_ns: _Optional[int] = ..., flow_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.FlowKey, _Mapping]] = ..., src_host: _Optional[str] = ..., src_nic: _Optional[str] = ..., dst_host: _Optional[str] = ..., dst_nic: _Optional[str] = ..., job_id: _Optional[str] = ..., collective: _Optional[str] = ..., comm_id: _Optional[str] = ..., links: _Optional[_Iterable[str]] = ..., hops: _Optional[_Iterable[_Union[FlowHop, _Mapping]]] = ..., method: _Optional[str] = ..., confidence: _Optional[float] = ..., path_share: _Optional[float] = ..., bytes: _Optional[int] = ..., first_seen_ns: _Optional[int] = ..., last_seen_ns: _Optional[int] = ..., change: _Optional[_Union[FlowPathChange, str]] = ..., resolver: _Optional[str] = ...) -> None: ...

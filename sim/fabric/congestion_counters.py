@@ -65,8 +65,3 @@ def published(state: SwitchState, interface: str, priority: int = ROCE_PRIORITY)
     out[QUEUE_WATERMARK] = q.max_queue_len or 0
     out.update((c, p.counters[PFC_STATE_KEYS[c]]) for c in SWITCH_PFC_COUNTERS)
     return out
-
-
-def zero_nic() -> dict[str, int]:
-    """A NIC port's congestion counters, all 0, by their mlx5 names."""
-    return dict.fromkeys(GT_NIC_FIELDS, 0)

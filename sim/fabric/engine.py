@@ -1,4 +1,7 @@
-"""The simulated fabric engine: NCCL-like traffic forwarded hop by hop, max-min fair, in ticks.
+"""The simulated fabric engine: NCCL-like traffic forwarded hop by hop, max-min fair, in ticks. It is over 500
+lines because it is one state machine (set-up, faults at tick boundaries, forwarding, publication) over state
+every part of it changes; its pure parts live apart (``initial_state``, ``event_loop``, ``rates``, ``flows``,
+``truth_records``).
 
 Time advances in ticks of ``tick_ns`` whose ends are multiples of the tick (wall-clock aligned in
 real time, or from a chosen start in virtual time). Inside a tick the engine is a fluid
@@ -44,13 +47,13 @@ import numpy as np
 
 from flowtracer.fabric.addressing import p2p_addresses
 from flowtracer.fabric.ecmp_hash import HeaderFields
-from flowtracer.fabric.maxmin import max_min_rates
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology import Topology
 from flowtracer.sim.fabric.congestion import CongestionModel
 from flowtracer.sim.fabric.congestion_math import ActiveFlows, CongestionParams
 from flowtracer.sim.fabric.congestion_publish import CongestionPublisher
 from flowtracer.sim.fabric.counters import CounterBook
+from flowtracer.sim.fabric.event_loop import simulate_plain, simulate_vector
 from flowtracer.sim.fabric.faults import FaultError, FaultState, OperChange
 from flowtracer.sim.fabric.flows import (
     CTS_BYTES,
@@ -66,19 +69,26 @@ from flowtracer.sim.fabric.flows import (
     nh_deltas,
 )
 from flowtracer.sim.fabric.ground_truth import GroundTruthWriter
+from flowtracer.sim.fabric.initial_state import (
+    check_background,
+    host_states,
+    hosts_of,
+    job_nics,
+    node_group_limits,
+    switch_states,
+)
 from flowtracer.sim.fabric.jobs import COMM_NAME, JobRun
-from flowtracer.sim.fabric.neighbors import lldp_neighbors, port_addresses
-from flowtracer.sim.fabric.rdma import NicEnd, QpnAllocator, QpPair, random_psn
+from flowtracer.sim.fabric.rates import fair_rates, transfer_links
+from flowtracer.sim.fabric.rdma import NicEnd, QpPair, random_psn
 from flowtracer.sim.fabric.spread import SpreadRoute, ecmp_hops, spread_modes, spread_route
+from flowtracer.sim.fabric.truth_records import flow_record, tick_record
 from flowtracer.sim.fabric.workload import FAULT_KINDS, Workload, WorkloadError
-from flowtracer.sim.hosts.state import HostState, NicInfo, PortCounters, QpState
+from flowtracer.sim.hosts.state import HostState, QpState
 from flowtracer.sim.switches.state import Event, EventKind, SwitchState
 
 log = logging.getLogger(__name__)
 _clock = time.thread_time_ns  # CPU of the engine's thread: what a tick costs, whatever else the machine runs
 
-#: Bound on events inside one tick, so a degenerate workload cannot hang the engine.
-MAX_EVENTS_PER_TICK = 200_000
 #: The parts of a tick ``Engine.phase_ns`` times.
 PHASES = ("traffic", "maxmin", "congestion", "accounting", "counters", "hosts", "ground_truth", "listeners")
 
@@ -131,30 +141,10 @@ class Engine:
 
         p2p = p2p_addresses(topology)
         self.counters = CounterBook(self.fabric, self.link_ids, p2p, workload.seed)
-        names32 = {s.name for s in topology.switches} if counter32 is True else set(counter32 or ())
-        self.switch_states: dict[str, SwitchState] = {}
-        lldp, addresses = lldp_neighbors(topology), port_addresses(topology)
-        for s in topology.switches:
-            st = SwitchState(s.name, counter_bits=32 if s.name in names32 else 64)
-            self.counters.init_state(st)
-            st.lldp, st.addresses = lldp[s.name], addresses[s.name]
-            st.timestamp_ns = st.last_clear_ns = start_ns
-            for iface in st.interfaces.values():
-                iface.last_change_ns = start_ns
-            self.switch_states[s.name] = st
-
-        self.nics: dict[str, NicEnd] = {}
-        self.host_states: dict[str, HostState] = {}
-        self._qpn: dict[str, QpnAllocator] = {}
-        for h in topology.hosts:
-            hs = HostState(h.name, timestamp_ns=start_ns)
-            for nic in h.nics:
-                end = NicEnd(h.name, nic.rdma_device, nic.port, nic.netdev, nic.ip)
-                self.nics[end.name] = end
-                hs.nics.append(NicInfo(nic.rdma_device, nic.port, nic.netdev, nic.ip, nic.speed, nic.leaf))
-                hs.ports[(nic.rdma_device, nic.port)] = PortCounters(nic.rdma_device, nic.port, nic.netdev)
-                self._qpn[end.name] = QpnAllocator(self.rng.randrange(0x100, 0x20000), reuse=qpn_reuse)
-            self.host_states[h.name] = hs
+        self.switch_states: dict[str, SwitchState] = switch_states(topology, self.counters, counter32, start_ns)
+        self.nics: dict[str, NicEnd]
+        self.host_states: dict[str, HostState]
+        self.nics, self.host_states, self._qpn = host_states(topology, self.rng, qpn_reuse, start_ns)
         self._nic_index = {name: i for i, name in enumerate(self.nics)}
         self._link_to_nic = {lid.partition(">")[2]: i for i, lid in enumerate(self.link_ids)
                              if lid.partition(">")[2] in self.nics}
@@ -181,7 +171,7 @@ class Engine:
         self.transfers: list[Transfer] = []
         self._next_flow = 1
         self._next_pair = 1
-        self._rates_dirty = True
+        self.rates_dirty = True
         self._route_version = 0
         self._path_cache: dict[tuple[HeaderFields, str, str], tuple[str, ...] | None] = {}
         self._spread_cache: dict[tuple[HeaderFields, str, str], SpreadRoute | None] = {}
@@ -198,16 +188,17 @@ class Engine:
         self.phase_ns: dict[str, int] = dict.fromkeys(PHASES, 0)
 
         self.gt: GroundTruthWriter | None = None
+        self._group_sizes = {gid: len(g.members) for gid, g in self.fabric.ecmp_groups.items()}
         self.jobs = self._make_jobs()
         self._scheduled = sorted(
             ((start_ns + math.ceil(f.at * 1e9 / self.tick_ns) * self.tick_ns, i, f)
              for i, f in enumerate(workload.faults)), key=lambda x: (x[0], x[1]))
         for i, f in enumerate(workload.faults):
             try:
-                self._check_fault(f.kind, f.target)
+                self.faults.check(f.kind, f.target)
             except FaultError as e:
                 raise WorkloadError(f"faults[{i}].{f.kind}: {e}") from None
-        self._check_background()
+        check_background(topology, workload)
         for i, sf in enumerate(workload.flows):
             for end in (sf.src, sf.dst):
                 if end not in self.nics:
@@ -233,56 +224,21 @@ class Engine:
             "congestion": self.workload.congestion.model_dump() if self.workload.congestion is not None else None,
         }
 
-    def _hosts_of(self, spec: object, where: str) -> list[str]:
-        names = [h.name for h in self.topology.hosts]
-        if spec == "all":
-            return names
-        if isinstance(spec, int):
-            if spec < 1:
-                raise WorkloadError(f"{where}: give at least 1 host, got {spec}")
-            if spec > len(names):
-                raise WorkloadError(f"{where}: {spec} hosts asked for, the topology has {len(names)}")
-            return names[:spec]
-        assert isinstance(spec, tuple)
-        for h in spec:
-            if h not in names:
-                raise WorkloadError(f"{where}: unknown host {h!r}")
-        return list(spec)
-
     def _make_jobs(self) -> list[JobRun]:
-        scale: dict[str, float] = {}
-        nic_rate: dict[str, int] = {}
-        for gi, g in enumerate(self.workload.node_groups):
-            for h in self._hosts_of(g.hosts, f"node_groups[{gi}].hosts"):
-                scale[h] = max(scale.get(h, 1.0), g.compute_scale)
-                if g.nic_rate is not None:
-                    nic_rate[h] = min(nic_rate.get(h, g.nic_rate), g.nic_rate)
+        scale, nic_rate = node_group_limits(self.topology, self.workload)
         for i, lid in enumerate(self.link_ids):
             dl = self.fabric.links[lid]
             for node in (dl.src_node, dl.dst_node):
                 if dl.host_link and node in nic_rate:
                     self._nic_cap[i] = nic_rate[node]
         self._capacity = self._compute_capacity()
-        hosts_by_name = {h.name: h for h in self.topology.hosts}
-        jobs = []
-        for ji, spec in enumerate(self.workload.jobs):
-            hosts = self._hosts_of(spec.hosts, f"jobs[{ji}].hosts")
-            have = min(len(hosts_by_name[h].nics) for h in hosts)
-            rails = have if spec.nics_per_node == "all" else spec.nics_per_node
-            if rails > have:
-                raise WorkloadError(f"jobs[{ji}].nics_per_node: {rails} asked for, a host of the job has {have}")
-            nics = [[self.nics[f"{h}:{hosts_by_name[h].nics[k].rdma_device}"] for k in range(rails)] for h in hosts]
-            jobs.append(JobRun(spec, nics, max(scale.get(h, 1.0) for h in hosts), self.rng, self, self.start_ns))
-        return jobs
-
-    def _check_background(self) -> None:
-        for bi, bg in enumerate(self.workload.background):
-            if len(self._hosts_of(bg.hosts, f"background[{bi}].hosts")) < 2:
-                raise WorkloadError(f"background[{bi}].hosts: background flows need NICs on two hosts")
+        return [JobRun(spec, nics, max(scale.get(node[0].host, 1.0) for node in nics), self.rng, self, self.start_ns)
+                for spec, nics in zip(self.workload.jobs, job_nics(self.topology, self.workload, self.nics),
+                                      strict=True)]
 
     def _make_background(self) -> None:
         for bi, bg in enumerate(self.workload.background):
-            hosts = self._hosts_of(bg.hosts, f"background[{bi}].hosts")
+            hosts = hosts_of(self.topology, bg.hosts, f"background[{bi}].hosts")
             ends = [e for e in self.nics.values() if e.host in hosts]
             rng = random.Random(f"{self.workload.seed}:bg:{bi}:{bg.seed}")
             for _ in range(bg.flows):
@@ -341,7 +297,7 @@ class Engine:
                 self.flows[f.id] = f
                 new.append(f)
                 if self.gt is not None:
-                    self.gt.flow(self._flow_record(f))
+                    self.gt.flow(flow_record(f))
             out.append(pair)
         self._route_many(new)
         return out
@@ -369,18 +325,6 @@ class Engine:
 
     # -- faults -----------------------------------------------------------------------------------
 
-    def _check_fault(self, kind: str, target: str) -> None:
-        if kind in ("reboot", "gnmi_silent", "gnmi_resume"):
-            self.faults.switch(target)
-        elif kind in ("agent_stop", "agent_resume"):
-            self.faults.host(target)
-        elif kind in ("nic_stall", "nic_resume"):
-            self.faults.nic(target)
-        elif kind in ("nh_withdraw", "nh_restore", "nh_weight"):
-            self.faults.next_hop(target)
-        else:
-            self.faults.cable(target)
-
     def inject(self, kind: str, target: str, *, capacity: float = 0.5, down_for_s: float = 2.0,
                weight: int = 1) -> None:
         """Apply a fault now, at the last tick boundary (``now_ns``): kind is link_down, link_up,
@@ -395,7 +339,7 @@ class Engine:
         """
         if kind not in FAULT_KINDS:
             raise FaultError(f"unknown fault {kind!r}")
-        self._check_fault(kind, target)
+        self.faults.check(kind, target)
         with self._step_lock:
             self._apply_faults(self.now_ns, [(kind, target, capacity, down_for_s, weight)])
 
@@ -458,16 +402,10 @@ class Engine:
             if self.dataplane is not None:
                 self.dataplane.link_state(down)
             self._route_many(list(self.flows.values()))
-        self._rates_dirty = True
-        down_idx = {self.link_index[lid] for lid in self._down}
-        weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
+        self.rates_dirty = True
         for st in self.switch_states.values():
             with st.lock:
-                self.counters.publish(st, oper, down_idx, weights)
-                if self.dataplane is not None:
-                    self.dataplane.publish(st)
-                if self._cc_publisher is not None:
-                    self._cc_publisher.switch(st)
+                self._publish_switch(st, oper)
         for name, evs in events.items():
             for ev in evs:
                 self.switch_states[name].emit(ev)
@@ -517,30 +455,10 @@ class Engine:
         for f in t.flows:
             f.transfer = t
         self.transfers.append(t)
-        self._rates_dirty = True
-
-    def _transfer_links(self, t: Transfer) -> np.ndarray | None:
-        if t.links[0] != self._route_version:
-            paths = [f.path for f in t.flows]
-            arr = None if any(p is None for p in paths) else np.fromiter(
-                (li for p in paths for li in p), dtype=np.intp)  # type: ignore[union-attr]
-            t.links = (self._route_version, arr)
-            t.link_weights = None if arr is None or not self._spread_modes or not any(
-                f.spread for f in t.flows) else np.fromiter(
-                (f.spread.link_shares[li] if f.spread else 1.0 for f in t.flows for li in f.path or ()),
-                dtype=np.float64)
-        return t.links[1]
+        self.rates_dirty = True
 
     def _compute_rates(self) -> None:
-        version = self._route_version
-        arrs = [t.links[1] if t.links[0] == version else self._transfer_links(t) for t in self.transfers]
-        # a flow without a path stalls its set
-        demand = np.array([0.0 if a is None else t.demand for t, a in zip(self.transfers, arrs, strict=True)],
-                          dtype=np.float64)
-        lens = np.array([0 if a is None else len(a) for a in arrs], dtype=np.intp)
-        links = [a for a in arrs if a is not None and len(a)]
-        groups = [np.repeat(np.arange(len(arrs), dtype=np.intp), lens)] if links else []
-        empty = np.zeros(0, dtype=np.intp)
+        arrs = [transfer_links(t, self._route_version, bool(self._spread_modes)) for t in self.transfers]
         capacity = self._capacity
         wire = (self.mtu + self.header_bytes) / self.mtu
         fs = None
@@ -548,19 +466,14 @@ class Engine:
             fs = active_flows(self.transfers, self._nic_index, self._capacity * wire, wire)
             stalled = {self._link_to_nic[n] for n in self.faults.stalled}
             capacity = np.where(self.cc.plan(fs, stalled), 0.0, capacity)
-        weights = None
-        if self._spread_modes and links:  # a spread flow loads each link by its share there
-            weights = np.concatenate([np.ones(len(a)) if t.link_weights is None else t.link_weights
-                                      for t, a in zip(self.transfers, arrs, strict=True) if a is not None and len(a)])
-        rates = max_min_rates(np.concatenate(groups) if groups else empty, np.concatenate(links) if links else empty,
-                              capacity, len(self.transfers), demand, weights)
+        rates = fair_rates(self.transfers, arrs, capacity, bool(self._spread_modes))
         for t, r in zip(self.transfers, rates.tolist(), strict=True):
             t.rate = r
         if fs is not None:
             fs.rate = np.array([f.transfer.rate * wire for f in (self.flows[i] for i in fs.ids)  # type: ignore[union-attr]
                                 ], dtype=np.float64)
             self._cc_flows, self._cc_capacity = fs, capacity * wire
-        self._rates_dirty = False
+        self.rates_dirty = False
 
     # -- the tick ---------------------------------------------------------------------------------
 
@@ -624,71 +537,15 @@ class Engine:
         return stats
 
     def _simulate(self, t0: int, t1: int) -> None:
-        if self.event_loop == "plain":
-            self._simulate_plain(t0, t1)
-            return
-        span = (t1 - t0) / 1e9
-        t = 0.0
-        # The transfers as arrays (their order in ``transfers``): payload bit/s, bytes each flow moves, bytes done.
-        # ``done`` lives here between events and goes back to the Transfers before anything else reads it.
-        live: list[Transfer] | None = None
-        rate = bpf = done = timed = np.zeros(0)
-        for _ in range(MAX_EVENTS_PER_TICK):
-            now_ns = t0 + round(t * 1e9)
-            for job in self.jobs:
-                job.poll(now_ns)
-            if self._rates_dirty:
-                if live is not None:
-                    _store_done(live, done)
-                c0 = _clock()
-                self._compute_rates()
-                self.phase_ns["maxmin"] += _clock() - c0
-                live = None
-            if live is None:
-                live = list(self.transfers)
-                rate = np.array([tr.rate for tr in live], dtype=np.float64)
-                bpf = np.array([tr.bytes_per_flow for tr in live], dtype=np.float64)
-                done = np.array([tr.done for tr in live], dtype=np.float64)
-                timed = (rate > 0) & np.isfinite(bpf)
-            dt = span - t
-            first: Transfer | None = None
-            if timed.any():
-                # The first transfer to finish (the first of equals, as the plain loop's strict ``<``).
-                need = np.where(timed, (bpf - done) * 8 / np.where(timed, rate, 1.0), np.inf)
-                i = int(np.argmin(need))
-                if need[i] < dt:
-                    dt, first = float(need[i]), live[i]
-            dt, first = self._until_job_timer(t0, t, dt, first)
-            self._congestion_interval(dt)
-            done += rate * dt / 8
-            t += dt
-            done_ns = t0 + round(t * 1e9)
-            with np.errstate(invalid="ignore"):  # endless transfers: inf - inf, never done
-                hit = done >= bpf - np.maximum(1e-6, bpf * 1e-12)
-            if first is not None:
-                hit[live.index(first)] = True
-            if hit.any():
-                _store_done(live, done)
-                self._finish([live[i] for i in np.flatnonzero(hit).tolist()], done_ns)
-                live = None
-            if t >= span:
-                if live is not None:
-                    _store_done(live, done)
-                return
-        if live is not None:
-            _store_done(live, done)
-        log.warning("tick ending %d: more than %d events, cut short", t1, MAX_EVENTS_PER_TICK)
+        (simulate_plain if self.event_loop == "plain" else simulate_vector)(self, t0, t1)
 
-    def _until_job_timer(self, t0: int, t: float, dt: float, first: Transfer | None) -> tuple[float, Transfer | None]:
-        """The step ``dt`` (s) cut at the first job timer due before it (then no transfer finishes first), >= 0."""
-        for job in self.jobs:
-            if job.timer_ns is not None:
-                dt_job = (job.timer_ns - t0) / 1e9 - t
-                if dt_job < dt:
-                    dt, first = max(dt_job, 0.0), None
-        return max(dt, 0.0), first
+    def refresh_rates(self) -> None:
+        """Recompute every transfer's rate, timed as the "maxmin" phase."""
+        c0 = _clock()
+        self._compute_rates()
+        self.phase_ns["maxmin"] += _clock() - c0
 
-    def _congestion_interval(self, dt: float) -> None:
+    def congestion_interval(self, dt: float) -> None:
         """Run the congestion model over the step ``dt`` (s), timed as its own phase, not as traffic."""
         if self._cc_flows is not None and self.cc is not None:
             c0 = _clock()
@@ -697,7 +554,7 @@ class Engine:
             self.phase_ns["congestion"] += cc_ns
             self.phase_ns["traffic"] -= cc_ns
 
-    def _finish(self, finished: list[Transfer], done_ns: int) -> None:
+    def finish_transfers(self, finished: list[Transfer], done_ns: int) -> None:
         """Transfers that moved all their bytes: their flows keep the payload, their ``on_done`` runs (in order)."""
         for tr in finished:
             self.transfers.remove(tr)
@@ -706,56 +563,17 @@ class Engine:
                 f.transfer = None
             if tr.on_done is not None:
                 tr.on_done(done_ns)
-        self._rates_dirty = True
-
-    def _simulate_plain(self, t0: int, t1: int) -> None:
-        """The reference event loop: the rule the vector loop computes over arrays, one transfer at a time."""
-        span = (t1 - t0) / 1e9
-        t = 0.0
-        for _ in range(MAX_EVENTS_PER_TICK):
-            now_ns = t0 + round(t * 1e9)
-            for job in self.jobs:
-                job.poll(now_ns)
-            if self._rates_dirty:
-                c0 = _clock()
-                self._compute_rates()
-                self.phase_ns["maxmin"] += _clock() - c0
-            dt = span - t
-            first: Transfer | None = None
-            for tr in self.transfers:
-                if tr.rate > 0 and math.isfinite(tr.bytes_per_flow):
-                    need = (tr.bytes_per_flow - tr.done) * 8 / tr.rate
-                    if need < dt:
-                        dt, first = need, tr
-            dt, first = self._until_job_timer(t0, t, dt, first)
-            self._congestion_interval(dt)
-            for tr in self.transfers:
-                tr.done += tr.rate * dt / 8
-            t += dt
-            done_ns = t0 + round(t * 1e9)
-            finished = [tr for tr in self.transfers
-                        if tr is first or tr.done >= tr.bytes_per_flow - max(1e-6, tr.bytes_per_flow * 1e-12)]
-            if finished:
-                self._finish(finished, done_ns)
-            if t >= span:
-                return
-        log.warning("tick ending %d: more than %d events, cut short", t1, MAX_EVENTS_PER_TICK)
+        self.rates_dirty = True
 
     # -- publishing -------------------------------------------------------------------------------
 
     def _publish(self, t_ns: int, stats: TickStats | None) -> None:
         ph, c0 = self.phase_ns, _clock()
         oper = self.faults.oper_up()
-        down_idx = {self.link_index[lid] for lid in self._down}
-        weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
         records: dict[str, dict[str, object]] = {}
         for st in self.switch_states.values():
             with st.lock:
-                self.counters.publish(st, oper, down_idx, weights)
-                if self.dataplane is not None:
-                    self.dataplane.publish(st)
-                if self._cc_publisher is not None:
-                    self._cc_publisher.switch(st)
+                self._publish_switch(st, oper)
                 st.timestamp_ns = t_ns
                 if self.gt is not None:
                     records[st.name] = self.counters.record(st)
@@ -770,12 +588,22 @@ class Engine:
         ph["hosts"] += c2 - c1
         if self.gt is not None:
             if stats is not None:
-                self.gt.tick(self._tick_record(stats))
+                self.gt.tick(tick_record(stats, self.flows, self.link_ids, self._group_sizes, self.gt.path_id))
                 if stats.congestion is not None:
                     self.gt.congestion({"start_ns": stats.start_ns, "end_ns": stats.end_ns, **stats.congestion})
             self.gt.counters(t_ns, records)
         self._reap(closed, t_ns)
         ph["ground_truth"] += _clock() - c3
+
+    def _publish_switch(self, st: SwitchState, oper: dict[tuple[str, str], bool]) -> None:
+        """Counters, data-plane and congestion figures into one SwitchState (its lock held by the caller)."""
+        down_idx = {self.link_index[lid] for lid in self._down}
+        weights = {self.link_index[lid]: w for lid, w in self.faults.weights.items()}
+        self.counters.publish(st, oper, down_idx, weights)
+        if self.dataplane is not None:
+            self.dataplane.publish(st)
+        if self._cc_publisher is not None:
+            self._cc_publisher.switch(st)
 
     def _publish_hosts(self, t_ns: int, stats: TickStats | None) -> list[QpPair]:
         """Apply the tick to every HostState; return the QP pairs destroyed in it (removed from hosts)."""
@@ -800,55 +628,15 @@ class Engine:
                     tr.flows.remove(f)
                     if not tr.flows:
                         self.transfers.remove(tr)
-                        self._rates_dirty = True
+                        self.rates_dirty = True
                         if tr.on_done is not None:
                             tr.on_done(t_ns)
             self.pairs.pop(p.id, None)
             if self.gt is not None:
                 self.gt.destroyed(p.meta["fwd"], p.meta["rev"], p.destroyed_ns)  # type: ignore[arg-type]
 
-    # -- ground truth -----------------------------------------------------------------------------
-
-    def _flow_record(self, f: Flow) -> dict[str, object]:
-        p = f.pair
-        return {
-            "id": f.id, "pair": p.id, "direction": "data" if f.forward else "cts", "job": p.job, "kind": p.kind,
-            "src_host": f.src.host, "src_device": f.src.rdma_device, "dst_host": f.dst.host,
-            "dst_device": f.dst.rdma_device, "src_ip": f.headers.src_ip, "dst_ip": f.headers.dst_ip,
-            "udp_src_port": f.headers.udp_src_port, "udp_dst_port": f.headers.udp_dst_port,
-            "src_qpn": f.tx_qp.lqpn, "dst_qpn": f.rx_qp.lqpn, "src_pid": f.tx_qp.pid, "comm": p.comm,
-            "comm_id": f"{p.comm_id:#x}", "channel": p.channel,
-            "src_rank": p.a_rank if f.forward else p.b_rank, "dst_rank": p.b_rank if f.forward else p.a_rank,
-            "created_ns": p.created_ns,
-        }
-
-    def _tick_record(self, stats: TickStats) -> dict[str, object]:
-        assert self.gt is not None
-        flows = []
-        groups: dict[str, list[int]] = {}
-        for fid, (pl, wire, pk) in sorted(stats.flows.items()):
-            f = self.flows[fid]
-            assert f.path is not None
-            # A spread flow has one row per path its packets took (same id), the truth per member.
-            rows = [(p.links, p.group_hops, w, k, p_l) for p, p_l, w, k in stats.spread[fid]] \
-                if fid in stats.spread else [(f.path, f.group_hops, wire, pk, pl)]
-            for links, group_hops, w, k, p_l in rows:
-                flows.append([fid, self.gt.path_id(tuple(self.link_ids[i] for i in links)), w, k, p_l])
-                for gid, pos in group_hops:
-                    loads = groups.setdefault(gid, [0] * len(self.fabric.ecmp_groups[gid].members))
-                    loads[pos] += w
-        links = [[self.link_ids[i], int(stats.link_bytes[i]), int(stats.link_pkts[i])]
-                 for i in np.flatnonzero(stats.link_bytes)]
-        return {"start_ns": stats.start_ns, "end_ns": stats.end_ns, "flows": flows, "links": links,
-                "groups": groups}
-
     def close(self) -> None:
         """Flush and close the ground-truth files."""
         if self.gt is not None:
             self.gt.close()
 
-
-def _store_done(transfers: list[Transfer], done: np.ndarray) -> None:
-    """Bytes each flow of each transfer has moved (the vector loop's array) back into the Transfers."""
-    for tr, d in zip(transfers, done.tolist(), strict=True):
-        tr.done = d

@@ -126,6 +126,19 @@ class FaultState:
             raise FaultError(f"no host named {name!r} (e.g. {', '.join(sorted(self._hosts)[:3])})")
         return name
 
+    def check(self, kind: str, target: str) -> None:
+        """Refuse a fault whose target does not exist for its kind (raises FaultError naming it)."""
+        if kind in ("reboot", "gnmi_silent", "gnmi_resume"):
+            self.switch(target)
+        elif kind in ("agent_stop", "agent_resume"):
+            self.host(target)
+        elif kind in ("nic_stall", "nic_resume"):
+            self.nic(target)
+        elif kind in ("nh_withdraw", "nh_restore", "nh_weight"):
+            self.next_hop(target)
+        else:
+            self.cable(target)
+
     # -- what the engine asks ----------------------------------------------------------------------
 
     def down_links(self) -> frozenset[str]:

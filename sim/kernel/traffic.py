@@ -12,8 +12,8 @@ it has moved so far (modelled frame bytes / scale) and its current rate (real by
 tick's end the sender aims linearly at ``base + rate x tick`` from where it actually stands, so errors
 (a rate that changed inside the tick, whole packets) are made up in the next tick, spread over it.
 Every host namespace has a UDP socket on port 4791 that a single thread drains with epoll (no ICMP
-port-unreachable ever). ``sent_bytes()`` tells what was sent; ``sent_while(read)`` tells it at the instant
-``read`` runs (the data plane reads the switches' counters so: hosts then report what the kernel carried).
+port-unreachable ever). ``sent_while(read)`` tells what each flow has sent at the instant ``read`` runs (the
+data plane reads the switches' counters so: hosts then report what the kernel carried).
 """
 
 from __future__ import annotations
@@ -129,11 +129,6 @@ class TrafficSender:
                 self._to[i] = base + rate * tick_s
             self._t0 = time.monotonic()
             self._t1 = self._t0 + within_s
-
-    def sent_bytes(self) -> dict[FlowKey, float]:
-        """Real frame bytes each flow has sent so far."""
-        with self._lock:
-            return {k: float(self._sent[i]) for k, i in self._index.items()}
 
     def sent_while(self, read: Callable[[], T]) -> tuple[T, dict[FlowKey, float]]:
         """``read()`` called with sending paused, and the real frame bytes each flow had sent by then: both

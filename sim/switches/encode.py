@@ -28,7 +28,7 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
-from flowtracer.fabric.platform_profiles import to_platform
+from flowtracer.fabric.platform_formats import to_platform
 from flowtracer.schemas.wire import varint
 from flowtracer.sim.switches.paths import Selector, entity_elems
 from flowtracer.sim.switches.schema import Leaf, LeafType, Row, RowKey, Table, Tick, identity_speed_bps

@@ -74,7 +74,7 @@ class Leaf:
     sampled: bool = False
     #: Module that defines the identities of an identityref (JSON_IETF qualifies the value with it).
     identity_module: str = ""
-    #: A platform's value format (fabric/platform_profiles.py FORMATS): the row's value is converted on encoding.
+    #: A platform's value format (fabric/platform_formats.py FORMATS): the row's value is converted on encoding.
     format: str = ""
 
 
@@ -289,11 +289,6 @@ _SPEEDS = {
 def identity_speed_bps(identity: str) -> int:
     """bit/s of an ETHERNET_SPEED identity (0 for SPEED_UNKNOWN)."""
     return next((bps for bps, name in _SPEEDS.items() if name == identity), 0)
-
-
-def port_speed_identity(speed_bps: int) -> str:
-    """The openconfig-if-ethernet ETHERNET_SPEED identity for a speed in bit/s (SPEED_UNKNOWN if none)."""
-    return _SPEEDS.get(speed_bps, "SPEED_UNKNOWN")
 
 
 Row = tuple[object, ...]

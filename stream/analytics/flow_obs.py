@@ -41,7 +41,8 @@ _FLOW_FIELDS = attrgetter("tx_bytes", "rdma_device", "src_ip", "dst_ip", "udp_sr
 
 
 class FlowObserver:
-    """:func:`flow_observations` for one fabric, with the NIC lookups cached across batches.
+    """A FlowBatch's flows that moved bytes, with topology NIC names (the rest counted in ``unattributed``),
+    for one fabric, with the NIC lookups cached across batches.
 
     A window brings one small FlowBatch per (host, leaf), so per-flow NIC lookups and name
     formatting dominate; the NIC set is fixed by the fabric, so they are memoized here.
@@ -102,8 +103,3 @@ class FlowObserver:
             out.append(FlowObs(f"{src_name}/{lqpn}/{generation}", src_name, dst[0], src_ip, dst_ip, sport, dport,
                                lqpn, rqpn, tx, job_id, collective, comm_id, src_host, dst[1]))
         return out
-
-
-def flow_observations(batch: flows_pb2.FlowBatch, fabric: Fabric, unattributed: Unattributed) -> list[FlowObs]:
-    """The batch's flows that moved bytes, with topology NIC names; the rest counted in ``unattributed``."""
-    return FlowObserver(fabric)(batch, unattributed)

@@ -8,6 +8,8 @@
 * the collisions of the last few hops with their flows, NCCL collective, communicator and job;
 * the congested links of the last few hops with their cause (collision, incast, degraded link, pause spread from
   its origin over its chain of links, unknown) and the evidence;
+* the flows by job (``flows_view``: each flow's newest published path; choosing a job or a flow lists its flows
+  with their hops and highlights their links on the fabric drawing, ``/dashboard/api/flows?job=`` or ``?flow=``);
 * the NCCL collectives per job (``collectives_view``: each communicator's operations, sizes, calls in the newest
   window and estimated bus bandwidth, from the agents' collective profiles);
 * the incidents ``flowtracer diagnose`` (or the demo) published, open first, with their top suspects
@@ -44,6 +46,7 @@ from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology import Role
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.stream.dashboard.collectives_view import CollectivesView
+from flowtracer.stream.dashboard.flows_view import FlowsView
 from flowtracer.stream.dashboard.state_cache import StateCache
 from flowtracer.stream.runtime.source_clocks import SourceClocks
 from flowtracer.stream.stages.emitted import Emitted
@@ -116,6 +119,7 @@ class DashboardState:
         #: link id -> newest CongestionCause seen for it
         self.causes: dict[str, analytics_pb2.CongestionCause] = {}
         self.collectives = CollectivesView()
+        self.flow_paths = FlowsView()
         self.newest_end_ns = 0
         self.windows = 0
         self.observed = 0
@@ -187,6 +191,7 @@ class DashboardState:
                 self.causes[cc.link] = cc
             self._newest(cc.window_end_ns)
         self.collectives.observe(e.collective_profiles)
+        self.flow_paths.observe(e.flow_paths)
         self._forget()
 
     def _newest(self, end_ns: int) -> None:
@@ -260,7 +265,7 @@ class DashboardState:
         return {"newest_window_end_ms": _ms(self.newest_end_ns) or None, "sprayed": sprayed,
                 "links": links, "fabric": fabric, "groups": group_json, "group_count": len(groups),
                 "collisions": collisions, "congestion_causes": causes,
-                "collectives": self.collectives.json(current_from)}
+                "collectives": self.collectives.json(current_from), "jobs": self.flow_paths.jobs()}
 
     def _last(self, basis: str, group: str) -> float:
         s = self.series.get((group, basis))
@@ -367,7 +372,7 @@ def register_dashboard(app: Any, proc: Any, prefix: str = PREFIX) -> DashboardSt
     """Add the dashboard's views to a Faust app and feed it from ``proc.observers``; returns its state.
 
     Routes: ``{prefix}/`` (the page), ``{prefix}/static/{name}`` (bundled assets only),
-    ``{prefix}/api/topology`` and ``{prefix}/api/state`` (JSON). Call before the worker starts;
+    ``{prefix}/api/topology``, ``{prefix}/api/state`` and ``{prefix}/api/flows`` (JSON). Call before the worker starts;
     the views are served when the app's web server is enabled (``web_port`` > 0).
     """
     from faust.web import View
@@ -415,7 +420,13 @@ def register_dashboard(app: Any, proc: Any, prefix: str = PREFIX) -> DashboardSt
     app.page(prefix, name="flowtracer-dashboard-bare")(Bare)
     app.page(prefix + "/static/{name}", name="flowtracer-dashboard-static")(Static)
     app.page(f"{prefix}/api/topology", name="flowtracer-dashboard-topology")(Topology)
+    class Flows(View):  # type: ignore[misc]
+        async def get(self, request: Any) -> Any:  # one job's or one flow's paths, asked for when chosen
+            q = request.query
+            return self.json(state.flow_paths.json(q.get("job"), q.get("flow")), headers=no_cache)
+
     app.page(f"{prefix}/api/state", name="flowtracer-dashboard-state")(State)
+    app.page(f"{prefix}/api/flows", name="flowtracer-dashboard-flows")(Flows)
     return state
 
 

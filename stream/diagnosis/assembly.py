@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, flows_pb2
-from flowtracer.stream.diagnosis.window import CongestionObs, LinkObs, PathObs, WindowView
+from flowtracer.stream.diagnosis.window import CauseObs, CongestionObs, LinkObs, PathObs, WindowView
 
 FABRIC_GROUP = "fabric"
 FOLDS: dict[str, tuple[type, str]] = {
@@ -36,6 +36,8 @@ FOLDS: dict[str, tuple[type, str]] = {
     topics.COLLISIONS.name: (analytics_pb2.Collision, "collision"),
     topics.PATH_LOADS.name: (analytics_pb2.PathLoad, "path_load"),
     topics.COLLECTIVE_PROFILE.name: (flows_pb2.CollectiveProfile, "collective"),
+    topics.CONGESTION_CAUSE.name: (analytics_pb2.CongestionCause, "congestion_cause"),
+    topics.NIC_CONGESTION.name: (analytics_pb2.NicCongestionSample, "nic_congestion"),
 }
 """Each output topic a window is assembled from: its message and the :class:`WindowAssembler` method folding it."""
 TOPICS = tuple(FOLDS)
@@ -97,7 +99,16 @@ class WindowAssembler:
         if (v := self.view(lc.window_end_ns, now_ns)) is not None:
             v.congestion[lc.link] = CongestionObs(
                 lc.ecn_marked_pkts if lc.ecn_valid else 0, lc.queue_watermark_bytes if lc.watermark_valid else 0,
-                lc.dropped_pkts if lc.drops_valid else 0)
+                lc.dropped_pkts if lc.drops_valid else 0, lc.pfc_pauses_received_roce if lc.pfc_valid else 0)
+
+    def congestion_cause(self, cc: analytics_pb2.CongestionCause, now_ns: int) -> None:
+        if (v := self.view(cc.window_end_ns, now_ns)) is not None:
+            v.causes[cc.link] = CauseObs(cc.cause, cc.origin, tuple(cc.spread_links))
+
+    def nic_congestion(self, ns: analytics_pb2.NicCongestionSample, now_ns: int) -> None:
+        """A NIC sample comes from its host's FlowBatch: that agent reported the window, whatever it sent."""
+        if ns.host and (v := self.view(ns.window_end_ns, now_ns)) is not None:
+            v.agents_reporting.add(ns.host)
 
     def fim(self, f: analytics_pb2.FimSample, now_ns: int) -> None:
         """A group's measured FIM joins its window; the fabric sample (either basis) completes it."""

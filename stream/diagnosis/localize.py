@@ -24,6 +24,10 @@ a cable whose both directions are sick beats a switch with one sick link out of 
 the best component, mark what it explains, repeat while a component scores at least ``MIN_SCORE``.
 Each pick is a :class:`Hypothesis`; its suspects are every component that explains any of the same
 observations, ranked by the same score over them, the pick first.
+
+Causes before symptoms: before the cover, PFC pause storms are taken out (pause_storms.py): each is one
+``pause_storm`` hypothesis with the pause's origin on top and its paused links, stopped hosts and the links they
+left quiet as its symptoms. A host whose traffic stopped is never a hypothesis on its own.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from flowtracer.stream.diagnosis.pause_storms import Storm, storms
 from flowtracer.stream.diagnosis.symptoms import Kind, Symptom
 from flowtracer.stream.diagnosis.window import FabricModel, cable_of
 
@@ -81,6 +86,7 @@ class IncidentKind:
     AGENT_MISSING = "agent_missing"
     PERSISTENT_IMBALANCE = "persistent_imbalance"
     CONGESTION_HOTSPOT = "congestion_hotspot"
+    PAUSE_STORM = "pause_storm"
 
 
 @dataclass(frozen=True)
@@ -137,18 +143,21 @@ class RiskModel:
                 self.by_obs.setdefault(o, []).append(comp)
 
     def localize(self, symptoms: Iterable[Symptom]) -> list[Hypothesis]:
-        """The greedy cover of one window's symptoms (module docstring), best hypothesis first."""
+        """The pause storms, then the greedy cover of the rest of one window's symptoms (module docstring)."""
+        found, rest = storms(self.model, list(symptoms))
+        out = [_storm_hypothesis(st) for st in found]
         sick: dict[str, list[Symptom]] = {}
-        for s in symptoms:
-            sick.setdefault(_obs_id(s), []).append(s)
+        for s in rest:
+            if s.kind is not Kind.TRAFFIC_STOPPED:  # a consequence or a job's own pause, never a fault alone
+                sick.setdefault(_obs_id(s), []).append(s)
         if not sick:
-            return []
+            return out
         if not any(s.links for syms in sick.values() for s in syms):
-            return self._cover(sick)
+            return out + self._cover(sick)
         saved = self.deps, self.by_obs
         try:
             self._add_flow_deps(sick)
-            return self._cover(sick)
+            return out + self._cover(sick)
         finally:
             self.deps, self.by_obs = saved
 
@@ -204,6 +213,24 @@ class RiskModel:
     def _evidence(self, comp: str, obs: set[str], sick: dict[str, list[Symptom]]) -> tuple[str, ...]:
         return tuple(f"{s.kind} {s.subject}: {s.detail}" for o in sorted(self.deps[comp] & obs)
                      for s in sick[o] if WEIGHTS[_type(comp)].get(s.kind, 0) > 0)
+
+
+EVIDENCE_LINES = 8
+"""Lines of paused links a storm's origin lists (the tree can be the whole fabric); the rest are counted."""
+
+
+def _storm_hypothesis(st: Storm) -> Hypothesis:
+    lines = [f"{s.kind} {s.subject}: {s.detail}" for s in st.paused[:EVIDENCE_LINES]]
+    if len(st.paused) > EVIDENCE_LINES:
+        lines.append(f"... and {len(st.paused) - EVIDENCE_LINES} more paused links")
+    hosts = [s.subject for s in st.consequences if s.kind is Kind.TRAFFIC_STOPPED]
+    if hosts:
+        lines.append(f"{len(hosts)} hosts stopped sending: {', '.join(sorted(hosts)[:EVIDENCE_LINES])}"
+                     + (", ..." if len(hosts) > EVIDENCE_LINES else ""))
+    evidence = tuple(lines)
+    suspects = tuple(Suspect(c, round(sc, 4), evidence if i == 0 else (f"cable of {st.origin}",))
+                     for i, (c, sc) in enumerate(st.suspects))
+    return Hypothesis(IncidentKind.PAUSE_STORM, suspects, st.paused + st.consequences)
 
 
 def _type(comp: str) -> str:

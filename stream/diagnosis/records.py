@@ -18,4 +18,5 @@ def incident_record(inc: Incident, window_end_ns: int) -> analytics_pb2.Incident
         detected_ns=inc.detected_ns, end_ns=inc.end_ns, windows=inc.windows,
         suspects=[analytics_pb2.Suspect(component=c, score=round(score, 4), evidence=list(inc.evidence.get(c, ())))
                   for c, score in inc.ranked()[:MAX_SUSPECTS]],
-        flows=sorted(inc.flows), hosts=sorted(inc.hosts), jobs=sorted(inc.jobs), collectives=sorted(inc.collectives))
+        flows=sorted(inc.flows), hosts=sorted(inc.hosts), jobs=sorted(inc.jobs), collectives=sorted(inc.collectives),
+        paused_links=sorted(inc.paused_links), stopped_hosts=sorted(inc.stopped_hosts))

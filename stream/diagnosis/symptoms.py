@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from flowtracer.stream.diagnosis.window import FabricModel, WindowView
+from flowtracer.stream.diagnosis.failure_blame import blame_failures
+from flowtracer.stream.diagnosis.quiet import FailureQuiet
+from flowtracer.stream.diagnosis.window import CauseObs, FabricModel, WindowView
 
 
 class Kind(StrEnum):
@@ -25,7 +27,9 @@ class Kind(StrEnum):
     FIM_HIGH = "fim_high"  # group: rolling FIM above threshold
     COLLISION = "collision"  # group: heavy flows share a member while a sibling idles
     SWITCH_SILENT = "switch_silent"  # switch: none of its counters gave a trusted delta (silent, reset, rebooted)
-    AGENT_MISSING = "agent_missing"  # host: it sent flows before, none of its flows are reported now
+    AGENT_MISSING = "agent_missing"  # host: its agent stopped reporting while its NICs still send
+    TRAFFIC_STOPPED = "traffic_stopped"  # host: its agent reports, its NICs send nothing (a hung or finished job)
+    PAUSED = "paused"  # link: PFC-paused by its receiver; ``origin``: where the pause started
     PATH_MOVED = "path_moved"  # NIC pair: still sends, but no longer over links it used (``links``: those)
 
 
@@ -56,8 +60,13 @@ class Symptom:
     #: capacity_loss: the link's throughput in the window, bit/s: a lower bound of its effective capacity
     #: (the queue was busy, so the link sent as fast as it could for at least part of the window).
     rate_bps: float = 0.0
-    #: path_moved: the links the pair's traffic left
+    #: path_moved: the links the pair's traffic left; paused: the links from this one down to the pause's origin;
+    #: traffic_stopped: the links the host's flows crossed when it last sent
     links: tuple[str, ...] = ()
+    #: paused: the NIC (``host:rdma_device``) or switch port (``switch:port``) where the pause started
+    origin: str = ""
+    #: traffic_stopped: the job ids of the host's flows when it last sent
+    jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,12 +94,24 @@ class Thresholds:
     #: EWMA weight of the newest window in a link's usual load
     usual_alpha: float = 0.3
     #: a host counts as reporting after this many windows with flows; missing while it reported one of
-    #: the last ``agent_memory`` windows and none since
+    #: the last ``agent_memory`` windows and none since ...
     agent_min_windows: int = 3
     agent_memory: int = 120
-    #: windows after a dead link or a silent switch during which unexplained bytes, high FIM and collisions are
-    #: not symptoms of their own: flows rehash around the failure (the resolver's placements are stale and the
-    #: rolling FIM remembers the detour for a rolling window)
+    #: ... and its agent sent no batch the window shows (no NIC sample) while its uplinks carried at least this
+    #: share of their usual bytes: the switch saw traffic the agent did not report. Quieter uplinks: the host sent
+    #: nothing (traffic_stopped), which is not a missing agent
+    agent_uplink_share: float = 0.1
+    #: ... and at least this many bytes (a trickle of other traffic is no flow the agent missed)
+    agent_uplink_min_bytes: int = 1_000_000
+    #: a link is paused when its transmitting end received at least this many PFC pause frames of the RoCE priority
+    #: in the window (a 400G link held paused for the whole second receives about 23,842)
+    pause_frames: int = 1000
+    #: windows a link's pause_spread cause stands in for a window whose CongestionCause did not arrive (late)
+    cause_memory: int = 2
+    #: windows after a failure starts (a link down or dead, a switch silent) during which unexplained bytes, high
+    #: FIM and collisions of the groups and links it affects are not symptoms of their own: flows rehash around
+    #: the failure (the resolver's placements are stale and the rolling FIM remembers the detour for a rolling
+    #: window). Once per failure, not renewed while it lasts (quiet.py)
     after_failure_windows: int = 15
 
 
@@ -108,8 +129,6 @@ class SymptomDetector:
     #: host -> windows with flows, and the window end it last had flows
     host_windows: dict[str, int] = field(default_factory=dict)
     host_last_ns: dict[str, int] = field(default_factory=dict)
-    #: end of the newest window with a dead or down link or a silent switch, ns
-    last_failure_ns: int = 0
     #: links whose interface reported oper status up at least once (a port down from the start is not news)
     seen_up: set[str] = field(default_factory=set)
     #: directed link -> its oper status as last reported (up or not)
@@ -122,6 +141,17 @@ class SymptomDetector:
     pair_links: dict[str, frozenset[str]] = field(default_factory=dict)
     #: sending>receiving NIC -> (links it left, window end it left them, ns), while it stays off them
     moved: dict[str, tuple[frozenset[str], int]] = field(default_factory=dict)
+    #: links the pairs that moved in the newest window left or went to
+    moved_now: set[str] = field(default_factory=set)
+    #: host -> (links, job ids) of its flows in the newest window it sent
+    host_last: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    #: directed link -> (its newest pause_spread cause, that window's end, ns)
+    pause_causes: dict[str, tuple[CauseObs, int]] = field(default_factory=dict)
+    #: symptoms of this window the quiet period after a failure held back: they keep open incidents alive only
+    held: list[Symptom] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.quiet = FailureQuiet(self.model, self.thresholds.after_failure_windows)
 
     def detect(self, view: WindowView) -> list[Symptom]:
         """The symptoms of one window (and the history updated with it)."""
@@ -131,13 +161,14 @@ class SymptomDetector:
         out += self._switch_symptoms(view)
         out += self._host_symptoms(view)
         out += self._path_symptoms(view)
-        if any(s.kind in (Kind.LINK_DEAD, Kind.LINK_DOWN, Kind.SWITCH_SILENT) for s in out):
-            self.last_failure_ns = view.end_ns
+        out = blame_failures(self.model, view, out)
         if any(s.kind is Kind.SWITCH_SILENT for s in out):
             self.last_silent_ns = view.end_ns
         quiet_ns = self.thresholds.after_failure_windows * view.hop_ns
-        if self.last_failure_ns and view.end_ns - self.last_failure_ns <= quiet_ns:
-            out = [s for s in out if s.kind not in (Kind.UNEXPLAINED, Kind.FIM_HIGH, Kind.COLLISION)]
+        self.quiet.update(view, out, self.moved_now)
+        self.held = [s for s in out if self.quiet.holds(s, view.end_ns)]
+        if self.held:
+            out = [s for s in out if not self.quiet.holds(s, view.end_ns)]
         if self.last_silent_ns and view.end_ns - self.last_silent_ns <= quiet_ns:
             # a switch going away and coming back reroutes the fabric twice: links losing their traffic then
             # are its doing, and a silent switch has no counters to say which of its cables died
@@ -182,6 +213,15 @@ class SymptomDetector:
                 continue
             speed = lo.speed_bps or self.model.speed_bps(lo.link)
             util = lo.measured_bytes * 8 / (speed * secs) if speed else 0.0
+            pause = self._paused(view, lo.link)
+            if pause is not None:
+                # its full queue and its lost traffic are the pause's doing, not a fault of the link: no capacity
+                # loss, no dead link, and its usual load stays
+                frames = view.congestion[lo.link].pauses_received
+                out.append(Symptom(Kind.PAUSED, lo.link, view.end_ns, util,
+                                   f"{frames} PFC pauses received at {util:.0%} of nominal; the pause started at "
+                                   f"{pause.origin}", links=pause.spread_links, origin=pause.origin))
+                continue
             why = self._congested(view, lo.link)
             if why is not None:
                 low = util < t.capacity_loss_utilization
@@ -192,8 +232,10 @@ class SymptomDetector:
                     and lo.measured_bytes < t.dead_share * usual)
             if dead and rehashing and lo.oper_up is True:
                 # explained away: a link went down (or came back) lately and flows rehashed around it; this one
-                # is up and only lost its traffic. Not dead, and its usual load learns the new normal.
-                dead = False
+                # is up and only lost its traffic. Not dead, and its usual load is the new normal at once (an EWMA
+                # would take it for dead again when the rehash period ends).
+                self.usual[lo.link] = lo.measured_bytes
+                continue
             if dead:
                 out.append(Symptom(Kind.LINK_DEAD, lo.link, view.end_ns, util,
                                    f"{lo.measured_bytes / 1e6:.0f} MB, usually {usual / 1e6:.0f} MB"))
@@ -213,6 +255,22 @@ class SymptomDetector:
             a = t.usual_alpha
             self.usual_fabric = fabric_now if self.usual_fabric <= 0 else (1 - a) * self.usual_fabric + a * fabric_now
         return out
+
+    def _paused(self, view: WindowView, link: str) -> CauseObs | None:
+        """The pause_spread cause of a link PFC paused in ``view`` (its own, or its newest one of the last
+        ``cause_memory`` windows when this window's did not arrive); None when not paused or the processor named
+        no origin (then its queue is judged as any other)."""
+        t = self.thresholds
+        cause = view.causes.get(link)
+        if cause is not None and cause.cause == "pause_spread" and cause.origin:
+            self.pause_causes[link] = (cause, view.end_ns)
+        c = view.congestion.get(link)
+        if c is None or c.pauses_received < t.pause_frames:
+            return None
+        kept = self.pause_causes.get(link)
+        if kept is None or view.end_ns - kept[1] > t.cause_memory * view.hop_ns:
+            return None
+        return kept[0]
 
     def _oper_changed(self, view: WindowView) -> bool:
         """Whether some link's reported oper status differs from what it last reported (and remember it)."""
@@ -263,10 +321,12 @@ class SymptomDetector:
             if p.bytes > 0:
                 now.setdefault(f"{p.src_nic}>{p.dst_nic}", set()).update(p.links)
         keep_ns = self.thresholds.after_failure_windows * view.hop_ns
+        self.moved_now = set()
         for pair, links in now.items():
             left = self.pair_links.get(pair, frozenset()) - links
             if left:
                 self.moved[pair] = (frozenset(left) | self.moved.get(pair, (frozenset(), 0))[0], view.end_ns)
+                self.moved_now |= left | links
         out = []
         for pair, (left, since) in sorted(self.moved.items()):
             back = left & now.get(pair, set())
@@ -283,19 +343,39 @@ class SymptomDetector:
     # -- hosts ------------------------------------------------------------------------------------
 
     def _host_symptoms(self, view: WindowView) -> list[Symptom]:
+        """A host that sent flows and sends none now: its agent is missing when the switch still counts its
+        traffic and no batch of its agent shows in the window; otherwise its traffic stopped (a hung or finished
+        job: the agent has nothing to report, which is not a fault of the agent)."""
         t = self.thresholds
-        sending = {p.src_host for p in view.paths if p.bytes > 0 and p.src_host}
-        for h in sending:
+        sending: dict[str, tuple[set[str], set[str]]] = {}
+        for p in view.paths:
+            if p.bytes > 0 and p.src_host:
+                links, jobs = sending.setdefault(p.src_host, (set(), set()))
+                links.update(p.links)
+                jobs.update(p.jobs)
+        for h, (links, jobs) in sending.items():
             self.host_windows[h] = self.host_windows.get(h, 0) + 1
             self.host_last_ns[h] = view.end_ns
-        if not sending:  # nobody reports: a pipeline or fabric-wide gap, not one agent
-            return []
+            self.host_last[h] = (tuple(sorted(links)), tuple(sorted(jobs)))
         out = []
         for h, n in sorted(self.host_windows.items()):
             last = self.host_last_ns[h]
             gone = (view.end_ns - last) // max(view.hop_ns, 1)
-            if h not in sending and n >= t.agent_min_windows and 0 < gone <= t.agent_memory:
+            if h in sending or n < t.agent_min_windows or not 0 < gone <= t.agent_memory:
+                continue
+            links, jobs = self.host_last.get(h, ((), ()))
+            uplinks = [view.links[lk].measured_bytes for lk in self.model.host_uplinks.get(h, ()) if lk in view.links]
+            sent = sum(b or 0 for b in uplinks)
+            usual = sum(self.usual.get(lk, 0.0) for lk in self.model.host_uplinks.get(h, ()))
+            measured = bool(uplinks) and None not in uplinks
+            if h not in view.agents_reporting and sending and measured \
+                    and sent >= max(t.agent_uplink_share * usual, t.agent_uplink_min_bytes):
+                # nobody's flows at all is a pipeline or fabric-wide gap, not one agent
                 out.append(Symptom(Kind.AGENT_MISSING, h, view.end_ns, float(gone),
-                                   f"no flows reported for {gone} windows"))
+                                   f"no flows reported for {gone} windows while its uplinks carried "
+                                   f"{sent / 1e6:.0f} MB"))
+            elif h in view.agents_reporting or (measured and sent < t.agent_uplink_share * usual):
+                why = "its agent reports" if h in view.agents_reporting else "its uplinks are quiet too"
+                out.append(Symptom(Kind.TRAFFIC_STOPPED, h, view.end_ns, float(gone),
+                                   f"sent nothing for {gone} windows ({why})", links=links, jobs=jobs))
         return out
-

@@ -1,7 +1,8 @@
 """What the diagnosis reads: one window of the processor's outputs, and the fabric's components.
 
-Pure data. A :class:`WindowView` is built from the output topics (link loads, link congestion, FIM,
-collisions, path loads, collective profiles) by whoever consumes them (the demo, a bench from the simulator); the
+Pure data. A :class:`WindowView` is built from the output topics (link loads, link congestion, congestion causes,
+NIC congestion samples, FIM, collisions, path loads, collective profiles) by whoever consumes them (the demo, a
+bench from the simulator); the
 :class:`FabricModel` from the topology. Nothing here reads Kafka or ground truth.
 """
 
@@ -35,6 +36,19 @@ class CongestionObs:
     ecn_marked_pkts: int = 0
     queue_watermark_bytes: int = 0
     dropped_pkts: int = 0
+    #: PFC pause frames of the RoCE priority the link's transmitting end received: its receiver stopped it (frames)
+    pauses_received: int = 0
+
+
+@dataclass(frozen=True)
+class CauseObs:
+    """Why the processor says a congested link was congested (CongestionCause): ``cause`` (pause_spread, incast,
+    degraded_link, collision, unknown); for pause_spread ``origin`` is the NIC (``host:rdma_device``) or switch port
+    (``switch:port``) where the pause started and ``spread_links`` the links from this one down to it."""
+
+    cause: str
+    origin: str = ""
+    spread_links: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,11 @@ class WindowView:
     group_attributed_bytes: dict[str, int] = field(default_factory=dict)
     #: job id -> "<job>/<comm_id>/<operation>" of its collectives with calls in this window (CollectiveProfile)
     collectives: dict[str, set[str]] = field(default_factory=dict)
+    #: directed link -> why it was congested (CongestionCause)
+    causes: dict[str, CauseObs] = field(default_factory=dict)
+    #: hosts whose agent reported this window whatever their traffic: a NicCongestionSample of one of their NICs came
+    #: from its FlowBatch (only where the NICs expose congestion counters; empty otherwise)
+    agents_reporting: set[str] = field(default_factory=set)
 
     def untrusted_on(self, model: FabricModel) -> tuple[dict[str, int], dict[str, int]]:
         """Per directed link: the untrusted bytes placed on it, and the untrusted bytes that could be on it (of
@@ -131,6 +150,29 @@ class FabricModel:
             for m in members:
                 out.setdefault(m, gid)
         return out
+
+    @cached_property
+    def groups_of_link(self) -> dict[str, tuple[str, ...]]:
+        """Member link id -> every ECMP group it is a member of."""
+        out: dict[str, list[str]] = {}
+        for gid, (_sw, members) in self.groups.items():
+            for m in members:
+                out.setdefault(m, []).append(gid)
+        return {lk: tuple(gs) for lk, gs in out.items()}
+
+    @cached_property
+    def host_uplinks(self) -> dict[str, tuple[str, ...]]:
+        """Host -> the directed links its NICs transmit on (host to leaf)."""
+        out: dict[str, list[str]] = {}
+        for dl in self.fabric.links.values():
+            if dl.host_link and dl.src_node in self.hosts:
+                out.setdefault(dl.src_node, []).append(dl.id)
+        return {h: tuple(v) for h, v in out.items()}
+
+    @cached_property
+    def link_from_port(self) -> dict[str, str]:
+        """``switch:port`` or ``host:rdma_device`` -> the directed link it transmits on."""
+        return {f"{dl.src_node}:{dl.src_port}": dl.id for dl in self.fabric.links.values()}
 
     @cached_property
     def switch_links(self) -> dict[str, tuple[str, ...]]:

@@ -10,8 +10,8 @@ data. Faust keeps assignment, acks, commits, tables and the timer.
 Tansu notes (the embedded broker): ``exactly_once`` needs idempotent/transactional producers,
 which Tansu lacks, so the guarantee is at-least-once with idempotent sinks; the session timeout is
 low (4 s) so that a joining worker is not kept waiting 30 s; on Tansu, whose ListOffsets(latest) answers the last
-batch's base offset + 1, table recovery checks each changelog's end by a fetch (faust_driver.py), so that outputs
-are produced in batches (before, one record per produce request). The workers consume with flowtracer's Faust
+batch's base offset + 1, table recovery checks each changelog's end by a fetch (faust_driver.py). Outputs are
+produced in batches, one produce request per partition and flush. The workers consume with flowtracer's Faust
 transport (faust_driver.py: every change to Faust's consumer is there).
 """
 

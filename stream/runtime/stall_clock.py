@@ -2,9 +2,9 @@
 
 A window is waited out for a silent source after a grace of the worker's clock (stream/stages/window_policy.py).
 When the broker is down, no source can reach the worker and the worker's own outputs cannot reach the broker (its
-attributions and group FIMs go through Kafka to the stages that wait for them): every source is silent, and a
-2-minute outage used to release the windows open at its start without the records in flight, which then came late.
-Nobody moved on in that time, so it must not count.
+attributions and group FIMs go through Kafka to the stages that wait for them): every source is silent, and by the
+wall clock a 2-minute outage would release the windows open at its start without the records in flight, which would
+then come late. Nobody moved on in that time, so it must not count.
 
 The worker is *cut off* when no input record came for ``stall_ns`` and its oldest unreleased finalization (outputs
 not yet acknowledged, or not yet durable in the store) is older than ``stall_ns``: the input stopped because of
@@ -13,7 +13,7 @@ acknowledged. While cut off the clock stands still; afterwards it runs at twice 
 up, so the records that were in flight get the grace they had left, and a source silent for good is still waited
 out (later by at most the outage). While a source is behind the others (the backlog after the outage is being
 read) it runs at the wall rate: at twice the rate the lagging rule would give up on that source in half the time.
-When the sources alone stop, the clock is the wall clock, as before.
+When the sources alone stop, the clock is the wall clock.
 
 Nothing may be in flight at the cut: every output acknowledged, the next windows' records on their way. Then the
 worker's Kafka client holding no broker connection (``unreachable``, faust_driver.py) tells it apart from sources
@@ -22,8 +22,8 @@ that went quiet, and with no input for ``stall_ns`` it counts as cut off too.
 The worker can also be *blocked*: a send to a broker that is gone waits up to a minute for metadata, and the
 worker asks its clock nothing meanwhile. When it next asks, records it had fetched before the cut are being handled,
 so input looks current. A gap between two readings longer than ``stall_ns`` while a finalization waited for its
-acknowledgement longer than ``stall_ns`` is therefore counted as cut off too, whatever the input says. (A CI run
-saw exactly this: the last window before a 2-minute outage was released without its attributions a minute in.)
+acknowledgement longer than ``stall_ns`` is therefore counted as cut off too, whatever the input says; otherwise
+the last window before an outage would be released without its attributions while the send waits.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from flowtracer.stream.sinks.measurements import (
     CONGESTION_CAUSE,
     ECMP_DRIFT,
     FIM,
+    FLOW_PATH,
     INCIDENT,
     LINK_CONGESTION,
     LINK_CONGESTION_GROUPS,
@@ -43,6 +44,7 @@ from flowtracer.stream.sinks.measurements import (
     PATH_LOAD,
     Measurement,
 )
+from flowtracer.stream.stages.flow_paths import CHANGE_NAMES
 
 SCHEMA_VERSION = 1
 """The analytics message version these encoders understand."""
@@ -381,6 +383,21 @@ def congestion_cause_line(m: analytics_pb2.CongestionCause) -> str:
         "previous_utilization": m.previous_utilization if m.previous_utilization >= 0 else None,
         "pfc_pauses_received": m.pfc_pauses_received, "ecn_marked_pkts": m.ecn_marked_pkts,
         "dropped_pkts": m.dropped_pkts, "flow_count": m.flow_count, "sources": m.sources, "evidence": m.evidence,
+    }, m.window_end_ns, where)
+
+
+def flow_path_line(m: analytics_pb2.FlowPath) -> str:
+    """``flow_path`` line of one FlowPath (one point per change or heartbeat, never per window)."""
+    where = f"FlowPath flow_id={m.flow_id!r} window_end_ns={m.window_end_ns}"
+    _check_version(m, where)
+    change = CHANGE_NAMES.get(m.change)
+    if change is None:
+        raise PointError(f"{where}: change {m.change} is not a known FlowPathChange")
+    src, dst = nic_name(m.src_host, m.src_nic), nic_name(m.dst_host, m.dst_nic)
+    return _line(FLOW_PATH, {"src_nic": src, "dst_nic": dst, "path": switch_path(list(m.links), src, dst),
+                             "job": m.job_id, "resolver": m.resolver}, {
+        "flow_id": m.flow_id, "udp_src_port": m.key.udp_src_port, "change": change, "method": m.method,
+        "bytes": m.bytes, "confidence": m.confidence, "path_share": m.path_share,
     }, m.window_end_ns, where)
 
 

@@ -12,8 +12,9 @@ exchanged traffic x their paths (all-to-all on N NICs approaches N^2 x paths: th
 ``link_congestion`` 2 x cables; ``nic_congestion`` NIC ports with congestion counters; ``ecmp_drift`` only while a
 switch's AFT differs from the topology, per (group, kind, port); ``congestion_cause`` only where congestion happens,
 per (link, cause); ``collective_profile`` per host x job x communicator x operation x datatype x count that ran;
-``incident`` (kind, top suspect) pairs that ever had an incident (the id is a field: incidents come and go,
-components are the topology's).
+``flow_path`` as ``path_load`` x jobs (NIC pairs x paths; the flow is a field, not a tag), points only on a flow's
+path change and heartbeat (docs/operations.md gives the rate); ``incident`` (kind, top suspect) pairs that ever had
+an incident (the id is a field: incidents come and go, components are the topology's).
 
 Tag values: ``link`` and ``idle_link`` are directed link ids ``<node>:<port>><node>:<port>``;
 ``src_nic``/``dst_nic`` are topology NIC names ``<host>:<rdma_device>``; ``path`` is the
@@ -209,6 +210,18 @@ COLLECTIVE_PROFILE = Measurement(
     optional={"job": "no job known", "ranks": "no rank known", "peers": "not Send/Recv",
               "first_call_ns": "untimed log", "last_call_ns": "untimed log", "algo_bw_bytes_per_s": "timed_ns=0",
               "bus_bw_bytes_per_s": "timed_ns=0"},
+)
+FLOW_PATH = Measurement(
+    "flow_path", "FlowPath",
+    tags=("src_nic", "dst_nic", "path", "job", "resolver"),
+    fields={"flow_id": "string", "udp_src_port": "int", "change": "string", "method": "string", "bytes": "int",
+            "confidence": "float", "path_share": "float"},
+    units={"src_nic": "NIC name", "dst_nic": "NIC name", "path": "switch link ids or same-leaf",
+           "job": "scheduler job id", "resolver": "hash, infer or trace", "flow_id": "flow id",
+           "udp_src_port": "UDP port", "change": "first, path, method, heartbeat or ended",
+           "method": "hash, infer or trace", "bytes": "bytes (in the record's window)", "confidence": "0..1",
+           "path_share": "0..1"},
+    optional={"job": "no job known"},
 )
 
 INCIDENT = Measurement(

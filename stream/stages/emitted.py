@@ -38,6 +38,7 @@ class Emitted:
     trace_requests: list[traces_pb2.TraceRequest] = field(default_factory=list)
     congestion_causes: list[analytics_pb2.CongestionCause] = field(default_factory=list)
     collective_profiles: list[flows_pb2.CollectiveProfile] = field(default_factory=list)
+    flow_paths: list[analytics_pb2.FlowPath] = field(default_factory=list)
     #: (destination partition, batch) of the internal attributions topic
     attributions: list[tuple[int, internal_pb2.AttributionBatch]] = field(default_factory=list)
     group_fims: list[internal_pb2.GroupFimBatch] = field(default_factory=list)

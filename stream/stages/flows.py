@@ -27,6 +27,7 @@ from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, RetraceRequester, TraceConsumer
 from flowtracer.stream.stages.emitted import Emitted, failed_window
+from flowtracer.stream.stages.flow_paths import FlowPaths
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
 STREAMS = {"flows": topics.FLOWS.name, "counters": topics.COUNTERS.name}
@@ -81,6 +82,8 @@ class FlowsStage:
         self._path_templates: dict[tuple[str, str, str], analytics_pb2.PathLoad] = {}
         self._dest = {sw: partition_for(sw, partitions) for sw in fabric.switch_names}
         self._trace_tokens: list[object] = []  # trace records applied to the resolver, released with the next state
+        #: Each flow's published path: a FlowPath only on a change and at a heartbeat (flow_paths.py).
+        self.flow_paths = FlowPaths(fabric, hop_ns)
 
     def window_of(self, timestamp_ns: int) -> int:
         """The window end a sample instant belongs to (the hop boundary at or after it)."""
@@ -241,4 +244,6 @@ class FlowsStage:
                 for nic, n in cnps:
                     b.nic_cnps.add(nic=nic, cnp_sent=n)
         out.attributions.extend(enumerate(batches))
+        # Last: what the rule remembers changes only for a window whose outputs all got built (failed_window).
+        out.flow_paths.extend(self.flow_paths.window(start, end, obs, placements, self.resolver.name))
         return out

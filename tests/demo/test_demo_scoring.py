@@ -3,11 +3,11 @@ real Observed: the definitions of docs/demo.md, number by number."""
 
 from __future__ import annotations
 
-from flowtracer.demo.scoring import link_section, path_section
+from flowtracer.demo.scoring import flow_section, link_section, path_section
 from flowtracer.demo.status import Observed
 from flowtracer.schemas import topics
 from flowtracer.schemas.openconfig import INTERFACE_COUNTERS
-from flowtracer.schemas.v1 import analytics_pb2
+from flowtracer.schemas.v1 import analytics_pb2, common_pb2
 from flowtracer.sim.fabric.ground_truth import FlowInfo, GroundTruth
 
 S = 1_000_000_000
@@ -81,3 +81,31 @@ def test_link_scores_use_the_switch_counters_and_only_switch_links_for_unexplain
     lk = link_section(obs, gt, hop_s=1.0, warmup_s=0.0)
     assert lk["link_windows"] == 2 and lk["exact"] == 1 and lk["error"] == round(10 / 200, 4)
     assert lk["unexplained_share"] == round((100 + 90) / 190, 4)
+
+
+def _flow_path(end: int, fid: int, path: tuple[str, ...], change: int) -> bytes:
+    return analytics_pb2.FlowPath(
+        schema_version=1, window_start_ns=end - S, window_end_ns=end, flow_id=f"h1:n/{fid}/1",
+        key=common_pb2.FlowKey(src_ip="10.0.0.1", dst_ip="10.0.0.2", udp_src_port=49152 + fid),
+        links=path, change=change, method="hash").SerializeToString()
+
+
+def test_flow_scores_hold_each_flows_published_path_until_the_next_record() -> None:
+    gt = _ground_truth(4)
+    obs = Observed(switch_names=frozenset({"leaf01", "spine01", "spine02", "leaf02"}))
+    for i in range(1, 5):
+        obs.add(topics.PATH_LOADS.name, _path_load(T0 + i * S, P1, 100, 0, 1.0), 0)  # the windows the processor closed
+    # flow 1: published once, right, before the scored windows (no record in them: the path holds);
+    # flow 2: published on P1 (wrong) until window 3 moves it to P2 (its true path)
+    obs.add(topics.FLOW_PATHS.name, _flow_path(T0 + S, 1, P1, analytics_pb2.FLOW_PATH_CHANGE_FIRST), 0)
+    obs.add(topics.FLOW_PATHS.name, _flow_path(T0 + S, 2, P1, analytics_pb2.FLOW_PATH_CHANGE_FIRST), 0)
+    obs.add(topics.FLOW_PATHS.name, _flow_path(T0 + 3 * S, 2, P2, analytics_pb2.FLOW_PATH_CHANGE_PATH), 0)
+    f = flow_section(obs, gt, hop_s=1.0, warmup_s=2.0)
+    assert (f["windows_scored"], f["flows_scored"]) == (3, 2)
+    assert f["flow_true_path_share"] == round(500 / 600, 4)
+    assert f["lowest_flow_share"] == round(2 / 3, 4) and f["flows_below"] == 1
+    assert [w["udp_src_port"] for w in f["worst_flows"]] == [49154]
+    # a flow never published counts wholly wrong
+    empty = Observed(switch_names=obs.switch_names)
+    empty.add(topics.PATH_LOADS.name, _path_load(T0 + 3 * S, P1, 100, 0, 1.0), 0)
+    assert flow_section(empty, gt, hop_s=1.0, warmup_s=2.0)["flow_true_path_share"] == 0.0

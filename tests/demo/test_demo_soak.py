@@ -31,7 +31,7 @@ def test_slices_leave_out_the_first_minute() -> None:
     (["/x/python", "-m", "flowtracer", "--log-level", "info", "sim", "--topology", "t"], "sim"),
     (["/x/python", "-m", "flowtracer", "--log-level", "info", "process", "--topology"], "process"),
     (["/usr/bin/ip", "netns"], "ip"),
-    (["/x/.venv/bin/python3", "-m", "flowtracer.testbed.s3_server", "--host", "127.0.0.1"], "object-store"),
+    (["/x/.venv/bin/python3", "-m", "flowtracer.embedded.s3_server", "--host", "127.0.0.1"], "object-store"),
 ])
 def test_label(argv: list[str], name: str) -> None:
     assert label(argv) == name
@@ -40,9 +40,9 @@ def test_label(argv: list[str], name: str) -> None:
 def test_store_endpoint_and_growth() -> None:
     from flowtracer.demo.soak import store_endpoint, store_growth
 
-    argv = ["/x/python3", "-m", "flowtracer.testbed.s3_server", "--host", "127.0.0.1", "--port", "4000", "--bucket", "b"]
+    argv = ["/x/python3", "-m", "flowtracer.embedded.s3_server", "--host", "127.0.0.1", "--port", "4000", "--bucket", "b"]
     assert store_endpoint(argv) == "http://127.0.0.1:4000"
-    assert store_endpoint(["/x/python3", "-m", "flowtracer.testbed.s3_server"]) is None
+    assert store_endpoint(["/x/python3", "-m", "flowtracer.embedded.s3_server"]) is None
 
     def at(mb: float, flows: int) -> dict[str, object]:
         return {"objects": 10, "bytes": int(mb * 2**20),

@@ -1,7 +1,7 @@
 """The summary judges every figure it prints against ground truth and names the ones that failed (issue 27, item 4).
 
-Before, "consistent with ground truth" judged only the measured fabric FIM: a run whose attributed FIM was off by
-0.0535 (tolerance 0.02) was called consistent.
+"Consistent with ground truth" must judge every figure, not the measured fabric FIM alone: otherwise a run whose
+attributed FIM is off by 0.0535 (tolerance 0.02) would be called consistent.
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ import pytest
 from deploy_helpers import DEPLOY
 from waiting import wait_for
 
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.plumbing import topic_admin
 from flowtracer.schemas.topics import INPUT_TOPICS, INTERNAL_TOPICS, OUTPUT_TOPICS, internal_name
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.testbed.tansu import TansuBroker
 
 
 def _module(name: str) -> ModuleType:
@@ -142,7 +142,7 @@ def _answer(url: str) -> tuple[int, bytes] | None:
 
 
 def test_600_idle_half_open_requests_leave_the_relay_a_fixed_pool_and_it_serves_again(upstream: int) -> None:
-    """The bound (docs/operations.md, Bounds): before, each connection got a thread of its own (602 threads)."""
+    """The bound (docs/operations.md, Bounds): a thread per connection would let 600 idle clients make 602 threads."""
     before = set(threading.enumerate())
     idle: list[socket.socket] = []
     with relay_in_process(upstream, timeout_s=60) as server:

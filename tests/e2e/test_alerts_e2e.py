@@ -29,11 +29,11 @@ import yaml
 from waiting import wait_for
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions, Stage
+from flowtracer.embedded.managed_process import free_port
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.testbed.alertmanager import Alert, Alertmanager
-from flowtracer.testbed.managed_process import free_port
 from flowtracer.testbed.prometheus import Prometheus
-from flowtracer.testbed.tansu import TansuBroker
 from flowtracer.testbed.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow

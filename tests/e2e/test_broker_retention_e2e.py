@@ -21,11 +21,11 @@ from kafka import KafkaConsumer
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.demo.scoring import truth_path_bytes
+from flowtracer.embedded.bucket_client import LAST_MODIFIED_RESOLUTION_S, BucketClient
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.sim.fabric.ground_truth import GroundTruth
-from flowtracer.testbed.bucket_client import LAST_MODIFIED_RESOLUTION_S, BucketClient
 
 pytestmark = pytest.mark.slow
 

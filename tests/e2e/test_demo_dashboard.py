@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from congestion_truth import GT_CAUSE
+from dashboard_flows import JOB, FlowView, check_flow_view, choose_job
 
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology import load_topology
@@ -86,6 +87,7 @@ class Seen:
     collectives: list[tuple[str, str, str]] = field(default_factory=list)  # job, operation, bytes per call
     health: dict[str, str] = field(default_factory=dict)
     status: str = ""
+    flow_view: FlowView | None = None  # the flow view after choosing the ring's job (tests/dashboard_flows.py)
     screenshot: Path | None = None
 
 
@@ -187,6 +189,7 @@ def _drive_browser(url: str, tmp: Path) -> Seen:
         seen.links_drawn, seen.links_coloured = dom["linksDrawn"], dom["linksColoured"]
         seen.switches, seen.health, seen.status = dom["switches"], dom["health"], dom["status"]
         seen.collectives = [tuple(c) for c in dom["collectives"]]
+        seen.flow_view = choose_job(driver, JOB)  # issue 36: as a person would, before the screenshot
         shot = tmp / "dashboard.png"
         driver.save_screenshot(str(shot))
         ARTIFACTS.mkdir(exist_ok=True)
@@ -241,6 +244,14 @@ def test_dashboard_renders_the_fabric_charts_and_health(demo: DemoRun) -> None:
     assert s.health["slowest transit"].endswith(" s"), s.health
     assert s.status.startswith("live"), s.status
     assert s.screenshot is not None and s.screenshot.stat().st_size > 20_000
+
+
+def test_choosing_a_job_highlights_the_paths_of_its_flows(demo: DemoRun) -> None:
+    """Issue 36: the job's flows listed with their hops, exactly their links highlighted, each flow on the path the
+    simulator forwarded it over (the degraded cable moves no flow); the summary scores every flow right."""
+    assert demo.seen.flow_view is not None
+    check_flow_view(demo.seen.flow_view, GroundTruth.load(demo.run_dir / "sim" / "ground-truth"), JOB, min_flows=30)
+    assert demo.summary["scores"]["flows"]["flow_true_path_share"] == 1.0, demo.summary["scores"]["flows"]
 
 
 def test_dashboard_fim_matches_the_store(demo: DemoRun) -> None:

@@ -22,11 +22,11 @@ from tls_certs import make_ca, make_server_cert
 
 from flowtracer.demo.local_pipeline import LocalPipeline, PipelineOptions
 from flowtracer.demo.status import OutputWatcher
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.plumbing.kafka_security import kafka_python_kwargs, load_kafka_security
 from flowtracer.testbed.sasl_proxy import SaslProxy
 from flowtracer.testbed.stunnel import TlsProxy
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 USER = "flowtracer"
 PASSWORD = "scram-e2e-Passw0rd"  # only ever in a file (password_file) and in the proxy's salted credentials

@@ -33,6 +33,7 @@ from waiting import wait_for
 from flowtracer.cmd_agent import record_signer
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.plumbing.kafka_acls import TOPIC, WRITE, agent_users_per_host, may, plan
 from flowtracer.plumbing.topic_admin import ensure_topics
@@ -40,7 +41,6 @@ from flowtracer.schemas import topics
 from flowtracer.schemas.record_identity import host_key, sign
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2
 from flowtracer.testbed.sasl_proxy import SaslProxy
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 MASTER = bytes.fromhex("6b" * 32)
 USERS = {"flowtracer-admin": "admin-Passw0rd", "flowtracer-agent-host01": "agent01-Passw0rd",

@@ -23,11 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
 from flowtracer.demo.local_pipeline import Stage
+from flowtracer.embedded.managed_process import free_port
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.plumbing.topic_admin import ensure_topics
 from flowtracer.schemas import topics
-from flowtracer.testbed.managed_process import free_port
-from flowtracer.testbed.tansu import TansuBroker
 
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "config"
 G = 1_000_000_000

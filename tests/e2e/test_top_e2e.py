@@ -18,11 +18,11 @@ from kafka import KafkaProducer
 from terminal import Terminal, tmux_or_none
 from waiting import wait_for
 
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.plumbing.topic_admin import ensure_topics
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, common_pb2
-from flowtracer.testbed.tansu import TansuBroker
 
 S = 1_000_000_000
 TOPO = generate(FabricSpec(hosts=8, leaves=2, spines=2, name="top-test"))

@@ -3,8 +3,8 @@ plane with real tracing agents (the simulator's trace responder), every period s
 
 - The agents refresh a complete trace every ``REFRESH_S`` (``tracing.refresh``): the one setting of how long a trace
   holds (each PathTrace's ``valid_until_ns``). The processor's own age limit, compressed like the rest
-  (``--trace-max-age``, now only for traces without ``valid_until_ns``), is shorter than the refresh: before this
-  change it expired every trace before its refresh, and the trace resolver fell back to infer.
+  (``--trace-max-age``, only for traces without ``valid_until_ns``), is shorter than the refresh: were it applied to
+  every trace, each would expire before its refresh and the trace resolver would fall back to infer.
 - The run spans at least three refresh cycles of every flow, and a group change: ``WITHDRAW_AT_S`` the simulator
   withdraws leaf01's next hop toward spine01 (its flows rehash over the one member left), ``RESTORE_AT_S`` it
   restores it (they rehash back). The processor must stop trusting leaf01's traces from the window that shows the

@@ -8,18 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from flowtracer.fabric.platform_formats import FORMATS, from_platform, to_platform
 from flowtracer.fabric.platform_profiles import (
     CANONICAL,
-    FORMATS,
     PROFILE_DIR,
     ProfileError,
     check_platform,
-    from_platform,
     load_profile,
     parse_profile,
     parse_template,
     platforms,
-    to_platform,
 )
 
 SHIPPED = ("arista_eos", "cisco_nxos", "nokia_srl", "openconfig", "sonic")

@@ -13,6 +13,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from tls_certs import make_ca
 
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.plumbing.kafka_security import (
     KafkaSecurity,
     KafkaSecurityError,
@@ -24,7 +25,6 @@ from flowtracer.plumbing.kafka_security import (
 )
 from flowtracer.plumbing.target_security import SecretError
 from flowtracer.testbed.sasl_proxy import SaslProxy
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.plumbing import topic_admin
 from flowtracer.plumbing.topic_admin import TopicError, ensure_topics
 from flowtracer.schemas.topics import EXCHANGE_TOPICS, INPUT_TOPICS, OUTPUT_TOPICS
 from flowtracer.stream.runtime.app import fabric_changelog_topic, state_changelog_topic
 from flowtracer.stream.runtime.config import ProcessorConfig
-from flowtracer.testbed.tansu import TansuBroker
 
 COMPACT = {"cleanup.policy": "compact"}
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from influxdb_client import InfluxDBClient, Point, WriteOptions, WritePrecision
 
-from flowtracer.testbed.tansu import free_port
+from flowtracer.embedded.tansu import free_port
 from flowtracer.testbed.victoriametrics import EXTRA_FLAGS, VictoriaMetrics
 
 ORG, BUCKET, TOKEN = "flowtracer", "flowtracer", "unused"  # VictoriaMetrics ignores all three

@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.partitioner import murmur2
 
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1.common_pb2 import Counter, DeltaStatus
 from flowtracer.schemas.v1.counters_pb2 import (
@@ -37,7 +38,6 @@ from flowtracer.schemas.v1.flows_pb2 import (
     QpState,
     QpType,
 )
-from flowtracer.testbed.tansu import TansuBroker
 
 PARTITIONS = topics.DEFAULT_PARTITIONS
 LEAVES = ("leaf-01", "leaf-02", "leaf-03", "leaf-04")
@@ -234,7 +234,7 @@ def consume_all(
     *expected* records arrived, plus one more short poll to catch extra ones.
 
     Polls instead of comparing with end offsets because Tansu reports wrong latest offsets.
-    Manual assignment, no group: Tansu groups can stick (see flowtracer.testbed.tansu).
+    Manual assignment, no group: Tansu groups can stick (see flowtracer.embedded.tansu).
     """
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,

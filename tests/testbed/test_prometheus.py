@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from waiting import wait_for
 
+from flowtracer.embedded.managed_process import HOST, free_port
 from flowtracer.testbed.alertmanager import Alertmanager, AlertmanagerError
-from flowtracer.testbed.managed_process import HOST, free_port
 from flowtracer.testbed.prometheus import Prometheus, PrometheusError
 
 RULES = """groups:

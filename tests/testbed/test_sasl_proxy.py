@@ -19,9 +19,9 @@ from kafka.net.sasl.scram import ScramClient
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.sasl import SaslHandshakeRequest
 
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.testbed.sasl_proxy import SaslProxy
 from flowtracer.testbed.sasl_server import MECHANISMS
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 USER, PASSWORD = "flowtracer", "correct horse battery staple"
 

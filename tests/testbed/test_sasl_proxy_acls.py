@@ -17,10 +17,10 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.plumbing.kafka_acls import TOPIC, WRITE, may, plan
 from flowtracer.schemas import topics
 from flowtracer.testbed.sasl_proxy import SaslProxy
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 USERS = {"admin": "admin-pw", "flowtracer-agent": "agent-pw", "flowtracer-collector": "collector-pw"}
 ACLS = plan()

@@ -27,15 +27,9 @@ import numpy as np
 
 from flowtracer.collectors.gnmi.counters.column_deltas import ColumnDeltas, DeltaState
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch, InstantPlan
-from flowtracer.collectors.gnmi.counters.decode import (
-    INTERFACE_COUNTERS,
-    LAST_CLEAR_NS,
-    NEXT_HOP_COUNTERS,
-    NH_INTERFACE,
-    NH_IP,
-    Samples,
-)
+from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS, NEXT_HOP_COUNTERS
 from flowtracer.collectors.gnmi.counters.layout import Layout
+from flowtracer.collectors.gnmi.counters.samples import LAST_CLEAR_NS, NH_INTERFACE, NH_IP, Samples
 from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, InterfaceCounters, NextHopCounters
 

@@ -201,7 +201,7 @@ class InstantPlan:
 
 class EncodedBatch:
     """A CounterBatch (or ``message_type``) already serialized (``data``). The service only needs ``switch`` and
-    ``SerializeToString()``; any other attribute, and ``==``, read the parsed message (tests, logs)."""
+    ``SerializeToString()``; ``message()`` parses it (tests, logs), and ``==`` compares the parsed message."""
 
     __slots__ = ("_msg", "_type", "data", "switch")
 
@@ -219,11 +219,6 @@ class EncodedBatch:
         if self._msg is None:
             self._msg = self._type.FromString(self.data)
         return self._msg
-
-    def __getattr__(self, name: str) -> object:
-        if name.startswith("_"):  # e.g. _msg before __init__ ran (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.message(), name)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, EncodedBatch):

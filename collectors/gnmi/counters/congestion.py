@@ -33,7 +33,8 @@ import numpy as np
 from flowtracer.collectors.gnmi.counters import native_loader
 from flowtracer.collectors.gnmi.counters.column_deltas import DeltaState
 from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
-from flowtracer.collectors.gnmi.counters.decode import RES_PFC_COUNTER, RES_QUEUE_WATERMARK, Samples
+from flowtracer.collectors.gnmi.counters.decode import RES_PFC_COUNTER, RES_QUEUE_WATERMARK
+from flowtracer.collectors.gnmi.counters.samples import Samples
 from flowtracer.collectors.gnmi.counters.wire import (
     FixedBytes,
     counter_cells,

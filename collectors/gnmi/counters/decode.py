@@ -1,4 +1,7 @@
-"""SubscribeResponse -> typed samples: the pure decoding core (gnmic's ResponseToEventMsgs).
+"""SubscribeResponse -> typed samples: the pure decoding core (gnmic's ResponseToEventMsgs). It is over 500 lines
+because the leaf table and the ``Decoder`` that walks it are one rule set (which OpenConfig or platform leaf goes
+where, with which conversion); splitting the table from its walker would put one decision in two places. The
+typed-value conversions are ``leaf_values``, the output ``samples``.
 
 One ``gnmi.Notification`` becomes one ``Samples``: interface counters, interface state, next-hop
 counters (both AFT counter trees), next-hop attributes (IP, interface-ref) and next-hop-group
@@ -28,26 +31,40 @@ What it understands:
 
 Why not pygnmi's ``telemetryParser``: it builds dicts of strings for every update, drops the
 origin and turns timestamp 0 into None; measured ~10x slower than this module (bench/).
-
-Why one module over 400 lines: the leaf table and the ``Decoder`` that walks it are one rule set
-(which OpenConfig leaf goes where, with which conversion); splitting the table from its walker
-would put one decision in two places.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from pygnmi.spec.v080.gnmi_pb2 import Notification, Path, TypedValue
+from pygnmi.spec.v080.gnmi_pb2 import Notification, Path
 
+from flowtracer.collectors.gnmi.counters.leaf_values import (
+    DecodeError,
+    as_oper_status,
+    as_port_speed,
+    as_timeticks,
+    as_uint,
+    is_decimal,
+    normalize_timestamp,
+    typed_scalar,
+)
 from flowtracer.collectors.gnmi.counters.profile_map import Elems, PathMapper
+from flowtracer.collectors.gnmi.counters.samples import (
+    LAST_CHANGE_NS,
+    LAST_CLEAR_NS,
+    NH_INTERFACE,
+    NH_IP,
+    OPER_STATUS,
+    SPEED_BPS,
+    Samples,
+)
 from flowtracer.collectors.gnmi.counters.shapes import count_shape, names_shape, path_shape, shape_text
-from flowtracer.fabric.platform_profiles import Profile, from_platform
+from flowtracer.fabric.platform_formats import from_platform
+from flowtracer.fabric.platform_profiles import Profile
 from flowtracer.schemas.openconfig import (
     INTERFACE_COUNTERS,
     NEXT_HOP_COUNTERS,
@@ -55,12 +72,6 @@ from flowtracer.schemas.openconfig import (
     QUEUE_COUNTERS,
     QUEUE_WATERMARK,
 )
-from flowtracer.schemas.v1.counters_pb2 import OperStatus
-
-# Interface state fields (Samples.if_state): values are ints (OperStatus, ns, bit/s).
-OPER_STATUS, LAST_CHANGE_NS, LAST_CLEAR_NS, SPEED_BPS = "oper_status", "last_change_ns", "last_clear_ns", "speed_bps"
-# Next-hop attribute fields (Samples.nh_info).
-NH_IP, NH_INTERFACE = "ip", "interface"
 
 #: YANG list key leaf per list name, to flatten JSON lists and to read path keys.
 LIST_KEYS = {"interface": "name", "network-instance": "name", "next-hop": "index", "next-hop-group": "id",
@@ -68,141 +79,6 @@ LIST_KEYS = {"interface": "name", "network-instance": "name", "next-hop": "index
 #: Lists whose key leaf has another name in another model: openconfig-qos keys its interfaces by interface-id.
 ALT_LIST_KEYS = {"interface": "interface-id"}
 _OC_ORIGINS = frozenset({"", "openconfig"})
-
-
-@dataclass(slots=True)
-class Samples:
-    """Everything one Notification says, typed. Counter values are raw (bytes or packets).
-
-    ``timestamp_ns``: the notification's timestamp, ns since the Unix epoch (device clock).
-    """
-
-    timestamp_ns: int
-    #: (interface, index into INTERFACE_COUNTERS, value)
-    if_counters: list[tuple[str, int, int]] = field(default_factory=list)
-    #: (interface, OPER_STATUS | LAST_CHANGE_NS | LAST_CLEAR_NS | SPEED_BPS, value)
-    if_state: list[tuple[str, str, int]] = field(default_factory=list)
-    #: (network instance, next-hop index, index into NEXT_HOP_COUNTERS, value, from the newer
-    #: afts/counters tree)
-    nh_counters: list[tuple[str, int, int, int, bool]] = field(default_factory=list)
-    #: (network instance, next-hop index, NH_IP | NH_INTERFACE, value)
-    nh_info: list[tuple[str, int, str, str]] = field(default_factory=list)
-    #: (network instance, group id, next-hop index, weight)
-    nhg_members: list[tuple[str, str, int, int]] = field(default_factory=list)
-    #: ("interface", name) | ("next-hop", ni, index) | ("group", ni, id) | ("member", ni, id, index)
-    deletes: list[tuple[Any, ...]] = field(default_factory=list)
-    #: (interface, queue name, index into QUEUE_COUNTERS, value)
-    queue_counters: list[tuple[str, str, int, int]] = field(default_factory=list)
-    #: (interface, queue name, max-queue-len in bytes)
-    queue_watermarks: list[tuple[str, str, int]] = field(default_factory=list)
-    #: (interface, PFC priority 0-7, index into PFC_COUNTERS, value)
-    pfc_counters: list[tuple[str, int, int, int]] = field(default_factory=list)
-    #: One line per update that could not be decoded (path and reason).
-    errors: list[str] = field(default_factory=list)
-    #: Updates that decoded but are not leaves we use (other counters, other models).
-    ignored: int = 0
-    #: ``ignored`` by the shape of the path (``path_shape``), so an unknown kind of data is named, not lost.
-    ignored_shapes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def counter_updates(self) -> int:
-        """Counter leaves in this notification (interface + next-hop)."""
-        return len(self.if_counters) + len(self.nh_counters)
-
-    @property
-    def congestion_updates(self) -> int:
-        """Queue and PFC leaves in this notification (counters and watermarks)."""
-        return len(self.queue_counters) + len(self.queue_watermarks) + len(self.pfc_counters)
-
-
-class DecodeError(ValueError):
-    """One update could not be decoded."""
-
-
-# -- values ------------------------------------------------------------------------------------
-
-
-def _scalar(tv: TypedValue) -> Any:
-    """The Python value of a TypedValue; JSON values are parsed (objects stay dicts)."""
-    kind = tv.WhichOneof("value")
-    if kind == "uint_val":
-        return tv.uint_val
-    if kind in ("json_ietf_val", "json_val"):
-        raw = tv.json_ietf_val if kind == "json_ietf_val" else tv.json_val
-        try:
-            return json.loads(raw)
-        except ValueError as e:
-            raise DecodeError(f"bad JSON value: {e}") from None
-    if kind is None:
-        raise DecodeError("empty value")
-    if kind == "decimal_val":
-        d = tv.decimal_val
-        return d.digits / 10**d.precision
-    if kind in ("leaflist_val", "any_val", "proto_bytes"):
-        raise DecodeError(f"unsupported value type {kind}")
-    return getattr(tv, kind)
-
-
-def is_decimal(text: str, max_digits: int) -> bool:
-    """Whether *text* is 1 to *max_digits* ASCII digits. ``str.isdigit`` alone accepts ``"²"`` and 5,000-digit
-    strings, both of which make ``int()`` raise."""
-    return 0 < len(text) <= max_digits and text.isascii() and text.isdigit()
-
-
-def _uint(v: Any) -> int:
-    """A counter or timestamp leaf as int: RFC 7951 sends uint64 as a decimal string."""
-    if isinstance(v, bool):
-        raise DecodeError(f"expected an unsigned integer, got {v!r}")
-    if isinstance(v, int):
-        n = v
-    elif (isinstance(v, str) and is_decimal(v, 20)) or (isinstance(v, float) and v.is_integer()):
-        n = int(v)
-    else:
-        raise DecodeError(f"expected an unsigned integer, got {v!r}")
-    if n < 0 or n >= 2**64:
-        raise DecodeError(f"{n} is not a uint64")
-    return n
-
-
-def _oper_status(v: Any) -> int:
-    name = str(v).rsplit(":", 1)[-1].upper().replace("-", "_")
-    try:
-        return OperStatus.Value(f"OPER_STATUS_{name}")
-    except ValueError:
-        raise DecodeError(f"unknown oper-status {v!r}") from None
-
-
-_SPEED = re.compile(r"SPEED_([0-9]{1,6})(MB|GB|TB)$")
-_SPEED_UNIT = {"MB": 10**6, "GB": 10**9, "TB": 10**12}
-
-
-def _port_speed(v: Any) -> int:
-    """openconfig-if-ethernet ETHERNET_SPEED identity (SPEED_400GB) or a number -> bit/s."""
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-        return v
-    if isinstance(v, str) and is_decimal(v, 20):
-        return int(v)
-    m = _SPEED.search(str(v))
-    if not m:
-        raise DecodeError(f"unknown port speed {v!r}")
-    return int(m.group(1)) * _SPEED_UNIT[m.group(2)]
-
-
-def normalize_timestamp(ts: int) -> int:
-    """Device timestamp -> ns since the epoch; devices that send s, ms or us are scaled up."""
-    if ts <= 0:
-        return 0
-    if ts < 10**11:  # seconds until the year 5138
-        return ts * 10**9
-    if ts < 10**14:
-        return ts * 10**6
-    if ts < 10**17:
-        return ts * 10**3
-    return ts
-
-
-def _timeticks(v: Any) -> int:
-    return normalize_timestamp(_uint(v))
 
 
 # -- the leaf table ----------------------------------------------------------------------------
@@ -229,7 +105,7 @@ def _index(keys: dict[str, str], name: str) -> int:
 
 def _if_counter(i: int) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.if_counters.append((key_value(keys, "interface"), i, _uint(v)))
+        s.if_counters.append((key_value(keys, "interface"), i, as_uint(v)))
     return h
 
 
@@ -241,7 +117,7 @@ def _if_state(fld: str, conv: Callable[[Any], int]) -> Handler:
 
 def _nh_counter(i: int, newer: bool) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.nh_counters.append((key_value(keys, "network-instance"), _index(keys, "next-hop"), i, _uint(v), newer))
+        s.nh_counters.append((key_value(keys, "network-instance"), _index(keys, "next-hop"), i, as_uint(v), newer))
     return h
 
 
@@ -253,22 +129,22 @@ def _nh_info(fld: str) -> Handler:
 
 def _nhg_member(s: Samples, keys: dict[str, str], v: Any) -> None:
     s.nhg_members.append((key_value(keys, "network-instance"), key_value(keys, "next-hop-group"),
-                          _index(keys, "next-hop"), _uint(v) or 1))
+                          _index(keys, "next-hop"), as_uint(v) or 1))
 
 
 def _nhg_index(s: Samples, keys: dict[str, str], v: Any) -> None:
     # A member listed by its index leaf only: weight 1 unless a weight leaf says otherwise.
-    s.nhg_members.append((key_value(keys, "network-instance"), key_value(keys, "next-hop-group"), _uint(v), 0))
+    s.nhg_members.append((key_value(keys, "network-instance"), key_value(keys, "next-hop-group"), as_uint(v), 0))
 
 
 def _queue_counter(i: int) -> Handler:
     def h(s: Samples, keys: dict[str, str], v: Any) -> None:
-        s.queue_counters.append((key_value(keys, "interface"), key_value(keys, "queue"), i, _uint(v)))
+        s.queue_counters.append((key_value(keys, "interface"), key_value(keys, "queue"), i, as_uint(v)))
     return h
 
 
 def _queue_watermark(s: Samples, keys: dict[str, str], v: Any) -> None:
-    s.queue_watermarks.append((key_value(keys, "interface"), key_value(keys, "queue"), _uint(v)))
+    s.queue_watermarks.append((key_value(keys, "interface"), key_value(keys, "queue"), as_uint(v)))
 
 
 def _pfc_counter(i: int) -> Handler:
@@ -276,7 +152,7 @@ def _pfc_counter(i: int) -> Handler:
         prio = _index(keys, "pfc-priority")
         if prio > 7:
             raise DecodeError(f"PFC priority {prio} is not 0-7")
-        s.pfc_counters.append((key_value(keys, "interface"), prio, i, _uint(v)))
+        s.pfc_counters.append((key_value(keys, "interface"), prio, i, as_uint(v)))
     return h
 
 
@@ -292,10 +168,10 @@ def _build_table() -> dict[tuple[str, ...], Handler]:
     for i, c in enumerate(INTERFACE_COUNTERS):
         t[(*_IF, "state", "counters", c)] = _if_counter(i)
     for leaf, fld in IF_TIMETICKS.items():
-        t[leaf] = _if_state(fld, _timeticks)
-    t[(*_IF, "state", "oper-status")] = _if_state(OPER_STATUS, _oper_status)
-    t[(*_IF, "ethernet", "state", "port-speed")] = _if_state(SPEED_BPS, _port_speed)
-    t[(*_IF, "ethernet", "state", "negotiated-port-speed")] = _if_state(SPEED_BPS, _port_speed)
+        t[leaf] = _if_state(fld, as_timeticks)
+    t[(*_IF, "state", "oper-status")] = _if_state(OPER_STATUS, as_oper_status)
+    t[(*_IF, "ethernet", "state", "port-speed")] = _if_state(SPEED_BPS, as_port_speed)
+    t[(*_IF, "ethernet", "state", "negotiated-port-speed")] = _if_state(SPEED_BPS, as_port_speed)
     for i, c in enumerate(NEXT_HOP_COUNTERS):
         t[(*_AFT, "next-hops", "next-hop", "state", "counters", c)] = _nh_counter(i, False)
         t[(*_AFT, "counters", "next-hops", "next-hop", "state", c)] = _nh_counter(i, True)
@@ -523,7 +399,7 @@ class Decoder:
                 v = tv.uint_val
                 if not v and tv.WhichOneof("value") != "uint_val":  # JSON, string, int_val, ...
                     try:
-                        v = _uint(_scalar(tv))
+                        v = as_uint(typed_scalar(tv))
                     except DecodeError as e:
                         s.errors.append(f"{format_key(prefix, p)}: {e}")
                         continue
@@ -548,7 +424,7 @@ class Decoder:
                 s.errors.append(r[1])
             else:
                 try:
-                    val = _scalar(tv)
+                    val = typed_scalar(tv)
                 except DecodeError as e:
                     s.errors.append(f"{format_key(prefix, p)}: {e}")
                     continue
@@ -655,7 +531,7 @@ def _elems_text(elems: Elems) -> str:
 
 
 def _converting(h: Handler, fmt: str) -> Handler:
-    """``h`` after converting the value from the platform's format (``fabric/platform_profiles.py``)."""
+    """``h`` after converting the value from the platform's format (``fabric/platform_formats.py``)."""
     def conv(s: Samples, keys: dict[str, str], v: Any) -> None:
         try:
             v = from_platform(fmt, v)
@@ -679,8 +555,3 @@ def decode_notification(n: Notification) -> Samples:
     """Decode one Notification without a shared cache (tests, one-off use)."""
     return Decoder().decode(n)
 
-
-def decode_all(notifications: Iterable[Notification]) -> list[Samples]:
-    """Decode several notifications with one cache (tests and replay)."""
-    d = Decoder()
-    return [d.decode(n) for n in notifications]

@@ -36,12 +36,11 @@ from flowtracer.collectors.gnmi.counters.decode import (
     RES_PFC_COUNTER,
     RES_QUEUE_COUNTER,
     RES_QUEUE_WATERMARK,
-    DecodeError,
     Decoder,
-    Samples,
     key_value,
-    normalize_timestamp,
 )
+from flowtracer.collectors.gnmi.counters.leaf_values import DecodeError, normalize_timestamp
+from flowtracer.collectors.gnmi.counters.samples import Samples
 from flowtracer.collectors.gnmi.counters.shapes import count_shape
 
 # Fixed bytes compared before the whole message: two layouts of one length (e.g. the two AFT counter

@@ -25,7 +25,6 @@ the canonical leaves in :data:`NEEDS`, given back as the OpenConfig leaves above
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -148,11 +147,6 @@ def port_speed_bps(value: Any) -> int:
     if not m:
         raise ValueError(f"unknown port speed {value!r}")
     return int(m.group(1)) * _UNIT[m.group(2)]
-
-
-def json_leaf(raw: bytes) -> Any:
-    """The value of a JSON / JSON_IETF leaf (RFC 7951 sends 64-bit integers as strings: kept as text)."""
-    return json.loads(raw)
 
 
 def _uint(value: Any, what: str) -> int:

@@ -27,7 +27,8 @@ from flowtracer.collectors.gnmi.config import Encoding, Gnmi, Target
 from flowtracer.collectors.gnmi.counters.paths import parse_path
 from flowtracer.collectors.gnmi.counters.profile_map import PathMapper
 from flowtracer.collectors.gnmi.discovery.facts import Elems, SwitchFacts, lacking, profile_paths, switch_facts
-from flowtracer.fabric.platform_profiles import Profile, from_platform, load_profile
+from flowtracer.fabric.platform_formats import from_platform
+from flowtracer.fabric.platform_profiles import Profile, load_profile
 
 _ENCODINGS = {Encoding.PROTO: gnmi_pb2.Encoding.PROTO, Encoding.JSON_IETF: gnmi_pb2.Encoding.JSON_IETF,
               Encoding.JSON: gnmi_pb2.Encoding.JSON}

@@ -186,11 +186,6 @@ def parse_targets_file(text: str, source: str) -> TargetsFile:
     return result
 
 
-def parse_targets(text: str, source: str) -> list[Target]:
-    """The targets of ``parse_targets_file`` (warnings dropped: for callers that have none to show)."""
-    return parse_targets_file(text, source).targets
-
-
 def load_targets(path: Path) -> TargetsFile:
     """Read ``path`` (a targets file or ready JSON); ConfigError on any problem."""
     return parse_targets_file(read_text(path, ConfigError), str(path))

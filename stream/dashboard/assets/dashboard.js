@@ -394,6 +394,69 @@ function showIncidents(state) {
   }
 }
 
+// -- flows and their paths ---------------------------------------------------------------------
+
+const chosen = {job: "", flow: ""};  // what the person chose: a job, and within it maybe one flow
+
+function showJobs(state) {
+  const select = document.getElementById("flow-job");
+  const jobs = state.jobs || [];
+  const want = jobs.map((j) => j.job);
+  const have = Array.from(select.options).slice(1).map((o) => o.value);
+  if (want.join("\n") !== have.join("\n")) {  // rebuilt only when the jobs change: keeps the choice open
+    while (select.options.length > 1) select.remove(1);
+    for (const j of jobs) {
+      const o = h("option", {value: j.job}, `${j.job || "(no job)"} (${j.flows} flows)`);
+      select.appendChild(o);
+    }
+    select.value = want.includes(chosen.job) ? chosen.job : "";
+  }
+}
+
+// The chosen paths drawn thick with their utilization colour, every other link faded.
+function highlight(links) {
+  const on = new Set(links);
+  for (const [id, line] of linkEls) line.classList.toggle("path", on.has(id));
+  const svg = document.querySelector("#fabric svg");
+  if (svg) svg.classList.toggle("choosing", on.size > 0);
+}
+
+async function showFlows() {
+  if (!chosen.job) {
+    tableBody("#flows tbody", [], 4);
+    document.getElementById("flow-count").textContent = "";
+    highlight([]);
+    return;
+  }
+  const data = await getJson(`api/flows?job=${encodeURIComponent(chosen.job)}`);
+  if (chosen.flow && !data.flows.some((f) => f.flow_id === chosen.flow)) chosen.flow = "";
+  const one = data.flows.find((f) => f.flow_id === chosen.flow);
+  highlight(one ? one.links : data.links);
+  document.getElementById("flow-count").textContent =
+    `${data.count} flows` + (data.count > data.flows.length ? `, the first ${data.flows.length} listed` : "");
+  const body = tableBody("#flows tbody", data.flows, 4);
+  if (body === null) return;
+  for (const f of data.flows) {
+    const tr = h("tr", {class: "flow" + (f.flow_id === chosen.flow ? " chosen" : ""), "data-flow": f.flow_id,
+                        "data-links": f.links.join(" ")});
+    tr.appendChild(h("td", {class: "flows"}, `${f.src} > ${f.dst} sport ${f.udp_src_port}`));
+    tr.appendChild(h("td", {}, [f.comm, f.collective].filter(Boolean).join(" / ") || "–"));
+    tr.appendChild(h("td", {}, `${f.method} (${f.confidence.toFixed(2)})`));
+    tr.appendChild(h("td", {class: "flows"}, f.hops.map((x) => `${x.switch} ${x.in_port}>${x.out_port}`).join(" → ")));
+    tr.addEventListener("click", () => {
+      chosen.flow = chosen.flow === f.flow_id ? "" : f.flow_id;
+      showFlows().catch(() => {});
+    });
+    body.appendChild(tr);
+  }
+}
+
+document.getElementById("flow-job").addEventListener("change", (ev) => {
+  chosen.job = ev.target.value;
+  chosen.flow = "";
+  showFlows().catch(() => {});
+});
+
 // -- loop ----------------------------------------------------------------------------------------
 
 async function getJson(path) {
@@ -418,6 +481,8 @@ async function tick() {
     showCollisions(state);
     showCauses(state);
     showCollectives(state);
+    showJobs(state);
+    await showFlows();
     showIncidents(state);
     showHealth(state);
     document.body.setAttribute("data-updated-ms", String(state.now_ms));

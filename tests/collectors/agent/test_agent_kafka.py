@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kafka import KafkaConsumer, TopicPartition
-from waiting import wait_for
+from kafka_records import consume_all
 
 from flowtracer.cmd_agent import agent
 from flowtracer.collectors.agent.agent import Agent
 from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.fabric.topology import load_topology
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import FLOWS
@@ -29,28 +29,8 @@ from flowtracer.schemas.v1 import flows_pb2 as pb
 from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import validate_workload
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 G = 1_000_000_000
-
-
-def consume_all(bootstrap: str, topic: str, expect: int, max_s: float = 20.0) -> list[tuple[bytes, bytes]]:
-    """Every record of ``topic`` from the start; stops at ``expect`` records or ``max_s`` (Tansu's end
-    offsets are wrong, so read rather than ask)."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=200)
-    try:
-        deadline = time.monotonic() + max_s  # for the topic and for its records
-        wait_for(lambda: c.partitions_for_topic(topic) is not None, max_s, f"topic {topic} to exist")
-        parts = c.partitions_for_topic(topic)
-        c.assign([TopicPartition(topic, p) for p in sorted(parts)])
-        c.seek_to_beginning()
-        out: list[tuple[bytes, bytes]] = []
-        while len(out) < expect and time.monotonic() < deadline:
-            for records in c.poll(timeout_ms=200).values():
-                out.extend((r.key, r.value) for r in records)
-        return out
-    finally:
-        c.close()
 
 
 @pytest.fixture
@@ -92,7 +72,7 @@ def test_cli_agent_streams_flow_batches_into_kafka(sim: tuple[Engine, Path, Path
         stop.set()
         t.join()
     assert r.exit_code == 0, r.output
-    records = consume_all(kafka.bootstrap, unique_id, expect=12, max_s=20)
+    records = consume_all(kafka.bootstrap, unique_id, expect=12, idle_s=20, max_s=20)
     assert len(records) == 12  # 3 windows x 4 hosts (one NIC, one leaf each)
     batches = [(k.decode(), pb.FlowBatch.FromString(v)) for k, v in records]
     assert all(k == b.leaf and b.leaf.startswith("leaf") and b.agent_id == "sim-agents" for k, b in batches)
@@ -156,7 +136,7 @@ def test_two_agent_processes_find_each_others_peers(sim: tuple[Engine, Path, Pat
         for p in procs:
             p.kill()
     assert [p.returncode for p in procs] == [0, 0], outs
-    batches = [pb.FlowBatch.FromString(v) for _k, v in consume_all(kafka.bootstrap, flows_topic, expect=60)]
+    batches = [pb.FlowBatch.FromString(v) for _k, v in consume_all(kafka.bootstrap, flows_topic, expect=60, idle_s=20, max_s=20)]
     assert len(batches) == 60  # 15 windows x 4 hosts
     ip_host = {n.ip: h.name for h in load_topology(topo_file).hosts for n in h.nics}
     # Each process publishes its QP ends from its first window on; the two start a little apart, so

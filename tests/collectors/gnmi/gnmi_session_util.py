@@ -13,6 +13,7 @@ from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Backoff, Gnmi, Subscription, Target
 from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, STATUS_NAMES, WRAPPED
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
 from flowtracer.collectors.gnmi.session import TargetSession
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch, OperStatus
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
@@ -81,7 +82,7 @@ def collect_batches(target: Target, gnmi: Gnmi, n: int, timeout: float = 10) -> 
     least ``n``; not the instant flushed on stop, see ``stop_session``) and the session (its stats)."""
     batches: list[CounterBatch] = []
     lt = LoopThread()
-    s = TargetSession(target, gnmi, collector_id="t", emit=batches.append)
+    s = TargetSession(target, gnmi, collector_id="t", emit=collect(batches))
     fut = run_session(s, lt)
     try:
         wait_for(lambda: len(batches) >= n, timeout, f"{n} batches from {target.name}")
@@ -89,6 +90,14 @@ def collect_batches(target: Target, gnmi: Gnmi, n: int, timeout: float = 10) -> 
         whole = stop_session(s, fut, lt, emitted=batches)
         lt.close()
     return batches[:whole], s
+
+
+def collect(into: list[Any]) -> Callable[[Any], None]:
+    """A session's ``emit`` that keeps each batch as its message: a session emits a CounterBatch (or
+    CongestionBatch) or, from its columnar path, the serialized bytes of one (``EncodedBatch``)."""
+    def emit(b: Any) -> None:
+        into.append(b.message() if isinstance(b, EncodedBatch) else b)
+    return emit
 
 
 def compact(b: CounterBatch, t0: int = 0) -> dict[str, Any]:

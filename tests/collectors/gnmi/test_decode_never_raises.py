@@ -1,5 +1,5 @@
 """The gNMI decoder promises never to raise on what a switch sends: malformed values are counted and skipped.
-Property-based, seeded with the inputs that used to raise (a superscript digit, a 5,000-digit number)."""
+Property-based, seeded with inputs that make ``int()`` raise (a superscript digit, a 5,000-digit number)."""
 
 from __future__ import annotations
 

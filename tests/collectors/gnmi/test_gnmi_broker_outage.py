@@ -11,16 +11,16 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_session_util import LoopThread, fast_gnmi
 from gnmi_switches import Ticker, make_switch
+from kafka_records import consume_all
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, Metrics, Target
 from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.server import GnmiServer
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 OUTAGE_S = 10.0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from gnmi_replay import ReplayServer
-from gnmi_session_util import LoopThread, compact, fast_gnmi, run_session, stop_session
+from gnmi_session_util import LoopThread, collect, compact, fast_gnmi, run_session, stop_session
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import Target
@@ -27,7 +27,7 @@ def test_golden_case(case: Path) -> None:
     with ReplayServer(spec["sessions"]) as srv:
         target = Target(name="sw1", address="127.0.0.1", port=srv.port, **spec["target"])
         session = TargetSession(target, fast_gnmi(1.0, liveness_timeout=0.0, batch_grace=0.5), collector_id="golden",
-                                emit=batches.append)
+                                emit=collect(batches))
         fut = run_session(session, lt)
         try:
             wait_for(lambda: len(batches) >= len(expected), 10, f"{len(expected)} batches")

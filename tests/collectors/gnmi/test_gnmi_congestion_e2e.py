@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from gnmi_session_util import LoopThread, fast_gnmi, run_session, stop_session
+from gnmi_session_util import LoopThread, collect, fast_gnmi, run_session, stop_session
 from gnmi_switches import make_switch
 from waiting import wait_for
 
@@ -72,7 +72,7 @@ def test_congestion_batches_equal_the_switch_with_a_clear(encoding: Encoding) ->
     with GnmiServer({"leaf1": st}) as srv:
         gnmi = fast_gnmi(0.1, encoding=encoding, congestion=True, congestion_interval=0.1, batch_grace=0.05)
         s = TargetSession(Target(name="leaf1", address="127.0.0.1", port=srv.port), gnmi, collector_id="t",
-                          emit=counters.append, emit_congestion=congestion.append)
+                          emit=collect(counters), emit_congestion=collect(congestion))
         fut = run_session(s, lt)
         try:
             wait_for(lambda: s.stats.state.value == "up", 10, "the session to sync")

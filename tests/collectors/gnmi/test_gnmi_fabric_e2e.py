@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_session_util import IF_FIELDS, NH_FIELDS, LoopThread, fast_gnmi
+from kafka_records import consume_all
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Kafka, TargetMode, TargetOverride, resolve_targets
 from flowtracer.collectors.gnmi.counters.column_deltas import BASELINE, GAP, OK, RESET, WRAPPED
 from flowtracer.collectors.gnmi.service import CollectorService
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology import load_topology
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
@@ -27,7 +28,6 @@ from flowtracer.sim.fabric.ground_truth import GroundTruth
 from flowtracer.sim.fabric.workload import preset
 from flowtracer.sim.runner import RunnerOptions, SimRunner
 from flowtracer.sim.switches.state import INTERFACE_COUNTERS
-from flowtracer.testbed.tansu import TansuBroker
 
 pytestmark = pytest.mark.slow
 

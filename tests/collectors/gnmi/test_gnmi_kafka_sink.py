@@ -10,13 +10,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from gnmi_kafka_util import consume_all
 from kafka.errors import KafkaError
+from kafka_records import consume_all
 from prometheus_client import generate_latest
 
 from flowtracer.collectors.kafka_sink import KafkaSink
 from flowtracer.collectors.self_metrics import SelfMetrics
-from flowtracer.testbed.tansu import TansuBroker, free_port
+from flowtracer.embedded.tansu import TansuBroker, free_port
 
 
 def _metric(sm: SelfMetrics, name: str) -> float:

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_session_util import LoopThread, fast_gnmi
 from gnmi_switches import Ticker, make_switch
+from kafka_records import consume_all
 from prometheus_client import generate_latest
 from tls_certs import make_ca, make_client_cert, make_server_cert
 from waiting import wait_for
@@ -21,9 +21,9 @@ from waiting import wait_for
 from flowtracer.collectors.gnmi.config import Backoff, CollectorConfig, Credentials, Kafka, Target, Tls
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.session import State
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
-from flowtracer.testbed.tansu import TansuBroker
 
 SLOW_RETRY_S = 1.0
 #: target -> (reason label, words its error line must contain)

@@ -5,7 +5,16 @@ sum of the STREAM deltas over the same span (the same link load, read less often
 from __future__ import annotations
 
 import pytest
-from gnmi_session_util import EXACT, IF_FIELDS, LoopThread, check_against_truth, fast_gnmi, run_session, stop_session
+from gnmi_session_util import (
+    EXACT,
+    IF_FIELDS,
+    LoopThread,
+    check_against_truth,
+    collect,
+    fast_gnmi,
+    run_session,
+    stop_session,
+)
 from gnmi_switches import Ticker, make_switch
 from waiting import wait_for
 
@@ -44,9 +53,9 @@ def test_polled_mode_gives_the_stream_s_values_and_deltas(mode: TargetMode) -> N
     with GnmiServer({"leaf1": st}) as srv, Ticker([st], TICK_S) as ticker:
         gnmi = fast_gnmi(TICK_S, batch_grace=0.3)
         stream = TargetSession(Target(name="leaf1", address="127.0.0.1", port=srv.port), gnmi,
-                               collector_id="t", emit=streamed.append)
+                               collector_id="t", emit=collect(streamed))
         poller = TargetSession(Target(name="leaf1", address="127.0.0.1", port=srv.port, mode=mode,
-                                      interval=INTERVAL_S), gnmi, collector_id="t", emit=polled.append)
+                                      interval=INTERVAL_S), gnmi, collector_id="t", emit=collect(polled))
         futs = [run_session(s, lt) for s in (stream, poller)]
         whole: list[int] = []
         try:

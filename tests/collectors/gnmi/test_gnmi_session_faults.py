@@ -13,21 +13,21 @@ import time
 from pathlib import Path
 
 import pytest
-from gnmi_kafka_util import consume_all
 from gnmi_replay import ReplayServer
-from gnmi_session_util import LoopThread, fast_gnmi, run_session, stop_session
+from gnmi_session_util import LoopThread, collect, fast_gnmi, run_session, stop_session
 from gnmi_switches import Ticker, make_ca, make_server_cert, make_switch
+from kafka_records import consume_all
 from waiting import wait_for
 
 from flowtracer.collectors.gnmi.config import CollectorConfig, Credentials, Kafka, Target, Tls
 from flowtracer.collectors.gnmi.service import CollectorService
 from flowtracer.collectors.gnmi.session import State, TargetSession
 from flowtracer.collectors.gnmi.sharding import select
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas.v1.counters_pb2 import CounterBatch
 from flowtracer.sim.switches.schema import Tick
 from flowtracer.sim.switches.server import GnmiServer, TlsFiles
 from flowtracer.sim.switches.subscription import Subscription
-from flowtracer.testbed.tansu import TansuBroker
 
 T0 = 1_767_225_600_000_000_000
 SAMPLE = {"update": {"timestamp": str(T0), "update": [{
@@ -43,7 +43,7 @@ def test_stalled_stream_is_cancelled_and_reconnected(caplog: pytest.LogCaptureFi
     lt = LoopThread()
     with ReplayServer([[{"hold": True}], [SAMPLE, {"syncResponse": True}], [SAMPLE, {"syncResponse": True}]]) as srv:
         s = TargetSession(Target(name="sw", address="127.0.0.1", port=srv.port),
-                          fast_gnmi(0.2, liveness_timeout=0.5), collector_id="t", emit=batches.append)
+                          fast_gnmi(0.2, liveness_timeout=0.5), collector_id="t", emit=collect(batches))
         fut = run_session(s, lt)
         try:
             # Wait for connection 2's baseline, not just its accept: the server counts a connection
@@ -188,7 +188,10 @@ from flowtracer.collectors.gnmi.session import TargetSession
 subs = [Subscription(**{**s.model_dump(), "sample_interval": 0.2}) for s in Gnmi().subscriptions]
 gnmi = Gnmi(subscriptions=subs, start_spread=0.0, batch_grace=0.05, liveness_timeout=0.6,
             backoff=Backoff(base=0.2, cap=1.0, reset_after=5.0, slow_retry=3.0))
-emit = lambda b: print(b.session, b.timestamp_ns, flush=True)
+from flowtracer.collectors.gnmi.counters.columns import EncodedBatch
+def emit(b):
+    m = b.message() if isinstance(b, EncodedBatch) else b
+    print(m.session, m.timestamp_ns, flush=True)
 s = TargetSession(Target(name="leaf1", address="127.0.0.1", port=int(sys.argv[1])), gnmi, collector_id="t", emit=emit)
 asyncio.run(s.run())
 """
@@ -198,7 +201,7 @@ def test_a_collector_starved_of_cpu_reads_what_waited_instead_of_reconnecting(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The collector's process gets no CPU for 2.5 liveness timeouts (stopped, as a loaded machine can leave it)
     while the switch keeps streaming: the samples wait in the socket. The session reads them on the same stream:
-    no reconnect, so no sample lost and no new baseline (before, its watchdog woke first and cancelled the call)."""
+    no reconnect, so no sample lost and no new baseline (its watchdog must not wake first and cancel the call)."""
     sent: list[int] = []  # the stamp of every sample the switch sent after its initial sync, as the switch counts them
     on_tick = Subscription.on_tick
 

@@ -80,7 +80,7 @@ def test_keep_flows_keeps_what_heaviest_would_pick() -> None:
 
 
 class _Fabric:
-    """The two lookups flow_observations uses."""
+    """The two lookups FlowObserver uses."""
 
     def __init__(self) -> None:
         from flowtracer.fabric.routing import NicRef

@@ -18,6 +18,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from waiting import wait_for
 
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas import topics
@@ -25,7 +26,6 @@ from flowtracer.schemas.v1 import analytics_pb2
 from flowtracer.stream.dashboard.incident_feed import IncidentFeed
 from flowtracer.stream.diagnosis.assembly import TOPICS
 from flowtracer.stream.diagnosis.service import reading_behind
-from flowtracer.testbed.tansu import TansuBroker, free_port
 
 S = 1_000_000_000
 TOPO = generate(FabricSpec(hosts=16, leaves=4, spines=2, name="t"))

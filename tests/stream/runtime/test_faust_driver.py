@@ -13,9 +13,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.stream.runtime import faust_driver
 from flowtracer.stream.runtime.faust_driver import DriverOptions, connected, fetched_ends
-from flowtracer.testbed.tansu import TansuBroker, free_port
 from flowtracer.testbed.tcp_proxy import TcpProxy
 
 

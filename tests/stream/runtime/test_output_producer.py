@@ -14,10 +14,10 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.protocol.produce import ProduceRequest
 
+from flowtracer.embedded.tansu import TansuBroker, free_port
 from flowtracer.schemas import topics
 from flowtracer.stream.runtime.faust_driver import connected
 from flowtracer.stream.runtime.output_producer import KeyPartitions, OutputProducer, producer_settings
-from flowtracer.testbed.tansu import TansuBroker, free_port
 from flowtracer.testbed.tcp_proxy import TcpProxy
 
 Record = tuple[int, bytes | None, bytes]  # (offset, key, value) as read back

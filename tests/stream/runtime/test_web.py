@@ -9,13 +9,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from flowtracer.embedded.managed_process import free_port
 from flowtracer.fabric.routing import Fabric
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.stream.dashboard.server import register_dashboard
 from flowtracer.stream.runtime.app import build_app
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.sinks.registry import make_sink
-from flowtracer.testbed.managed_process import free_port
 
 HOSTILE = {"WEB_BIND": "0.0.0.0", "F_WEB_BIND": "0.0.0.0", "WEB_HOST": "0.0.0.0", "WEB_PORT": "6066",
            "WEB_TRANSPORT": "unix:///tmp/faust.sock", "APP_WEB_ENABLED": "true", "APP_WEB_TABLES_ENABLED": "true",

@@ -334,3 +334,27 @@ def test_to_lines_keeps_order_and_refuses_other_messages() -> None:
     assert [ln.split(",", 1)[0] for ln in lines] == ["fim", "link_load", "collision", "path_load"]
     with pytest.raises(PointError, match="no line encoder for DeadLetter"):
         to_lines([a.DeadLetter()])
+
+
+def flow_path(**kw: Any) -> a.FlowPath:
+    m = a.FlowPath(schema_version=1, window_start_ns=T_START, window_end_ns=T_END, flow_id="h01:mlx5_0/7/1",
+                   key=c.FlowKey(src_ip="10.0.0.1", dst_ip="10.0.3.1", udp_src_port=52208, udp_dst_port=4791),
+                   src_host="h01", src_nic="mlx5_0", dst_host="h03", dst_nic="mlx5_0", job_id="j42",
+                   links=["h01:mlx5_0>leaf-01:e1", LINK, "spine-01:e2>leaf-02:e5", "leaf-02:e1>h03:mlx5_0"],
+                   method="hash", confidence=1.0, path_share=1.0, bytes=10**9,
+                   change=a.FLOW_PATH_CHANGE_PATH, resolver="hash")
+    for k, v in kw.items():
+        setattr(m, k, v)
+    return m
+
+
+def test_flow_path_line_tags_the_nic_pair_path_and_job_and_keeps_the_flow_a_field() -> None:
+    tags, fields, ts = check_against_schema(to_lines([flow_path()])[0])
+    assert tags == {"src_nic": "h01:mlx5_0", "dst_nic": "h03:mlx5_0", "path": f"{LINK}|spine-01:e2>leaf-02:e5",
+                    "job": "j42", "resolver": "hash"} and ts == T_END
+    assert fields == {"flow_id": "h01:mlx5_0/7/1", "udp_src_port": 52208, "change": "path", "method": "hash",
+                      "bytes": 10**9, "confidence": 1.0, "path_share": 1.0}
+    tags, _, _ = check_against_schema(ip.flow_path_line(flow_path(job_id="")))
+    assert "job" not in tags  # absent, not empty
+    with pytest.raises(PointError, match=r"FlowPath flow_id='h01:mlx5_0/7/1'.*change 0"):
+        ip.flow_path_line(flow_path(change=a.FLOW_PATH_CHANGE_UNSPECIFIED))

@@ -17,6 +17,7 @@ from flowtracer.collectors.agent.config import AgentConfig
 from flowtracer.collectors.agent.sources.registry import SimSource
 from flowtracer.collectors.agent.tracing.wiring import TracePublisher, build_tracer
 from flowtracer.collectors.kafka_sink import KafkaSink
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.fabric.topology_generate import FabricSpec, generate
 from flowtracer.schemas.topics import trace_partition
 from flowtracer.schemas.v1 import traces_pb2 as tpb
@@ -24,7 +25,6 @@ from flowtracer.sim.fabric.engine import Engine
 from flowtracer.sim.fabric.workload import validate_workload
 from flowtracer.sim.hosts.trace_responder import TraceResponder
 from flowtracer.sim.hosts.views import host_view_dir, write_host_view
-from flowtracer.testbed.tansu import TansuBroker
 
 G = 1_000_000_000
 

@@ -8,8 +8,8 @@ from waiting import wait_for
 
 from flowtracer.collectors.agent.tracing.group_changes import GroupChanges
 from flowtracer.collectors.agent.tracing.processor_feedback import GroupWatch, RequestWatch
+from flowtracer.embedded.tansu import TansuBroker
 from flowtracer.schemas.v1 import analytics_pb2, traces_pb2
-from flowtracer.testbed.tansu import TansuBroker
 
 UP1, UP2 = "leaf01:Ethernet3>spine01:Ethernet1", "leaf01:Ethernet4>spine02:Ethernet1"
 

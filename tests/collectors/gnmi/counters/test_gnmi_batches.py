@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from flowtracer.collectors.gnmi.counters.assembly import BatchAssembler
-from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS, LAST_CLEAR_NS, NH_INTERFACE, NH_IP, Samples
+from flowtracer.collectors.gnmi.counters.decode import INTERFACE_COUNTERS
+from flowtracer.collectors.gnmi.counters.samples import LAST_CLEAR_NS, NH_INTERFACE, NH_IP, Samples
 from flowtracer.schemas.v1.common_pb2 import DeltaStatus
 
 S = 1_000_000_000

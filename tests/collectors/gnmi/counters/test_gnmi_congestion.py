@@ -107,7 +107,7 @@ def _run(samples: list[g.Notification], interval_ns: int = S) -> list[Congestion
     out: list[CongestionBatch] = []
     for n in samples:
         out += a.add(d.decode(n), 1)
-    return out + a.flush(2)
+    return [b.message() for b in out + a.flush(2)]
 
 
 def test_deltas_exact_with_a_reset_and_watermark_passed_through() -> None:
@@ -130,11 +130,12 @@ def test_an_instant_split_over_notifications_is_one_batch_and_a_new_session_is_a
     out = a.add(d.decode(notification(T0, [(f"{Q}/transmit-pkts", 5)])), 1)
     out += a.add(d.decode(notification(T0, [(f"{P}/pfc-pause-frames-generated", 2)])), 1)
     out += a.add(d.decode(notification(T0 + S, [(f"{Q}/transmit-pkts", 9)])), 1)
-    assert len(out) == 1 and len(out[0].queues) == 1 and out[0].pfc[0].pause_frames_tx.value == 2
-    out = a.start_session(2)  # the open instant goes out with the old session, then deltas start over
-    assert out[0].queues[0].transmit_pkts.delta == 4 and out[0].session == 1
-    out = a.add(d.decode(notification(T0 + 2 * S, [(f"{Q}/transmit-pkts", 12)])), 1) + a.flush(2)
-    assert out[0].queues[0].transmit_pkts.status == BASELINE and out[0].session == 2
+    (m,) = [b.message() for b in out]
+    assert len(m.queues) == 1 and m.pfc[0].pause_frames_tx.value == 2
+    m = a.start_session(2)[0].message()  # the open instant goes out with the old session, then deltas start over
+    assert m.queues[0].transmit_pkts.delta == 4 and m.session == 1
+    m = (a.add(d.decode(notification(T0 + 2 * S, [(f"{Q}/transmit-pkts", 12)])), 1) + a.flush(2))[0].message()
+    assert m.queues[0].transmit_pkts.status == BASELINE and m.session == 2
 
 
 @settings(max_examples=200, deadline=None)
@@ -172,8 +173,8 @@ def test_a_sample_older_than_its_instant_is_late_and_changes_nothing() -> None:
     assert len(a.flush(1)) == 1
     assert a.add(d.decode(notification(T0, [(f"{Q}/transmit-pkts", 1)])), 1) + a.flush(1) == []
     assert (a.stats.late, a.queue_deltas.out_of_order) == (1, 1)
-    out = a.add(d.decode(notification(T0 + 2 * S, [(f"{Q}/transmit-pkts", 8)])), 1) + a.flush(1)
-    assert (out[0].queues[0].transmit_pkts.delta, out[0].queues[0].transmit_pkts.status) == (3, OK)
+    m = (a.add(d.decode(notification(T0 + 2 * S, [(f"{Q}/transmit-pkts", 8)])), 1) + a.flush(1))[0].message()
+    assert (m.queues[0].transmit_pkts.delta, m.queues[0].transmit_pkts.status) == (3, OK)
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
@@ -211,8 +212,9 @@ def _fast_and_general(native: bool, monkeypatch: pytest.MonkeyPatch) -> list[byt
     b += columns.flush(2)
     assert parts >= 3, "the layout was learnt and used"
     assert [x.SerializeToString() for x in a] == [x.SerializeToString() for x in b]
-    assert [x.queues[0].transmit_pkts.status for x in b] == [BASELINE, OK, OK, RESET, OK, OK]
-    assert [x.queues[0].max_queue_len_bytes for x in b] == [4096 + k for k in range(len(seq))]
+    got = [x.message() for x in b]
+    assert [x.queues[0].transmit_pkts.status for x in got] == [BASELINE, OK, OK, RESET, OK, OK]
+    assert [x.queues[0].max_queue_len_bytes for x in got] == [4096 + k for k in range(len(seq))]
     return [x.SerializeToString() for x in b]
 
 

@@ -7,15 +7,10 @@ import json
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2 as g
 
-from flowtracer.collectors.gnmi.counters.decode import (
-    LAST_CLEAR_NS,
-    OPER_STATUS,
-    SPEED_BPS,
-    Decoder,
-    decode_notification,
-    normalize_timestamp,
-)
+from flowtracer.collectors.gnmi.counters.decode import Decoder, decode_notification
+from flowtracer.collectors.gnmi.counters.leaf_values import normalize_timestamp
 from flowtracer.collectors.gnmi.counters.paths import format_path, parse_path
+from flowtracer.collectors.gnmi.counters.samples import LAST_CLEAR_NS, OPER_STATUS, SPEED_BPS
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
 
 TS = 1_767_225_600_000_000_000

@@ -8,6 +8,8 @@ drop counts, instant after instant.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from delta_oracle import DeltaTracker
 from hypothesis import given, settings
@@ -44,6 +46,15 @@ def _oracle(tr: DeltaTracker, ts: int, vals: list[int | None], clears: list[int]
             for r in range(ROWS)]
 
 
+def _instants(tr: DeltaTracker, seq: list, rate: float | None) -> Iterator[tuple[int, list, list[int], list[int], list]]:
+    """Each instant of ``seq`` as (ts, values, last-clears, idents) and the oracle's results for it."""
+    ts = T0
+    for step, vals, clear_off, idents in seq:
+        ts += step
+        clears = [ts + c if c else 0 for c in clear_off]
+        yield ts, vals, clears, idents, _oracle(tr, ts, vals, clears, idents, rate)
+
+
 def _results(r: int, present: np.ndarray, kept: np.ndarray, v: np.ndarray, delta: np.ndarray,
              status: np.ndarray, interval: int) -> tuple[list[tuple[int, int, int, int]], int]:
     return [(j, int(v[r, j]), int(delta[r, j]), int(status[r, j])) for j in range(WIDTH) if kept[r, j]], interval
@@ -55,11 +66,7 @@ def test_numpy_rule_matches_the_oracle(cfg: tuple[int, int, float | None], seq: 
     bits, interval_ns, rate = cfg
     oracle = DeltaTracker(bits, interval_ns, 1.5)
     state = DeltaState(WIDTH, bits, interval_ns, 1.5)
-    ts = T0
-    for step, vals, clear_off, idents in seq:
-        ts += step
-        clears = [ts + c if c else 0 for c in clear_off]
-        want = _oracle(oracle, ts, vals, clears, idents, rate)
+    for ts, vals, clears, idents, want in _instants(oracle, seq, rate):
         present = np.array([v is not None for v in vals]).reshape(ROWS, WIDTH)
         v = np.array([x or 0 for x in vals], np.uint64).reshape(ROWS, WIDTH)
         max_rate = None if rate is None else np.full((ROWS, WIDTH), rate)
@@ -83,11 +90,7 @@ def test_compiled_and_numpy_encodings_match_the_oracle(cfg: tuple[int, int, floa
             native_loader.native = kernel
             oracle = DeltaTracker(bits, interval_ns, 1.5)
             state = DeltaState(WIDTH, bits, interval_ns, 1.5)
-            ts = T0
-            for step, vals, clear_off, idents in seq:
-                ts += step
-                clears = [ts + c if c else 0 for c in clear_off]
-                want = _oracle(oracle, ts, vals, clears, idents, rate)
+            for ts, vals, clears, idents, want in _instants(oracle, seq, rate):
                 names = [f"e{k}" for k in range(ROWS)]
                 src = [[r * WIDTH + j if vals[r * WIDTH + j] is not None else -1 for j in range(WIDTH)]
                        for r in range(ROWS)]

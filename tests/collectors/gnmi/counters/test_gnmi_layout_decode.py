@@ -18,8 +18,9 @@ from test_gnmi_decode import notif
 
 from flowtracer.collectors.gnmi.counters.assembly import Batch, BatchAssembler
 from flowtracer.collectors.gnmi.counters.column_deltas import WRAPPED
-from flowtracer.collectors.gnmi.counters.decode import Decoder, Samples
+from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.layout import FastDecoder
+from flowtracer.collectors.gnmi.counters.samples import Samples
 from flowtracer.schemas.wire import varint
 
 pytestmark = pytest.mark.usefixtures("kernels")  # compiled and numpy hot loops alike

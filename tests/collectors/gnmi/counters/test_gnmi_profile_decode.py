@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pygnmi.spec.v080 import gnmi_pb2
 
-from flowtracer.collectors.gnmi.counters.decode import LAST_CLEAR_NS, OPER_STATUS, SPEED_BPS, Decoder
+from flowtracer.collectors.gnmi.counters.decode import Decoder
+from flowtracer.collectors.gnmi.counters.samples import LAST_CLEAR_NS, OPER_STATUS, SPEED_BPS
 from flowtracer.fabric.platform_profiles import load_profile
 from flowtracer.schemas.openconfig import INTERFACE_COUNTERS, QUEUE_COUNTERS
 from flowtracer.schemas.v1.counters_pb2 import OPER_STATUS_DOWN, OPER_STATUS_UP

@@ -12,13 +12,9 @@ import pytest
 from pygnmi.spec.v080.gnmi_pb2 import Notification, TypedValue
 from real_dumps import REAL, SUFFIXES, notifications
 
-from flowtracer.collectors.gnmi.counters.decode import (
-    LAST_CHANGE_NS,
-    OPER_STATUS,
-    Decoder,
-    Samples,
-)
+from flowtracer.collectors.gnmi.counters.decode import Decoder
 from flowtracer.collectors.gnmi.counters.paths import parse_path
+from flowtracer.collectors.gnmi.counters.samples import LAST_CHANGE_NS, OPER_STATUS, Samples
 from flowtracer.fabric.platform_profiles import load_profile, platforms
 from flowtracer.schemas.openconfig import INTERFACE_COUNTERS
 from flowtracer.schemas.v1.counters_pb2 import OperStatus
