@@ -32,8 +32,8 @@ records are reported too: on a backlog they say whether the rates compare the sa
     .venv/bin/python bench/bench_catchup.py --profile 1           # py-spy (else cProfile) on worker 0
     .venv/bin/python bench/bench_catchup.py --grace 60            # wait longer for a window's records
 
-py-spy is not a dependency: ``.venv/bin/pip install py-spy`` to profile with it (sampling, 20 Hz); without it
-``--profile`` runs the worker under cProfile, which slows it several times.
+py-spy is not a dependency: ``.venv/bin/pip install py-spy`` to profile with it (sampling, 20 Hz or
+``--profile-hz``); without it ``--profile`` runs the worker under cProfile, which slows it several times.
 """
 
 from __future__ import annotations
@@ -237,8 +237,8 @@ def total(samples: list[dict[str, float]], name: str) -> float:
     return sum(s.get(name, 0.0) for s in samples)
 
 
-def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str | None, grace_s: float
-        ) -> dict[str, Any]:
+def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str | None, grace_s: float,
+        profile_hz: int = 20) -> dict[str, Any]:
     """One catch-up: a fresh broker, the recording, n workers; returns the figures and the outputs."""
     app_id = f"catchup-{n}w-{os.getpid()}"
     tmp = Path(tempfile.mkdtemp(prefix=f"flowtracer-catchup-{n}-"))
@@ -256,7 +256,8 @@ def run(rec: Recording, n: int, partitions: int, timeout_s: float, profile: str 
         spy = None
         if profile == "py-spy":
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
-                                    str(workers[0].proc.pid), "--format", "raw", "--rate", "20", "--nonblocking",
+                                    str(workers[0].proc.pid), "--format", "raw", "--rate", str(profile_hz),
+                                    "--nonblocking",
                                     "--output", str(tmp / "worker0.pyspy.txt")],
                                    stdout=subprocess.DEVNULL, stderr=(tmp / "py-spy.log").open("wb"))
         goal = partitions * rec.windows
@@ -402,6 +403,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profile worker 0 of the N-worker run (py-spy when installed, else cProfile)")
+    ap.add_argument("--profile-hz", type=int, default=20, help="py-spy's samples per second (--profile)")
     ap.add_argument("--grace", type=float, default=3.0,
                     help="the workers' --grace (s), the processor's default; on a backlog a window's records can "
                          "take longer than that to be read, and it is waited out (docs/benchmarks.md, Catch-up)")
@@ -427,7 +429,8 @@ def main() -> None:
     profiler = "py-spy" if shutil.which("py-spy", path=str(Path(sys.executable).parent)) else "cprofile"
     ref = None
     for n in a.workers:
-        r = run(rec, n, a.partitions, a.timeout, profiler if a.profile == n else None, a.grace)
+        r = run(rec, n, a.partitions, a.timeout, profiler if a.profile == n else None, a.grace,
+                a.profile_hz)
         outputs = r.pop("outputs")
         if ref is None:
             ref = outputs

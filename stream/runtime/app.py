@@ -35,7 +35,7 @@ from flowtracer.stream.runtime.batch_worker import LinesFn, Worker
 from flowtracer.stream.runtime.commit import CommitProtocol
 from flowtracer.stream.runtime.config import ProcessorConfig
 from flowtracer.stream.runtime.metrics import Metrics
-from flowtracer.stream.runtime.output_producer import OutputProducer, producer_settings
+from flowtracer.stream.runtime.output_producer import BATCH_BYTES, OutputProducer, producer_settings
 from flowtracer.stream.runtime.processor import FABRIC_KEY, Processor
 from flowtracer.stream.runtime.stream_batches import batches
 from flowtracer.stream.runtime.web import web_settings
@@ -80,6 +80,7 @@ def build_app(cfg: ProcessorConfig, sink: Any, lines: LinesFn, fabric: Fabric | 
         "datadir": str(cfg.data_dir),
         **web_settings(cfg.web_port, cfg.web_bind),  # flowtracer's views only, on cfg's address (web.py)
         "stream_wait_empty": False,
+        "producer_max_batch_size": BATCH_BYTES,  # a window's outputs are megabytes (output_producer.py)
         "broker_commit_every": 100,
         "broker_commit_interval": 1.0,
     }

@@ -50,10 +50,13 @@ UNREAD_EVERY_NS = 100_000_000
 
 class Outputs(Protocol):
     """The output producer: ``send`` queues a record and returns its future (resolved when the broker acknowledges
-    it), ``flush`` sends what is queued (``output_producer.py``); ``start`` connects (called again: nothing)."""
+    it), ``send_keyed`` queues many keyed records of one topic and returns their futures (each once), ``flush`` sends
+    what is queued (``output_producer.py``); ``start`` connects (called again: nothing)."""
 
     def send(self, topic: str, key: bytes | None, value: bytes, partition: int | None = None
              ) -> asyncio.Future[Any]: ...
+
+    def send_keyed(self, topic: str, records: Iterable[tuple[bytes, bytes]]) -> list[asyncio.Future[Any]]: ...
 
     async def flush(self) -> None: ...
 
@@ -233,9 +236,13 @@ class Worker:
                         "; ".join(dl.reason for dl in letters[:3]))
             futures += [send(topics.DEAD_LETTER.name, None, dl.SerializeToString()) for dl in letters]
             text = self.lines(e)
-        for out in KEYED:  # the registry's order (stages/outputs.py)
-            for r in getattr(e, out.kind):
-                futures.append(send(out.topic.name, topics.key(getattr(r, out.key)), r.SerializeToString()))
+        key = topics.key
+        for out in KEYED:  # the registry's order (stages/outputs.py); each kind in one call (tens of thousands)
+            records = getattr(e, out.kind)
+            if records:
+                field = out.key
+                futures += self.outputs.send_keyed(out.topic.name, [(key(getattr(r, field)), r.SerializeToString())
+                                                                    for r in records])
         for dl in e.dead_letters:  # the input records of windows that failed (stages/emitted.py, failed_window)
             dl.worker, dl.received_ns = self.proc.worker, started_ns
             futures.append(send(topics.DEAD_LETTER.name, None, dl.SerializeToString()))

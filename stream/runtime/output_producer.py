@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,10 +52,16 @@ from aiokafka.structs import RecordMetadata
 
 from flowtracer.schemas.topics import partition_for_key
 
-__all__ = ["KeyPartitions", "OutputProducer", "producer_settings"]
+__all__ = ["BATCH_BYTES", "KeyPartitions", "OutputProducer", "producer_settings"]
 
 MAX_KEYS = 1 << 18
 """Keys whose partition :class:`KeyPartitions` keeps (about 100 bytes each: 26 MB at most)."""
+
+BATCH_BYTES = 256 * 1024
+"""The producers' batch size (Faust's ``producer_max_batch_size``, bytes; Faust's and Kafka's default is 16 KiB). A
+window's outputs are megabytes (about 12 MiB at 4,096 NICs): 16 KiB batches made some 1,300 batches a window, each a
+future, a hand-over and its share of a request; 256 KiB batches cut the output path's CPU by a fifth
+(docs/benchmarks.md, issue 30). A quarter of Kafka's default ``message.max.bytes`` (1 MiB), which a batch must fit."""
 
 _RECORD_OVERHEAD = 100
 """Bytes a record adds to its key and value at most in a batch of its own (batch header 61, record fields 21,
@@ -80,9 +86,7 @@ class KeyPartitions:
 
     def __call__(self, key: bytes, partitions: int) -> int:
         """Partition of ``key`` on a topic of ``partitions`` partitions."""
-        cache = self._by_count.get(partitions)
-        if cache is None:
-            cache = self._by_count[partitions] = {}
+        cache = self.table(partitions)
         p = cache.get(key)
         if p is None:
             if self._size >= self.max_keys:
@@ -92,6 +96,14 @@ class KeyPartitions:
             p = cache[key] = partition_for_key(key, partitions)
             self._size += 1
         return p
+
+    def table(self, partitions: int) -> dict[bytes, int]:
+        """The cached key -> partition of a topic of ``partitions`` partitions (read only: misses go through the
+        call, which fills it); the same dict for good, emptied in place when the cache is."""
+        cache = self._by_count.get(partitions)
+        if cache is None:
+            cache = self._by_count[partitions] = {}
+        return cache
 
     def __len__(self) -> int:
         return self._size
@@ -188,6 +200,33 @@ class OutputProducer:
         if count is None or topic in self._waiting:
             return self._wait_for_count(topic, key, value, partition)
         return self._append(topic, count, key, value, partition)
+
+    def send_keyed(self, topic: str, records: Iterable[tuple[bytes, bytes]]) -> list[Future[RecordMetadata]]:
+        """:meth:`send` of many keyed records ``(key, value)`` of one topic, in order, each to its key's partition;
+        returns the futures of the batches they went to, each once (a batch's records share its future).
+
+        A window's outputs are tens of thousands of records: per record this is a cache lookup and an append to the
+        open batch; a new or full batch, or a record near ``max_request_size``, takes :meth:`send`'s path."""
+        count = self._counts.get(topic)
+        if count is None:
+            count = self._known_count(topic)
+        if count is None or topic in self._waiting:
+            return list(dict.fromkeys(self._wait_for_count(topic, k, v, None) for k, v in records))
+        partition_of, cached = self.partitions, self.partitions.table(count)
+        open_batches, append = self._open, self._append
+        small = self.max_request_size - _RECORD_OVERHEAD  # key + value bytes that fit a request without measuring
+        futures: dict[Future[RecordMetadata], None] = {}
+        for key, value in records:
+            p = cached.get(key)
+            if p is None:
+                p = partition_of(key, count)
+            batch = open_batches.get((topic, p))
+            if batch is None or len(key) + len(value) > small or \
+                    batch.builder.append(timestamp=None, key=key, value=value) is None:
+                futures[append(topic, count, key, value, p)] = None  # (a full batch refused it: _append rotates)
+            else:
+                futures[batch.future] = None
+        return list(futures)
 
     async def flush(self) -> None:
         """Hand every batch built so far to aiokafka's sender, in order per partition; does not wait for the

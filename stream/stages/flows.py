@@ -222,8 +222,12 @@ class FlowsStage:
             i = lrow[lid]
             owner = owner_of[lid]
             b = lbytes[i]
-            ls = shares_of[dest_of[owner]].add(link=lid, switch=owner, bytes=saturating_round(b), flow_count=lcount[i],
-                                               confidence=lconf[i] / b if b else 1.0)
+            ls = shares_of[dest_of[owner]].add()  # fields set one by one: a third cheaper than add(**fields)
+            ls.link = lid
+            ls.switch = owner
+            ls.bytes = saturating_round(b)
+            ls.flow_count = lcount[i]
+            ls.confidence = lconf[i] / b if b else 1.0
             ends = ends_of.get(lid)
             if ends is not None:  # how many send to how many over the link: incast is many to one
                 ls.src_nic_count, ls.dst_nic = ends

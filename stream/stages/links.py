@@ -93,6 +93,10 @@ class LinksStage:
             | None = None
         #: Per switch: its last AFT groups (items in order; None: no view) and what ``_groups`` made of them.
         self._groups_memo: dict[str, tuple[Any, tuple[list[WeightedGroup], tuple[Any, ...], tuple[Drift, ...]]]] = {}
+        #: Per link, its LinkLoad's fields that do not change per window, for the live groups' index they were
+        #: made with (``_load_templates``).
+        self._templates: dict[str, analytics_pb2.LinkLoad] = {}
+        self._templates_for: dict[str, list[str]] | None = None
 
     def window_of(self, timestamp_ns: int) -> int:
         return -(-timestamp_ns // self.hop_ns) * self.hop_ns
@@ -233,21 +237,29 @@ class LinksStage:
         # A link's groups are those its switch has now (live: its AFT's, else the topology's): they name it, and
         # their other members are its siblings.
         groups_of, group_ids = self._groups_by_link()
+        templates = self._load_templates(group_ids)
+        link_loads, new_load = out.link_loads, analytics_pb2.LinkLoad
         for lid in sorted(link_ids):
-            link = self.links.fabric.links[lid]
+            tmpl = templates.get(lid)
+            if tmpl is None:
+                tmpl = templates[lid] = self._load_template(lid, group_ids.get(lid, ()))
             share = shares.get(lid)
             attributed = saturating_round(share.bytes) if share else 0
             valid = lid in measured
             meas = saturating_round(measured.get(lid, 0))
-            out.link_loads.append(analytics_pb2.LinkLoad(
-                schema_version=SCHEMA_VERSION, window_start_ns=start, window_end_ns=end, link=lid,
-                src_node=link.src_node, src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
-                speed_bps=link.speed_bps, measured_bytes=meas, measured_valid=valid, attributed_bytes=attributed,
-                unexplained_bytes=meas - attributed if valid else 0,
-                utilization=utilization.get(lid, 0.0),
-                flow_count=share.flow_count if share else 0, resolver=self.resolver,
-                groups=group_ids.get(lid, ()), oper_up=oper.get(lid, False),
-                oper_valid=lid in oper))
+            m = new_load()
+            m.CopyFrom(tmpl)
+            m.window_start_ns = start
+            m.window_end_ns = end
+            m.measured_bytes = meas
+            m.measured_valid = valid
+            m.attributed_bytes = attributed
+            m.unexplained_bytes = meas - attributed if valid else 0
+            m.utilization = utilization.get(lid, 0.0)
+            m.flow_count = share.flow_count if share else 0
+            m.oper_up = oper.get(lid, False)
+            m.oper_valid = lid in oper
+            link_loads.append(m)
         rolling_start = end - self.history.hops * self.hop_ns
         group_batch = internal_pb2.GroupFimBatch(schema_version=SCHEMA_VERSION, window_end_ns=end,
                                                  source_partition=self.partition, source_partitions=self.partitions)
@@ -284,6 +296,20 @@ class LinksStage:
         found = (live, groups_signature(live), group_drift(view, topo, self.links) if view is not None else ())
         self._groups_memo[sw] = (key, found)
         return found
+
+    def _load_templates(self, group_ids: dict[str, list[str]]) -> dict[str, analytics_pb2.LinkLoad]:
+        """Link id -> a LinkLoad holding the fields that do not change per window (copying it costs half as much
+        as building one from keyword arguments; a window has one per link); emptied when ``group_ids``, the live
+        groups' index, is built again."""
+        if self._templates_for is not group_ids:
+            self._templates, self._templates_for = {}, group_ids
+        return self._templates
+
+    def _load_template(self, lid: str, groups: list[str] | tuple[()]) -> analytics_pb2.LinkLoad:
+        link = self.links.fabric.links[lid]
+        return analytics_pb2.LinkLoad(schema_version=SCHEMA_VERSION, link=lid, src_node=link.src_node,
+                                      src_port=link.src_port, dst_node=link.dst_node, dst_port=link.dst_port,
+                                      speed_bps=link.speed_bps, resolver=self.resolver, groups=groups)
 
     def _groups_by_link(self) -> tuple[dict[str, list[WeightedGroup]], dict[str, list[str]]]:
         """Link id -> the live groups it is a member of, and their ids; built again only when a switch's live groups

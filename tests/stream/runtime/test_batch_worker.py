@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from flowtracer.schemas import topics
@@ -56,6 +57,9 @@ class Outputs:
         self.sent.append((topic, key, value, partition, fut))
         self.queued += 1
         return fut
+
+    def send_keyed(self, topic: str, records: Iterable[tuple[bytes, bytes]]) -> list[asyncio.Future[Any]]:
+        return [self.send(topic, key, value) for key, value in records]
 
     async def flush(self) -> None:
         self.flushes += 1

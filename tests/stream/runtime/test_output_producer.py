@@ -109,6 +109,49 @@ def test_records_land_on_kafkas_partition_in_order_and_are_in_the_broker_when_ac
     assert max(batch_bytes.values()) <= 1024, "no batch over max_batch_size"
 
 
+def test_send_keyed_places_records_as_send_does_and_returns_each_batch_future_once(
+        kafka: TansuBroker, unique_id: str) -> None:
+    known, later, partitions = f"out-{unique_id}", f"out-late-{unique_id}", 3
+    kafka.create_topics({known: partitions})
+    keys = [f"leaf-{i:02d}:Ethernet1/{i % 5}>spine-{i % 2}".encode() for i in range(25)]
+
+    async def run() -> tuple[list[tuple[str, bytes, bytes]], list[Any], int]:
+        op = OutputProducer(settings(kafka.bootstrap, max_batch_size=1024))  # ~20 records a batch: many rotations
+        await op.start()
+        kafka.create_topics({later: partitions})  # after the start: its records wait for the count at the flush
+        try:
+            sent: list[tuple[str, bytes, bytes]] = []
+            futures: list[Any] = []
+            for rnd in range(3):  # keyed bulks between single sends, on both topics
+                for topic in (known, later):
+                    bulk = [(keys[i % len(keys)], b"%s-%d-%04d" % (topic[-4:].encode(), rnd, i)) for i in range(150)]
+                    got = op.send_keyed(topic, bulk)
+                    assert len(got) == len(set(got)), "each batch's future once"
+                    futures += got
+                    sent += [(topic, k, v) for k, v in bulk]
+                    single = (keys[rnd], b"single-%d" % rnd)
+                    futures.append(op.send(topic, *single))
+                    sent.append((topic, *single))
+                await op.flush()
+            metas = await asyncio.gather(*futures)
+            return sent, metas, op.batches_sent
+        finally:
+            await op.stop()
+
+    sent, metas, batches = asyncio.run(run())
+    kafka_partition = DefaultPartitioner()
+    for topic in (known, later):
+        got = asyncio.run(read_back(kafka.bootstrap, topic, partitions))
+        expected: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
+        for t, key, value in sent:
+            if t == topic:
+                expected[kafka_partition(key, list(range(partitions)), list(range(partitions)))].append((key, value))
+        assert {p: [(k, v) for _, k, v in records] for p, records in got.items()} == expected, \
+            f"{topic}: every record on Kafka's partition for its key, in send order"
+    assert {m.topic for m in metas} == {known, later}
+    assert batches > 6 * partitions, "full batches were closed and new ones started"
+
+
 def test_many_records_become_few_produce_requests(kafka: TansuBroker, unique_id: str) -> None:
     topic, partitions, n = f"out-{unique_id}", 4, 4000
     kafka.create_topics({topic: partitions})
