@@ -139,10 +139,6 @@ class WindowTracker:
             self._frontiers.moved(stream_of(source))
         return True
 
-    def touch(self, window_end_ns: int, source: str, token: Any, now_ns: int) -> bool:
-        """Mark that ``source`` reported the window without buffering an item."""
-        return self.add(window_end_ns, source, None, token, now_ns)
-
     def _expected(self) -> frozenset[str]:
         if self._expected_cache is None:
             out: set[str] = set()
@@ -228,7 +224,8 @@ class WindowTracker:
         return self._next_due[0]
 
     def pop(self, window_end_ns: int) -> tuple[list[Any], list[Any], frozenset[str]]:
-        """Release a window: its items (None for touches dropped), ack tokens, and reporting sources."""
+        """Release a window: its items (an add with item None reports its source and adds none), ack tokens, and
+        reporting sources."""
         w = self._windows.pop(window_end_ns)
         r = self._released.pop(window_end_ns, None)
         if r is not None and r.rule == OVERFLOW:
