@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
 from flowtracer.schemas import topics
 from flowtracer.schemas.v1 import analytics_pb2, counters_pb2, flows_pb2, internal_pb2, traces_pb2
+
+if TYPE_CHECKING:
+    from flowtracer.stream.stages.window_tracker import WindowTracker
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +71,19 @@ def failed_window(stage: str, end_ns: int, items: list[Any], exc: Exception) -> 
         schema_version=topics.SCHEMA_VERSION, topic=INPUT_TOPIC.get(type(m), type(m).__name__),
         value=m.SerializeToString(), reason=reason, window_end_ns=end_ns)
         for m in items if isinstance(m, Message)])
+
+
+def release_due(tracker: WindowTracker, due: Iterable[int], window: Callable[[int, list[Any]], Emitted]) -> Emitted:
+    """Finalize each window end (ns) of ``due``: pop it from ``tracker``, compute its outputs with ``window`` (one
+    that raises is dead-lettered whole: :func:`failed_window`) and carry its ack tokens. Every stage's ``finalize``
+    releases its windows this one way."""
+    out = Emitted()
+    for end in due:
+        items, tokens, _ = tracker.pop(end)
+        try:
+            out.extend(window(end, items))
+        except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
+            out.extend(failed_window(tracker.name, end, items, e))
+        out.tokens.extend(tokens)
+        out.windows += 1
+    return out

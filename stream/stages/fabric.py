@@ -11,7 +11,7 @@ from flowtracer.schemas.topics import SCHEMA_VERSION
 from flowtracer.schemas.v1 import analytics_pb2, internal_pb2
 from flowtracer.stream.analytics.congestion_cause import congestion_causes
 from flowtracer.stream.analytics.fim import fabric_fim
-from flowtracer.stream.stages.emitted import Emitted, failed_window
+from flowtracer.stream.stages.emitted import Emitted, release_due
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
 FABRIC = "fabric"
@@ -46,16 +46,7 @@ class FabricStage:
                  ) -> Emitted:
         """Every window due at ``now_ns`` (ns); ``unread``: the streams (``STREAMS``) with records not read yet;
         ``upstream``: ``groups:<q>`` -> the window end its links stage on this worker has released."""
-        out = Emitted()
-        for end in self.tracker.due(now_ns, unread, upstream):
-            items, tokens, _ = self.tracker.pop(end)
-            try:
-                out.extend(self._window(end, items))
-            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
-                out.extend(failed_window(self.tracker.name, end, items, e))
-            out.tokens.extend(tokens)
-            out.windows += 1
-        return out
+        return release_due(self.tracker, self.tracker.due(now_ns, unread, upstream), self._window)
 
     def _window(self, end: int, items: list[internal_pb2.GroupFimBatch]) -> Emitted:
         """The fabric's congestion causes and FIM of the window ending at ``end`` (ns) from its group batches."""

@@ -26,7 +26,7 @@ from flowtracer.stream.analytics.congestion import nic_congestion
 from flowtracer.stream.analytics.flow_obs import FlowObserver, Unattributed
 from flowtracer.stream.analytics.link_index import LinkIndex
 from flowtracer.stream.resolvers.contract import GroupConsumer, Resolver, RetraceRequester, TraceConsumer
-from flowtracer.stream.stages.emitted import Emitted, failed_window
+from flowtracer.stream.stages.emitted import Emitted, release_due
 from flowtracer.stream.stages.flow_paths import FlowPaths
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
@@ -128,15 +128,7 @@ class FlowsStage:
     def finalize(self, now_ns: int, unread: frozenset[str] = NO_STREAMS) -> Emitted:
         """Every window due at ``now_ns`` (the worker's window clock, ns); ``unread``: the streams (``STREAMS``)
         with records not read yet (``WindowTracker.due``)."""
-        out = Emitted()
-        for end in self.tracker.due(now_ns, unread):
-            items, tokens, _ = self.tracker.pop(end)
-            try:
-                out.extend(self._window(end, items))
-            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
-                out.extend(failed_window(self.tracker.name, end, items, e))
-            out.tokens.extend(tokens)
-            out.windows += 1
+        out = release_due(self.tracker, self.tracker.due(now_ns, unread), self._window)
         if out.windows and self._trace_tokens:
             out.tokens.extend(self._trace_tokens)
             self._trace_tokens = []

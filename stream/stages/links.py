@@ -41,7 +41,7 @@ from flowtracer.stream.analytics.congestion import link_congestion
 from flowtracer.stream.analytics.congestion_cause import congested, congested_link
 from flowtracer.stream.analytics.group_drift import Drift, drift_change, drift_records, group_drift
 from flowtracer.stream.analytics.link_index import LinkIndex
-from flowtracer.stream.stages.emitted import Emitted, failed_window
+from flowtracer.stream.stages.emitted import Emitted, release_due
 from flowtracer.stream.stages.flows import counter_identity
 from flowtracer.stream.stages.window_tracker import NO_STREAMS, stage_tracker
 
@@ -132,16 +132,7 @@ class LinksStage:
                  ) -> Emitted:
         """Every window due at ``now_ns`` (ns); ``unread``: the streams (``STREAMS``) with records not read yet;
         ``upstream``: ``attr:<q>`` -> the window end its flows stage on this worker has released (WindowTracker.due)."""
-        out = Emitted()
-        for end in self.tracker.due(now_ns, unread, upstream):
-            items, tokens, _ = self.tracker.pop(end)
-            try:
-                out.extend(self._window(end, items))
-            except Exception as e:  # the boundary: a window that trips a bug is dead-lettered, the worker goes on
-                out.extend(failed_window(self.tracker.name, end, items, e))
-            out.tokens.extend(tokens)
-            out.windows += 1
-        return out
+        return release_due(self.tracker, self.tracker.due(now_ns, unread, upstream), self._window)
 
     def _window(self, end: int, items: list[object]) -> Emitted:
         start = end - self.hop_ns
