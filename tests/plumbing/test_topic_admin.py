@@ -33,6 +33,7 @@ def test_plan_without_a_policy_asks_only_what_the_contract_needs() -> None:
     assert {n: t.partitions for n, t in plan.items()} == wanted
     assert {n for n, t in plan.items() if t.configs == COMPACT} == {
         "flowtracer.path-traces.v1", "flowtracer.qp-ends.v1", "flowtracer.incidents.v1", "flowtracer.ecmp-groups.v1",
+        "flowtracer.flow-paths.v1",
         "proc-stage-state-changelog", "proc-fabric-state-changelog"}
     assert all(t.configs in ({}, COMPACT) for t in plan.values()), "no retention or replication without a policy"
     assert {n for n, t in plan.items() if t.strict} == {
