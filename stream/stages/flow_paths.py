@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flowtracer.fabric.roce import IP_PROTO_UDP
 from flowtracer.fabric.routing import Fabric
 from flowtracer.schemas.bounds import saturating_round
 from flowtracer.schemas.topics import SCHEMA_VERSION
@@ -31,7 +32,6 @@ HEARTBEAT_WINDOWS = 30
 """A flow whose path did not change is restated after this many of its windows (30 s at 1 s windows)."""
 IDLE_WINDOWS = 10
 """A flow that sent nothing for this many windows has ended (its QP is gone or idle)."""
-ROCE_PROTO = 17  # RoCEv2 rides UDP
 CHANGE_NAMES: dict[int, str] = {
     analytics_pb2.FLOW_PATH_CHANGE_FIRST: "first", analytics_pb2.FLOW_PATH_CHANGE_PATH: "path",
     analytics_pb2.FLOW_PATH_CHANGE_METHOD: "method", analytics_pb2.FLOW_PATH_CHANGE_HEARTBEAT: "heartbeat",
@@ -165,7 +165,7 @@ class FlowPaths:
         k = m.key
         k.src_ip = flow.src_ip
         k.dst_ip = flow.dst_ip
-        k.ip_proto = ROCE_PROTO
+        k.ip_proto = IP_PROTO_UDP  # RoCEv2 rides UDP
         k.udp_src_port = flow.udp_src_port
         k.udp_dst_port = flow.udp_dst_port
         k.dst_qpn = flow.rqpn
